@@ -1,0 +1,46 @@
+# The two commands of the contract (DESIGN.md): `make run` and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+HOST ?= 127.0.0.1
+PORT ?= 8000
+TEST_WORKERS ?= auto
+export DJANGO_DEBUG ?= 1
+
+.PHONY: install run test lint worker clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Zero setup: SQLite under var/, filesystem Celery broker under var/, in-memory channel layer.
+run: install
+	$(BIN)/python manage.py migrate --noinput -v 0
+	$(BIN)/python manage.py seed_demo
+	@test -s var/demo-api-key || $(BIN)/python manage.py create_api_key --tenant demo --label "make run demo key" > var/demo-api-key
+	@echo ""
+	@echo "openwop-host is starting on http://$(HOST):$(PORT)"
+	@echo "  discovery   http://$(HOST):$(PORT)/.well-known/openwop"
+	@echo "  OpenAPI     http://$(HOST):$(PORT)/openapi.json"
+	@echo "  admin       http://$(HOST):$(PORT)/admin/  (python manage.py createsuperuser)"
+	@echo "  demo key    $$(cat var/demo-api-key)   (tenant demo: Authorization: Bearer <key>)"
+	@echo "  worker log  var/worker.log"
+	@echo ""
+	@$(BIN)/celery -A openwop_host worker --pool threads --concurrency 4 --loglevel info > var/worker.log 2>&1 & \
+	  worker=$$!; trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \
+	  $(BIN)/daphne -b $(HOST) -p $(PORT) openwop_host.asgi:application
+
+# With DATABASE_URL / REDIS_URL set the suite runs on PostgreSQL / Redis, otherwise on SQLite.
+test: install
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf var .pytest_cache .ruff_cache

@@ -1,0 +1,62 @@
+"""The one DRF exception handler: every REST error becomes `{error, message, details?}`."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from rest_framework import exceptions as drf
+from rest_framework.response import Response
+
+from apps.core.errors import (
+    Forbidden,
+    InternalError,
+    NotFound,
+    OpenWopError,
+    Unauthenticated,
+    ValidationFailed,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def _translate(exc: Exception) -> OpenWopError:
+    if isinstance(exc, OpenWopError):
+        return exc
+    if isinstance(exc, drf.ValidationError | drf.ParseError):
+        detail = exc.detail
+        details: dict[str, Any] = {"fields": detail} if isinstance(detail, dict) else {"errors": detail}
+        message = "The request body is not valid JSON." if isinstance(exc, drf.ParseError) else None
+        return ValidationFailed(message, details=details)
+    if isinstance(exc, drf.NotAuthenticated | drf.AuthenticationFailed):
+        return Unauthenticated()
+    if isinstance(exc, drf.PermissionDenied | PermissionDenied):
+        return Forbidden()
+    if isinstance(exc, drf.NotFound | Http404):
+        return NotFound()
+    if isinstance(exc, drf.MethodNotAllowed):
+        return ValidationFailed(str(exc.detail), status=405)
+    if isinstance(exc, drf.UnsupportedMediaType):
+        err = OpenWopError(str(exc.detail))
+        err.code = "unsupported_media_type"
+        return err
+    if isinstance(exc, drf.NotAcceptable):
+        return ValidationFailed(str(exc.detail), status=406)
+    if isinstance(exc, drf.Throttled):
+        err = OpenWopError("Too many requests.")
+        err.code = "rate_limited"
+        if exc.wait is not None:
+            err.headers["Retry-After"] = str(int(exc.wait) + 1)
+        return err
+    logger.exception("Unhandled error in a REST view")
+    return InternalError()
+
+
+def envelope_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
+    error = _translate(exc)
+    response = Response(error.envelope(), status=error.status)
+    for name, value in error.headers.items():
+        response[name] = value
+    return response

@@ -1,0 +1,127 @@
+"""The host's error hierarchy (STYLE.md habit 7).
+
+Each error carries its registered OpenWOP code (spec/v2/errors.json) and HTTP status. REST renders
+it as the closed envelope `{error, message, details?}`; the A2A and MCP doors map the same
+exceptions to their own JSON-RPC errors, never to this envelope.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Registered codes this host emits, with the status the registry gives them
+# (error-envelope.schema.json `x-openwop-http-status`; tests check this table against it).
+REGISTERED_STATUS: dict[str, int] = {
+    "validation_error": 400,
+    "interop_version_unsupported": 400,
+    "webhook_url_rejected": 400,
+    "idempotency_key_invalid": 400,
+    "unauthenticated": 401,
+    "credential_revoked": 401,
+    "forbidden": 403,
+    "id_tenant_mismatch": 403,
+    "not_found": 404,
+    "interrupt_not_found": 404,
+    "protocol_version_unsupported": 406,
+    "run_terminal": 409,
+    "run_state_conflict": 409,
+    "interrupt_already_resolved": 409,
+    "idempotency_in_flight": 409,
+    "idempotency_key_mismatch": 409,
+    "payload_too_large": 413,
+    "unsupported_media_type": 415,
+    "capability_required": 422,
+    "mcp_mrtr_rounds_exceeded": 422,
+    "rate_limited": 429,
+    "internal_error": 500,
+}
+
+
+class OpenWopError(Exception):
+    """Base of every error a door can render. Subclasses fix `code`; status comes from the table."""
+
+    code: str = "internal_error"
+    default_message: str = "Internal error."
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        details: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+        status: int | None = None,
+    ) -> None:
+        self.message = message or self.default_message
+        self.details = details
+        self.headers = headers or {}
+        self._status = status
+        super().__init__(self.message)
+
+    @property
+    def status(self) -> int:
+        return self._status or REGISTERED_STATUS[self.code]
+
+    def envelope(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"error": self.code, "message": self.message}
+        if self.details:
+            body["details"] = self.details
+        return body
+
+
+class ValidationFailed(OpenWopError):
+    code = "validation_error"
+    default_message = "The request is not valid."
+
+
+class Unauthenticated(OpenWopError):
+    code = "unauthenticated"
+    default_message = "A valid bearer credential is required."
+
+    def __init__(self, message: str | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.headers.setdefault("WWW-Authenticate", 'Bearer realm="openwop"')
+
+
+class CredentialRevoked(Unauthenticated):
+    code = "credential_revoked"
+    default_message = "The credential has been revoked."
+
+
+class Forbidden(OpenWopError):
+    code = "forbidden"
+    default_message = "The caller may not do this."
+
+
+class TenantMismatch(OpenWopError):
+    """REST's answer for an id whose tenant segment is not the caller's (never on A2A/MCP)."""
+
+    code = "id_tenant_mismatch"
+    default_message = "The id does not belong to the caller's tenant."
+
+
+class NotFound(OpenWopError):
+    code = "not_found"
+    default_message = "Not found."
+
+
+class ProtocolVersionUnsupported(OpenWopError):
+    code = "protocol_version_unsupported"
+    default_message = "The requested OpenWOP version is not served here."
+
+
+class Conflict(OpenWopError):
+    """A 409 whose code the raiser names (run_terminal, interrupt_already_resolved, ...)."""
+
+    def __init__(self, code: str, message: str, **kwargs: Any) -> None:
+        self.code = code
+        super().__init__(message, **kwargs)
+
+
+class PayloadTooLarge(OpenWopError):
+    code = "payload_too_large"
+    default_message = "The request body is too large."
+
+
+class InternalError(OpenWopError):
+    code = "internal_error"
+    default_message = "The host could not complete the request."

@@ -1,0 +1,125 @@
+"""One middleware for the REST wire's response rules (versioning.md §1.4, errors.md).
+
+On protocol paths it selects the contract from `OpenWOP-Version` (406 for an unlisted major) and
+stamps `OpenWOP-Version` on every response (304s and errors too). On protocol and vendor API
+paths it turns Django's own 404, 405 and 500 pages into the envelope, so no HTML or stack trace
+ever reaches a client of the wire.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.http import HttpRequest, HttpResponseBase
+from django.middleware.csrf import CsrfViewMiddleware
+
+from apps.core.errors import (
+    Forbidden,
+    InternalError,
+    NotFound,
+    OpenWopError,
+    PayloadTooLarge,
+    ValidationFailed,
+)
+from apps.core.protocol import PREFERRED_VERSION, is_protocol_path, select_contract, wants_envelope
+from apps.core.responses import envelope_response
+
+logger = logging.getLogger(__name__)
+
+GetResponse = Callable[[HttpRequest], HttpResponseBase | Awaitable[HttpResponseBase]]
+
+
+_STATUS_ERRORS: dict[int, type[OpenWopError]] = {400: ValidationFailed, 403: Forbidden, 404: NotFound}
+
+
+def _django_page_to_envelope(request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
+    """Replace any non-JSON error page produced by Django itself (404, 405, 400, 500...) with the envelope."""
+    content_type = response.get("Content-Type", "")
+    if response.status_code < 400 or content_type.startswith("application/json"):
+        return response
+    status = response.status_code
+    if status == 405:
+        allowed = response.get("Allow", "")
+        enveloped = envelope_response(
+            ValidationFailed(
+                f"Method {request.method} is not allowed here.",
+                details={"allowed": [m.strip() for m in allowed.split(",") if m.strip()]},
+                status=405,
+            )
+        )
+        if allowed:
+            enveloped["Allow"] = allowed
+        return enveloped
+    if status == 404:
+        return envelope_response(NotFound(f"No resource at {request.path}."))
+    error_class = _STATUS_ERRORS.get(status)
+    if error_class is not None:
+        return envelope_response(error_class())
+    if status == 413:
+        return envelope_response(PayloadTooLarge())
+    return envelope_response(InternalError())
+
+
+class ProtocolEnvelopeMiddleware:
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: GetResponse) -> None:
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest):  # type: ignore[no-untyped-def]
+        if self.is_async:
+            return self._acall(request)
+        early, contract = self._before(request)
+        if early is not None:
+            return early
+        return self._after(request, self.get_response(request), contract)  # type: ignore[arg-type]
+
+    async def _acall(self, request: HttpRequest) -> HttpResponseBase:
+        early, contract = self._before(request)
+        if early is not None:
+            return early
+        return self._after(request, await self.get_response(request), contract)  # type: ignore[misc]
+
+    @staticmethod
+    def _before(request: HttpRequest) -> tuple[HttpResponseBase | None, str | None]:
+        if not is_protocol_path(request.path):
+            return None, None
+        try:
+            return None, select_contract(request.headers.get("OpenWOP-Version"))
+        except OpenWopError as exc:
+            response = envelope_response(exc)
+            response["OpenWOP-Version"] = PREFERRED_VERSION
+            return response, None
+
+    @staticmethod
+    def _after(request: HttpRequest, response: HttpResponseBase, contract: str | None) -> HttpResponseBase:
+        if wants_envelope(request.path):
+            response = _django_page_to_envelope(request, response)
+        if contract is not None:
+            response["OpenWOP-Version"] = contract
+        return response
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponseBase | None:
+        if not wants_envelope(request.path):
+            return None
+        if isinstance(exception, OpenWopError):
+            return envelope_response(exception)
+        logger.exception("Unhandled error on %s %s", request.method, request.path)
+        return envelope_response(InternalError())
+
+
+class BearerApiCsrfMiddleware(CsrfViewMiddleware):
+    """CSRF protects cookie sessions (admin, console). The REST wire, the vendor API and the A2A/MCP
+    interfaces authenticate with bearer keys only, so a forged cross-site request carries no
+    credential there; CSRF's HTML refusal must not reach those clients."""
+
+    def process_view(self, request, callback, callback_args, callback_kwargs):  # type: ignore[no-untyped-def]
+        if wants_envelope(request.path) or request.path.startswith(("/a2a", "/mcp")):
+            return None
+        return super().process_view(request, callback, callback_args, callback_kwargs)

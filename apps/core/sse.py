@@ -1,0 +1,128 @@
+"""Server-Sent Events over an append-only log (events.md; STYLE.md habit 9).
+
+The database log is the source of truth. A stream replays rows after the client's position, then
+waits: for a wake-up on a channel-layer group (Redis in production) or, at most `poll_seconds`
+later, for the next database read, so a wake-up lost between processes (the in-memory layer of
+the zero-setup default does not cross them) only costs latency. No transaction is held across a
+`yield`; a client disconnect arrives as `CancelledError`, which we let end the stream after
+leaving the group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.http import HttpRequest, StreamingHttpResponse
+
+from apps.core.errors import ValidationFailed
+
+_GROUP_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+@dataclass(frozen=True, slots=True)
+class SseEvent:
+    id: int  # the log sequence, sent as `id:` so a client resumes with Last-Event-ID
+    data: dict[str, Any]
+    event: str | None = None
+    terminal: bool = False  # the stream ends after this event
+
+
+Fetch = Callable[[int], Awaitable[list[SseEvent]]]
+
+
+def wake_group_name(kind: str, tenant: str, key: str) -> str:
+    """The one name of a wake-up group (channel-layer safe, < 100 chars, always has the tenant)."""
+    digest = hashlib.sha256(f"{kind}\x00{tenant}\x00{key}".encode()).hexdigest()[:32]
+    return f"ow.{_GROUP_SAFE.sub('_', kind)[:16]}.{_GROUP_SAFE.sub('_', tenant)[:40]}.{digest}"
+
+
+def publish_wake(group: str) -> None:
+    """Wake every stream of `group`. Call from `transaction.on_commit`; best effort by design."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    with contextlib.suppress(Exception):  # a lost wake-up costs latency, never data
+        async_to_sync(layer.group_send)(group, {"type": "log.wake"})
+
+
+def last_event_id(request: HttpRequest, query_param: str | None = None) -> int:
+    """The position to resume after: `Last-Event-ID` header (or a query parameter), default 0."""
+    raw = request.headers.get("Last-Event-ID")
+    if raw is None and query_param:
+        raw = request.GET.get(query_param)
+    if raw is None or raw == "":
+        return 0
+    if not raw.isdigit():
+        raise ValidationFailed(
+            "Last-Event-ID must be a non-negative integer.", details={"field": "Last-Event-ID"}
+        )
+    return int(raw)
+
+
+def format_event(event: SseEvent) -> bytes:
+    lines = [f"id: {event.id}"]
+    if event.event:
+        lines.append(f"event: {event.event}")
+    lines.append("data: " + json.dumps(event.data, separators=(",", ":")))
+    return ("\n".join(lines) + "\n\n").encode("utf-8")
+
+
+async def stream_log(
+    *,
+    group: str,
+    after: int,
+    fetch: Fetch,
+    heartbeat_seconds: float = 15.0,
+    poll_seconds: float = 1.0,
+) -> AsyncIterator[bytes]:
+    layer = get_channel_layer()
+    channel = await layer.new_channel() if layer is not None else None
+    if channel is not None:
+        await layer.group_add(group, channel)
+    try:
+        position = after
+        idle = 0.0
+        yield b": stream open\n\n"
+        while True:
+            for event in await fetch(position):
+                yield format_event(event)
+                position = event.id
+                idle = 0.0
+                if event.terminal:
+                    return
+            waited = await _wait_for_wake(layer, channel, poll_seconds)
+            idle += waited
+            if idle >= heartbeat_seconds:
+                idle = 0.0
+                yield b": heartbeat\n\n"
+    finally:
+        if channel is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(layer.group_discard(group, channel))
+
+
+async def _wait_for_wake(layer: Any, channel: str | None, timeout: float) -> float:
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    if channel is None:
+        await asyncio.sleep(timeout)
+    else:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(layer.receive(channel), timeout)
+    return loop.time() - started
+
+
+def sse_response(stream: AsyncIterator[bytes]) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(stream, content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class FacetsConfig(AppConfig):
+    name = "apps.facets"
+    label = "facets"

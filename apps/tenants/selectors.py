@@ -1,0 +1,56 @@
+"""Reads for identity: a bearer credential -> the caller's Subject (identity.md §2, fail closed)."""
+
+from __future__ import annotations
+
+import hmac
+
+from django.conf import settings
+
+from apps.core.errors import CredentialRevoked, Unauthenticated
+from apps.tenants.models import ApiKey
+from apps.tenants.services import KEY_SCHEME, secret_digest
+from apps.tenants.subject import Subject
+
+
+def api_key_issuer() -> str:
+    return f"{settings.OPENWOP_PUBLIC_URL}/api-keys"
+
+
+def _parse_raw_key(raw: str) -> tuple[str, str]:
+    scheme, sep, rest = raw.partition("_")
+    prefix, dot, secret = rest.partition(".")
+    if scheme != KEY_SCHEME or not sep or not dot or not prefix or not secret:
+        raise Unauthenticated("The bearer credential is not a valid API key.")
+    return prefix, secret
+
+
+def subject_from_api_key(raw: str) -> Subject:
+    """Resolve a raw API key to its Subject, or raise 401 (unauthenticated / credential_revoked)."""
+    prefix, secret = _parse_raw_key(raw)
+    api_key = ApiKey.unscoped_all_tenants.select_related("tenant").filter(prefix=prefix).first()
+    if api_key is None or not hmac.compare_digest(api_key.secret_digest, secret_digest(secret)):
+        raise Unauthenticated("The bearer credential is not a valid API key.")
+    if api_key.revoked_at is not None:
+        raise CredentialRevoked()
+    return Subject(
+        issuer=api_key_issuer(),
+        subject_id=api_key.subject_id,
+        tenant=api_key.tenant.slug,
+        kind=api_key.kind,  # type: ignore[arg-type]
+    )
+
+
+def bearer_token(authorization: str | None) -> str:
+    """The token of an `Authorization: Bearer <token>` header, or 401 unauthenticated."""
+    if not authorization:
+        raise Unauthenticated("Authorization: Bearer <api key> is required.")
+    scheme, _, token = authorization.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token or " " in token:
+        raise Unauthenticated("The Authorization header must be 'Bearer <api key>'.")
+    return token
+
+
+def subject_from_authorization(authorization: str | None) -> Subject:
+    """The helper async and JSON-RPC views use: the same rules as the DRF authentication class."""
+    return subject_from_api_key(bearer_token(authorization))

@@ -1,0 +1,64 @@
+"""Writes for tenants and API keys."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.db import transaction
+from django.utils import timezone
+
+from apps.core.errors import ValidationFailed
+from apps.core.ids import TENANT_SLUG_RE
+from apps.tenants.models import ApiKey, ApiKeyKind, Tenant
+
+KEY_SCHEME = "owk"
+
+
+def secret_digest(secret: str) -> str:
+    # The secret is 256 random bits: a fast digest is enough (nothing to brute-force).
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def tenant_get_or_create(*, slug: str, name: str = "") -> tuple[Tenant, bool]:
+    if not TENANT_SLUG_RE.match(slug):
+        raise ValidationFailed(
+            "A tenant slug is 1-128 characters of [A-Za-z0-9._-].", details={"field": "slug"}
+        )
+    with transaction.atomic():
+        tenant, created = Tenant.objects.get_or_create(slug=slug, defaults={"name": name or slug})
+        if created:
+            transaction.on_commit(lambda: _tenant_created(tenant.pk))
+    return tenant, created
+
+
+def _tenant_created(tenant_pk: int) -> None:
+    """Hooks other apps add for a new tenant (e.g. fixture workflows) run after commit."""
+    from apps.tenants.hooks import run_tenant_created_hooks
+
+    run_tenant_created_hooks(tenant_pk)
+
+
+def api_key_create(*, tenant: Tenant, kind: str = ApiKeyKind.USER, label: str = "") -> tuple[ApiKey, str]:
+    """Create a key and return it with its raw value, which is never stored and never shown again."""
+    if kind not in ApiKeyKind.values:
+        raise ValidationFailed("kind must be 'user' or 'agent'.", details={"field": "kind"})
+    prefix = secrets.token_hex(6)
+    secret = secrets.token_urlsafe(32)
+    api_key = ApiKey.objects.create(
+        tenant=tenant,
+        prefix=prefix,
+        secret_digest=secret_digest(secret),
+        subject_id=f"key-{secrets.token_hex(12)}",
+        kind=kind,
+        label=label,
+    )
+    return api_key, f"{KEY_SCHEME}_{prefix}.{secret}"
+
+
+def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
+    """Revoke: the next request with this key gets 401 credential_revoked (revocation next-request)."""
+    if api_key.revoked_at is None:
+        api_key.revoked_at = timezone.now()
+        api_key.save(update_fields=["revoked_at"])
+    return api_key

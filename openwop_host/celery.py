@@ -1,0 +1,13 @@
+"""The Celery app. Tasks are thin: ids in, a service call out (STYLE.md habit 8)."""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openwop_host.settings")
+
+app = Celery("openwop_host")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

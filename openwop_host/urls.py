@@ -1,0 +1,28 @@
+"""URL map. REST paths are unversioned at the bare origin (versioning.md)."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
+from django.urls import path
+from drf_spectacular.views import SpectacularJSONAPIView
+
+from apps.facets.views import well_known_openwop
+from apps.tenants.api import WhoAmIApi
+
+
+def healthz(request: HttpRequest) -> HttpResponse:
+    return HttpResponse("ok", content_type="text/plain")
+
+
+urlpatterns = [
+    path(".well-known/openwop", well_known_openwop, name="discovery"),
+    path(
+        "openapi.json",
+        SpectacularJSONAPIView.as_view(authentication_classes=[], permission_classes=[]),
+        name="openapi",
+    ),
+    path("healthz", healthz, name="healthz"),
+    path("host/openwop-host/api/whoami", WhoAmIApi.as_view(), name="whoami"),
+    path("admin/", admin.site.urls),
+]

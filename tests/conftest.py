@@ -1,0 +1,89 @@
+"""Shared fixtures: API keys, and a live host (Daphne + Celery worker) on loopback."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from apps.tenants.models import Tenant
+from apps.tenants.services import api_key_create, tenant_get_or_create
+from tests.live import LiveProcess, process_env, start_celery_worker, start_daphne
+
+SHARED_DIR = Path(__file__).resolve().parent.parent.parent / "shared"
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    db = "PostgreSQL" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "SQLite"
+    redis = "Redis" if os.environ.get("REDIS_URL") else "in-memory channel layer, filesystem broker"
+    return [f"openwop-host: database {db}; {redis}"]
+
+
+@pytest.fixture
+def shared_dir() -> Path:
+    if not SHARED_DIR.is_dir():
+        pytest.skip(f"the shared spec folder is not beside the checkout ({SHARED_DIR})")
+    return SHARED_DIR
+
+
+@pytest.fixture
+def make_key(db):  # type: ignore[no-untyped-def]
+    """make_key("acme", kind="user") -> raw API key for a (created if missing) tenant."""
+
+    def _make(slug: str = "acme", *, kind: str = "user") -> str:
+        tenant, _ = tenant_get_or_create(slug=slug)
+        _, raw = api_key_create(tenant=tenant, kind=kind)
+        return raw
+
+    return _make
+
+
+@pytest.fixture
+def tenant(db) -> Tenant:  # type: ignore[no-untyped-def]
+    return tenant_get_or_create(slug="acme")[0]
+
+
+@pytest.fixture(scope="session")
+def _live_env(django_db_setup, django_db_blocker, tmp_path_factory, worker_id):  # type: ignore[no-untyped-def]
+    var_dir = tmp_path_factory.mktemp("live-var")
+    with django_db_blocker.unblock():
+        connection.ensure_connection()
+        env = process_env(worker_id, var_dir)
+    return env, var_dir
+
+
+@pytest.fixture(scope="session")
+def _live_daphne(_live_env) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    env, var_dir = _live_env
+    live, base_url = start_daphne(env, var_dir)
+    yield base_url
+    live.stop()
+
+
+@pytest.fixture
+def live_url(_live_daphne: str, transactional_db) -> str:  # type: ignore[no-untyped-def]
+    """Base URL of a Daphne serving the host against this test's (committed) database."""
+    return _live_daphne
+
+
+@pytest.fixture(scope="session")
+def _live_worker(_live_env) -> Iterator[LiveProcess]:  # type: ignore[no-untyped-def]
+    env, var_dir = _live_env
+    live = start_celery_worker(env, var_dir)
+    yield live
+    live.stop()
+
+
+@pytest.fixture
+def live_worker(_live_worker: LiveProcess, transactional_db) -> LiveProcess:  # type: ignore[no-untyped-def]
+    """A real Celery worker consuming this test session's queue."""
+    return _live_worker
+
+
+@pytest.fixture(scope="session")
+def live_env(_live_env):  # type: ignore[no-untyped-def]
+    """(env, var_dir) the live processes run with, to start more workers (e.g. after a kill)."""
+    return _live_env

@@ -1,0 +1,120 @@
+"""Real processes for black-box tests: Daphne serving the host, Celery workers executing runs.
+
+Both run against the test database pytest-django created (so tests using them need
+`transactional_db`), each parallel test worker with its own Celery queue and broker folder.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _database_url() -> str:
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{Path(db['NAME']).resolve()}"
+    user = db.get("USER") or ""
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    auth = f"{user}{password}@" if user else ""
+    host = db.get("HOST") or "127.0.0.1"
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    return f"postgres://{auth}{host}{port}/{db['NAME']}"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def process_env(worker_id: str, var_dir: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        {
+            "DATABASE_URL": _database_url(),
+            "DJANGO_DEBUG": "0",
+            "DJANGO_SECRET_KEY": "live-test-secret-key-" + "x" * 40,
+            "DJANGO_SECURE_SSL_REDIRECT": "0",
+            "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+            "OPENWOP_VAR_DIR": str(var_dir),
+            "OPENWOP_CELERY_QUEUE": f"openwop-test-{worker_id}-{os.getpid()}",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    env.update(extra)
+    return env
+
+
+@dataclass
+class LiveProcess:
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+
+    def stop(self, *, kill: bool = False) -> None:
+        if self.proc.poll() is not None:
+            return
+        if kill:
+            self.proc.kill()
+        else:
+            self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+def _spawn(args: list[str], env: dict[str, str], log_path: Path) -> LiveProcess:
+    log = log_path.open("wb")
+    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    return LiveProcess(proc=proc, log_path=log_path)
+
+
+def start_daphne(env: dict[str, str], log_dir: Path) -> tuple[LiveProcess, str]:
+    port = free_port()
+    live = _spawn(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "openwop_host.asgi:application"],
+        env,
+        log_dir / f"daphne-{port}.log",
+    )
+    base_url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if live.proc.poll() is not None:
+            raise RuntimeError(f"daphne exited early:\n{live.log()}")
+        try:
+            if httpx.get(f"{base_url}/healthz", timeout=1).status_code == 200:
+                return live, base_url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    live.stop(kill=True)
+    raise RuntimeError(f"daphne did not answer within 60 s:\n{live.log()}")
+
+
+def start_celery_worker(env: dict[str, str], log_dir: Path, *, name: str = "w1") -> LiveProcess:
+    live = _spawn(
+        [
+            sys.executable, "-m", "celery", "-A", "openwop_host", "worker",
+            "--pool", "threads", "--concurrency", "4", "--loglevel", "info",
+            "-Q", env["OPENWOP_CELERY_QUEUE"], "-n", f"{name}@%h-{env['OPENWOP_CELERY_QUEUE']}",
+            "--without-gossip", "--without-mingle", "--without-heartbeat",
+        ],
+        env,
+        log_dir / f"celery-{name}.log",
+    )
+    return live
