@@ -53,6 +53,9 @@ INSTALLED_APPS = [
     "apps.core",
     "apps.tenants",
     "apps.facets",
+    "apps.agents",
+    "apps.runs",
+    "apps.audit",
 ]
 
 MIDDLEWARE = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
-from django.urls import path
+from django.urls import include, path
 from drf_spectacular.views import SpectacularJSONAPIView
 
 from apps.facets.views import well_known_openwop
@@ -25,4 +25,7 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("host/openwop-host/api/whoami", WhoAmIApi.as_view(), name="whoami"),
     path("admin/", admin.site.urls),
+    path("", include("apps.agents.urls")),
+    path("", include("apps.runs.urls")),
+    path("", include("apps.audit.urls")),
 ]
