@@ -8,6 +8,7 @@ Redis.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import environ
@@ -103,7 +104,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         }
     )
     # A file, not :memory:, so a live server process can share the test database.
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
+    # One file per test run (xdist shares its run uid across workers and suffixes each worker).
+    _test_run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")[:12] or str(os.getpid())
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-dbs" / f"test-{_test_run}.sqlite3")}
+    (VAR_DIR / "test-dbs").mkdir(exist_ok=True)
 else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", 0)
     DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
