@@ -6,6 +6,7 @@ class TenantsConfig(AppConfig):
     label = "tenants"
 
     def ready(self) -> None:
+        import apps.tenants.schema  # noqa: F401 - registers the OpenAPI auth extension
         from apps.facets.discovery import register_capability
         from apps.tenants.capabilities import auth_capability
 

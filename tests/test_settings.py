@@ -1,0 +1,61 @@
+"""Settings contract: production refuses a missing secret; the environment picks the backends."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _setup(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_URL", "REDIS_URL"))}
+    base.update(env)
+    code = (
+        "import django, json; django.setup(); from django.conf import settings as s;"
+        "print(json.dumps([s.DATABASES['default']['ENGINE'], s.CHANNEL_LAYERS['default']['BACKEND'],"
+        " s.CELERY_BROKER_URL.split(':')[0]]))"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**base, "DJANGO_SETTINGS_MODULE": "openwop_host.settings"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_production_refuses_to_start_without_a_secret_key(tmp_path: Path) -> None:
+    result = _setup({"DJANGO_DEBUG": "0", "OPENWOP_VAR_DIR": str(tmp_path)})
+    assert result.returncode != 0
+    assert "DJANGO_SECRET_KEY is required" in result.stderr
+
+
+def test_zero_setup_defaults(tmp_path: Path) -> None:
+    result = _setup({"DJANGO_DEBUG": "1", "OPENWOP_VAR_DIR": str(tmp_path)})
+    assert result.returncode == 0, result.stderr
+    engine, layer, broker = json.loads(result.stdout)
+    assert engine == "django.db.backends.sqlite3"
+    assert layer == "channels.layers.InMemoryChannelLayer"
+    assert broker == "filesystem"
+
+
+def test_configured_backends(tmp_path: Path) -> None:
+    result = _setup(
+        {
+            "DJANGO_DEBUG": "0",
+            "DJANGO_SECRET_KEY": "k" * 50,
+            "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/whatever",
+            "REDIS_URL": "redis://127.0.0.1:6379/0",
+            "OPENWOP_VAR_DIR": str(tmp_path),
+        }
+    )
+    assert result.returncode == 0, result.stderr
+    engine, layer, broker = json.loads(result.stdout)
+    assert engine == "django.db.backends.postgresql"
+    assert layer == "channels_redis.core.RedisChannelLayer"
+    assert broker == "redis"
