@@ -39,6 +39,10 @@ OPENWOP_PUBLIC_URL = env.str("OPENWOP_PUBLIC_URL", default="http://127.0.0.1:800
 OPENWOP_EGRESS_ALLOW_CIDRS = env.list("OPENWOP_EGRESS_ALLOW_CIDRS", default=[])
 OPENWOP_EGRESS_CA_BUNDLE = env.str("OPENWOP_EGRESS_CA_BUNDLE", default="")
 OPENWOP_CONFORMANCE_SEAMS = env.bool("OPENWOP_CONFORMANCE_SEAMS", default=False)
+# The known upstream A2A releases and MCP revisions the facet refresh job evaluates against.
+OPENWOP_UPSTREAM_REGISTRY = env.str(
+    "OPENWOP_UPSTREAM_REGISTRY", default=str(BASE_DIR / "apps" / "facets" / "upstream_registry.json")
+)
 
 INSTALLED_APPS = [
     "daphne",
@@ -151,6 +155,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
+CELERY_BEAT_SCHEDULE = {
+    "facets-refresh-daily": {"task": "facets.refresh", "schedule": 24 * 60 * 60},
+}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

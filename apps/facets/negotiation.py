@@ -1,0 +1,169 @@
+"""Version negotiation for both embedded protocols: one decision, one content-free record.
+
+interop.md §Negotiation is a protocol. The same service serves the inbound doors (A2A-Version,
+MCP-Protocol-Version) and the outbound clients: the decision is a pure function of the facet, the
+requested version, the peer's offers and whether the exchange is authenticated; every outcome,
+refusals included, leaves exactly one `negotiation.decided` record, written in the same
+transaction as the decision, on the run's log or else as the caller's durable host event.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from django.db import transaction
+from django.utils import timezone
+
+from apps.core.errors import OpenWopError
+from apps.facets.services import facet_ensure
+from apps.facets.versions import Protocol, is_valid_version, version_key
+from apps.tenants.subject import Subject
+
+NEGOTIATION_EVENT = "negotiation.decided"
+Outcome = Literal["accepted", "refused"]
+Reason = Literal["ok", "below-floor", "unsupported", "unauthenticated"]
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    protocol: Protocol
+    outcome: Outcome
+    reason: Reason
+    version: str | None
+    requested: str | None
+    floor: str
+    preferred: str
+    supported: tuple[str, ...] = field(default=())
+
+    @property
+    def accepted(self) -> bool:
+        return self.outcome == "accepted"
+
+
+class NegotiationRefused(OpenWopError):
+    """400 interop_version_unsupported on REST-style surfaces; A2A maps it to -32009, MCP to -32022."""
+
+    code = "interop_version_unsupported"
+
+    def __init__(self, decision: Decision, *, run_id: str | None = None) -> None:
+        details: dict[str, Any] = {
+            "protocol": decision.protocol,
+            "supported": list(decision.supported),
+            "reason": decision.reason,
+        }
+        if decision.requested is not None:
+            details["requested"] = decision.requested
+        if run_id is not None:
+            details["runId"] = run_id
+        super().__init__(
+            f"No {decision.protocol} version could be agreed ({decision.reason}).", details=details
+        )
+        self.decision = decision
+
+
+def peer_origin_digest(url_or_origin: str) -> str:
+    """Lowercase hex SHA-256 of the peer's origin as a WHATWG URL serialises it (scheme://host[:port])."""
+    parts = urlsplit(url_or_origin.strip())
+    scheme = (parts.scheme or "").lower()
+    host = (parts.hostname or "").lower()
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    port = parts.port
+    origin = f"{scheme}://{host}"
+    if port is not None and port != _DEFAULT_PORTS.get(scheme):
+        origin += f":{port}"
+    return hashlib.sha256(origin.encode("utf-8")).hexdigest()
+
+
+def decide(
+    *,
+    protocol: Protocol,
+    offered: Sequence[str],
+    preferred: str,
+    floor: str,
+    requested: str | None,
+    peer_offers: Sequence[str] | None,
+    authenticated: bool,
+) -> Decision:
+    """The decision table. `requested` is what the requester named (inbound: the peer; outbound: us);
+    `peer_offers` are the peer's versions when known (outbound), else only `requested` is on offer."""
+
+    def key(v: str) -> tuple[int, ...]:
+        return version_key(protocol, v)
+
+    def refused(reason: Reason) -> Decision:
+        return Decision(protocol, "refused", reason, None, requested, floor, preferred, tuple(offered))
+
+    candidate = requested if requested is not None else preferred
+    if not is_valid_version(protocol, candidate):
+        return refused("unsupported")
+    if key(candidate) < key(floor):
+        return refused("below-floor")
+    if candidate not in offered:
+        return refused("unsupported")
+    if peer_offers is None:
+        chosen = candidate
+    else:
+        peer = {v for v in peer_offers if is_valid_version(protocol, v)}
+        common = sorted(
+            (v for v in offered if v in peer and key(floor) <= key(v) <= key(candidate)), key=key, reverse=True
+        )
+        if not common:
+            all_below = bool(peer) and all(key(v) < key(floor) for v in peer)
+            return refused("below-floor" if all_below else "unsupported")
+        chosen = common[0]
+    if key(chosen) < key(preferred) and not authenticated:
+        # An unauthenticated exchange never lands below preferredVersion (§Authentication).
+        return refused("unauthenticated")
+    return Decision(protocol, "accepted", "ok", chosen, requested, floor, preferred, tuple(offered))
+
+
+def negotiation_payload(decision: Decision, *, peer_digest: str) -> dict[str, Any]:
+    """The content-free record: no peer in clear, only its origin digest."""
+    payload: dict[str, Any] = {
+        "protocol": decision.protocol,
+        "outcome": decision.outcome,
+        "reason": decision.reason,
+        "floor": decision.floor,
+        "peerDigest": peer_digest,
+        "at": timezone.now().isoformat().replace("+00:00", "Z"),
+    }
+    if decision.version is not None:
+        payload["version"] = decision.version
+    if decision.requested is not None:
+        payload["requested"] = decision.requested
+    return payload
+
+
+def negotiation_decide(
+    *,
+    protocol: Protocol,
+    requested: str | None,
+    peer_origin: str,
+    subject: Subject | None,
+    run: Any = None,
+    peer_offers: Sequence[str] | None = None,
+) -> Decision:
+    """Decide, and record the decision in the same transaction. Returns the decision either way;
+    callers raise `NegotiationRefused(decision)` (or their protocol's error) on a refusal."""
+    facet = facet_ensure(protocol=protocol)
+    decision = decide(
+        protocol=protocol,
+        offered=list(facet.versions),
+        preferred=facet.preferred_version,
+        floor=facet.minimum_version,
+        requested=requested,
+        peer_offers=peer_offers,
+        authenticated=subject is not None,
+    )
+    payload = negotiation_payload(decision, peer_digest=peer_origin_digest(peer_origin))
+    from apps.audit.negotiation_records import negotiation_record_write
+
+    with transaction.atomic():
+        negotiation_record_write(subject=subject, run=run, payload=payload)
+    return decision

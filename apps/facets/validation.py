@@ -1,0 +1,86 @@
+"""Facet validation, shared by the service, the model's clean() (so the admin) and the API alike.
+
+interop.md §The facets and §Legacy profiles are absent: preferred and floor are members of the
+offered list, floor <= preferred, profile ids match `a2a-<major.minor>` / `mcp-<date>` and never
+end in `-legacy`, refresh window at most 90 days.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from apps.facets.versions import Protocol, is_valid_version, profile_version, version_key
+
+MCP_TRANSPORTS = ("streamable-http", "stdio")
+
+
+def facet_errors(protocol: Protocol, data: dict[str, Any]) -> dict[str, list[str]]:
+    """Every problem with a facet's fields, keyed by model field name. Empty when valid."""
+    errors: dict[str, list[str]] = defaultdict(list)
+    noun = "version" if protocol == "a2a" else "revision"
+    grammar = "major.minor (e.g. 1.0)" if protocol == "a2a" else "a date YYYY-MM-DD (e.g. 2026-07-28)"
+
+    versions = data.get("versions")
+    if not isinstance(versions, list) or not versions:
+        errors["versions"].append(f"Offer at least one {noun}.")
+        versions = []
+    for value in versions:
+        if not is_valid_version(protocol, value):
+            errors["versions"].append(f"{value!r} is not a valid {protocol} {noun}: use {grammar}.")
+    if len(set(map(str, versions))) != len(versions):
+        errors["versions"].append(f"Each {noun} is offered once.")
+    offered = {v for v in versions if is_valid_version(protocol, v)}
+
+    preferred, floor = data.get("preferred_version"), data.get("minimum_version")
+    for field, value, label in (("preferred_version", preferred, "preferred"), ("minimum_version", floor, "floor")):
+        if not is_valid_version(protocol, value):
+            errors[field].append(f"The {label} {noun} {value!r} is not valid: use {grammar}.")
+        elif value not in offered:
+            errors[field].append(f"The {label} {noun} {value} must be one of the offered {noun}s.")
+    both_valid = is_valid_version(protocol, preferred) and is_valid_version(protocol, floor)
+    if both_valid and version_key(protocol, floor) > version_key(protocol, preferred):  # type: ignore[arg-type]
+        errors["minimum_version"].append(f"The floor {floor} is above the preferred {noun} {preferred}.")
+
+    profiles = data.get("profiles") or []
+    if not isinstance(profiles, list):
+        errors["profiles"].append("Profiles are a list of ids.")
+        profiles = []
+    for profile in profiles:
+        if isinstance(profile, str) and profile.endswith("-legacy"):
+            errors["profiles"].append(
+                f"{profile!r}: legacy profiles do not exist; a legacy version is spoken privately, never advertised."
+            )
+            continue
+        version = profile_version(protocol, profile) if isinstance(profile, str) else None
+        if version is None:
+            errors["profiles"].append(f"{profile!r} is not a {protocol} profile id ({protocol}-<{noun}>).")
+        elif version not in offered:
+            errors["profiles"].append(f"{profile!r} names {version}, which is not an offered {noun}.")
+
+    window = data.get("refresh_window_days")
+    if not isinstance(window, int) or not 1 <= window <= 90:
+        errors["refresh_window_days"].append("The refresh window is 1 to 90 days.")
+
+    if protocol == "a2a":
+        path = data.get("agent_card_path") or ""
+        if not path.startswith("/") or "//" in path or any(c.isspace() for c in path):
+            errors["agent_card_path"].append(
+                "The agent card path is an absolute path on this host, e.g. /.well-known/agent-card.json."
+            )
+    else:
+        for field, allowed in (("transports", MCP_TRANSPORTS),):
+            values = data.get(field) or []
+            for value in values:
+                if value not in allowed:
+                    errors[field].append(f"{value!r} is not an MCP server transport ({', '.join(allowed)}).")
+        for path in data.get("server_paths") or []:
+            if not isinstance(path, str) or not path.startswith("/"):
+                errors["server_paths"].append(f"{path!r}: mount paths are absolute paths on this host.")
+        for feature in data.get("features") or []:
+            if not isinstance(feature, str) or not feature or not feature.replace("-", "").isalnum():
+                errors["features"].append(f"{feature!r} is not a feature id.")
+        rounds = data.get("mrtr_max_rounds")
+        if not isinstance(rounds, int) or not 1 <= rounds <= 16:
+            errors["mrtr_max_rounds"].append("mrtr.maxRounds is 1 to 16.")
+    return dict(errors)
