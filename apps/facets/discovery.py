@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -26,13 +27,22 @@ EVENT_LOG_SCHEMA_VERSION = 3
 ENGINE_VERSION = 1
 
 _capabilities: dict[str, CapabilityBuilder] = {}
+_extensions: dict[str, CapabilityBuilder] = {}
 _fixture_sources: list[Callable[[], list[str]]] = []
+EXTENSION_KEY_RE = re.compile(r"^[a-z][a-z0-9-]*\.[A-Za-z][A-Za-z0-9-]*$")
 
 
 def register_capability(family: str, builder: CapabilityBuilder) -> None:
     if family in FORBIDDEN_ROOT_KEYS or "." in family:
         raise ValueError(f"{family!r} may not appear at the discovery root")
     _capabilities[family] = builder
+
+
+def register_extension(key: str, builder: CapabilityBuilder) -> None:
+    """A root `extensions` entry `<org>.<name>`; the builder returns None when there is nothing to say."""
+    if not EXTENSION_KEY_RE.match(key) or key.split(".")[0] in {"openwop", "vendor", "effect-seams", "events"}:
+        raise ValueError(f"{key!r} is not an extension key this host may use")
+    _extensions[key] = builder
 
 
 def register_fixture_source(source: Callable[[], list[str]]) -> None:
@@ -59,6 +69,9 @@ def discovery_document() -> dict[str, Any]:
         record = _capabilities[family]()
         if record is not None:
             doc[family] = record
+    extensions = {key: value for key in sorted(_extensions) if (value := _extensions[key]()) is not None}
+    if extensions:
+        doc["extensions"] = extensions
     return doc
 
 
