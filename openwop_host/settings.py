@@ -138,12 +138,13 @@ else:
 _celery_fs_dir = VAR_DIR / "celery-broker"
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL or "filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    for sub in ("in", "processed"):
+    for sub in ("in", "processed", "control"):
         (_celery_fs_dir / sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_celery_fs_dir / "in"),
         "data_folder_out": str(_celery_fs_dir / "in"),
         "processed_folder": str(_celery_fs_dir / "processed"),
+        "control_folder": str(_celery_fs_dir / "control"),
         "store_processed": False,
     }
 # Tests give each parallel worker its own queue so live workers never take each other's tasks.
