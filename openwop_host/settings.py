@@ -213,5 +213,10 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env.str("DJANGO_LOG_LEVEL", default="INFO")},
-    "loggers": {"django.request": {"level": "ERROR"}},
+    # httpx logs full URLs (queries included) at INFO; httpcore logs headers at DEBUG.
+    "loggers": {
+        "django.request": {"level": "ERROR"},
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "INFO"},
+    },
 }

@@ -4,3 +4,10 @@ from django.apps import AppConfig
 class CoreConfig(AppConfig):
     name = "apps.core"
     label = "core"
+
+    def ready(self) -> None:
+        from apps.core.egress import egress_relaxation
+        from apps.facets.discovery import register_extension
+
+        # DESIGN.md: an operator allowlist relaxes the guard, and discovery says so.
+        register_extension("openwop-host.egress", egress_relaxation)
