@@ -158,7 +158,10 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BEAT_SCHEDULE = {
     "facets-refresh-daily": {"task": "facets.refresh", "schedule": 24 * 60 * 60},
+    "runs-sweep-stale": {"task": "runs.sweep_stale", "schedule": 30.0},
 }
+# Run executor lease (apps/runs/engine.py): a dead worker's runs resume about this long after it died.
+OPENWOP_RUN_LEASE_SECONDS = env.float("OPENWOP_RUN_LEASE_SECONDS", default=10.0)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -1,3 +1,7 @@
-from django.urls import URLPattern
+from django.urls import path
 
-urlpatterns: list[URLPattern] = []
+from apps.agents.api import WorkflowDetailApi
+
+urlpatterns = [
+    path("workflows/<str:workflow_id>", WorkflowDetailApi.as_view(), name="workflow-detail"),
+]

@@ -1,0 +1,47 @@
+"""Appending to a run's event log, and the one name of a run's wake-up group.
+
+`event_append` is the only writer of RunEvent rows. Its caller holds the run's row lock inside a
+transaction and saves the run afterwards (`run_save`), so the row's `last_sequence` and the log
+advance together: sequence n+1 can only follow n, and the unique (run, sequence) constraint turns
+any slip into an error rather than a gap or a duplicate.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from apps.core.ids import mint_opaque, split_bound_id
+from apps.core.sse import publish_wake, wake_group_name
+from apps.runs.models import Run, RunEvent
+
+
+def run_wake_group(run_id: str) -> str:
+    """The channel-layer group SSE streams and long polls of this run listen on."""
+    tenant, _ = split_bound_id(run_id)
+    return wake_group_name("run", tenant, run_id)
+
+
+def event_append(*, run: Run, type: str, payload: dict[str, Any], node_id: str | None = None) -> RunEvent:
+    run.last_sequence += 1
+    event = RunEvent.objects.create(
+        tenant_id=run.tenant_id,
+        run=run,
+        sequence=run.last_sequence,
+        event_id=mint_opaque(),
+        type=type,
+        payload=payload,
+        node_id=node_id or "",
+        at=timezone.now(),
+    )
+    # A wake-up is a hint that new rows are committed; the rows themselves are the data.
+    transaction.on_commit(partial(publish_wake, run_wake_group(run.run_id)))
+    return event
+
+
+def run_save(run: Run, *fields: str) -> None:
+    """Save `fields` of a locked run, always with the log position it reached."""
+    run.save(update_fields=sorted({*fields, "last_sequence", "updated_at"}))

@@ -1,0 +1,181 @@
+"""Runs, their append-only event log, their interrupts, and idempotency records.
+
+A run is its event log (events.md): every state change of a `Run` row is written in the same
+transaction as the `RunEvent` rows that record it, under the run's row lock, so the log and the
+row never disagree and sequences have no gaps.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from apps.agents.models import Workflow
+from apps.tenants.models import TenantOwnedModel
+
+BOUND_ID_PATTERN = r"^(anon:)?[A-Za-z0-9._~-]{1,128}/[A-Za-z0-9._~-]{16,128}$"
+
+
+class RunStatus(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"
+    WAITING_APPROVAL = "waiting-approval"
+    WAITING_INPUT = "waiting-input"
+    WAITING_EXTERNAL = "waiting-external"
+    CANCELLING = "cancelling"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+TERMINAL_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
+WAITING_STATUSES = frozenset({RunStatus.WAITING_APPROVAL, RunStatus.WAITING_INPUT, RunStatus.WAITING_EXTERNAL})
+# Statuses a worker advances; a waiting run moves only when its interrupt is resolved.
+RUNNABLE_STATUSES = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.CANCELLING})
+TERMINAL_EVENT_TYPES = frozenset({"run.completed", "run.failed", "run.cancelled"})
+
+
+class RunTransport(models.TextChoices):
+    """The door a run came in through (runs.md §The start event: `run.started.transport`)."""
+
+    REST = "rest"
+    A2A = "a2a"
+    MCP = "mcp"
+
+
+class Run(TenantOwnedModel):
+    run_id = models.CharField(max_length=260, unique=True, help_text="Tenant-bound `<tenant>/<opaque>`.")
+    owner = models.JSONField(help_text="RunSnapshot.owner: {tenant, subject}, fixed at creation.")
+    workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="runs")
+    definition = models.JSONField(help_text="The workflow definition as it was when the run was created.")
+    inputs = models.JSONField(default=dict)
+    status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.PENDING)
+    transport = models.CharField(max_length=8, choices=RunTransport.choices)
+    context_id = models.CharField(max_length=256, blank=True, default="")
+    outputs = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    node_index = models.PositiveIntegerField(default=0, help_text="Position of the next node to execute.")
+    current_node_id = models.CharField(max_length=128, blank=True, default="")
+    variables = models.JSONField(default=dict, help_text="Outputs of completed nodes, by node id.")
+    last_sequence = models.PositiveIntegerField(default=0, help_text="Sequence of the newest event.")
+    cancel_reason = models.CharField(max_length=500, blank=True, default="")
+    cancelled_by = models.CharField(max_length=256, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    # Executor lease: a worker owns the run while it advances it; a dead worker's lease expires
+    # and the sweeper re-enqueues the run (engine.py).
+    queue = models.CharField(max_length=200, help_text="Celery queue the run's steps are sent to.")
+    lease_owner = models.CharField(max_length=200, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    enqueued_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta(TenantOwnedModel.Meta):
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["tenant", "-created_at", "-id"], name="run_list_newest_first"),
+            models.Index(fields=["status", "lease_expires_at"], name="run_sweep"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(run_id__regex=BOUND_ID_PATTERN), name="run_id_bound"),
+            models.CheckConstraint(condition=models.Q(status__in=RunStatus.values), name="run_status_known"),
+            models.CheckConstraint(condition=models.Q(transport__in=RunTransport.values), name="run_transport_known"),
+            models.CheckConstraint(
+                condition=~models.Q(status__in=sorted(TERMINAL_STATUSES)) | models.Q(completed_at__isnull=False),
+                name="run_terminal_has_completed_at",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.run_id
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+class RunEvent(TenantOwnedModel):
+    """One entry of a run's log. Append-only: the code has no update or delete path, and on
+    PostgreSQL a trigger refuses both (migration 0002)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    sequence = models.PositiveIntegerField()
+    event_id = models.CharField(max_length=128, unique=True)
+    type = models.CharField(max_length=100)
+    payload = models.JSONField(default=dict)
+    node_id = models.CharField(max_length=128, blank=True, default="")
+    at = models.DateTimeField()
+
+    class Meta(TenantOwnedModel.Meta):
+        ordering = ["run", "sequence"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "sequence"], name="run_event_sequence_unique"),
+            models.CheckConstraint(condition=models.Q(sequence__gte=1), name="run_event_sequence_from_one"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.sequence} {self.type}"
+
+
+class InterruptKind(models.TextChoices):
+    APPROVAL = "approval"
+    CLARIFICATION = "clarification"
+    CREDENTIAL = "credential"
+    EXTERNAL_EVENT = "external-event"
+
+
+class Interrupt(TenantOwnedModel):
+    """A run waiting on something outside itself (interrupt.md). Resolved at most once."""
+
+    interrupt_id = models.CharField(max_length=260, unique=True, help_text="Tenant-bound `<tenant>/<opaque>`.")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="interrupts")
+    node_id = models.CharField(max_length=128)
+    kind = models.CharField(max_length=20, choices=InterruptKind.choices)
+    payload = models.JSONField(help_text="InterruptPayload {kind, key, data, resumeSchema?}.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolution = models.JSONField(null=True, blank=True, help_text="The resumeValue it was resolved with.")
+
+    class Meta(TenantOwnedModel.Meta):
+        ordering = ["created_at"]
+        constraints = [
+            # interrupt.md: a key is invoked at most once per run; our key is the node id.
+            models.UniqueConstraint(fields=["run", "node_id"], name="interrupt_once_per_node"),
+            models.CheckConstraint(condition=models.Q(interrupt_id__regex=BOUND_ID_PATTERN), name="interrupt_id_bound"),
+            models.CheckConstraint(condition=models.Q(kind__in=InterruptKind.values), name="interrupt_kind_known"),
+        ]
+
+    def __str__(self) -> str:
+        return self.interrupt_id
+
+
+class IdempotencyState(models.TextChoices):
+    IN_FLIGHT = "in-flight"
+    COMPLETED = "completed"
+
+
+class IdempotencyRecord(TenantOwnedModel):
+    """`Idempotency-Key` bookkeeping: (tenant, endpoint, key) -> the first response, for 24 h."""
+
+    endpoint = models.CharField(max_length=400, help_text="The operation and its path, e.g. `POST /runs`.")
+    key = models.CharField(max_length=255)
+    request_digest = models.CharField(max_length=64)
+    state = models.CharField(max_length=12, choices=IdempotencyState.choices, default=IdempotencyState.IN_FLIGHT)
+    claim_token = models.CharField(max_length=64)
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_body = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+
+    class Meta(TenantOwnedModel.Meta):
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "endpoint", "key"], name="idempotency_key_unique"),
+            models.CheckConstraint(
+                condition=models.Q(state__in=IdempotencyState.values), name="idempotency_state_known"
+            ),
+        ]
+        indexes = [models.Index(fields=["expires_at"], name="idempotency_expiry")]
+
+    def __str__(self) -> str:
+        return f"{self.endpoint}:{self.key}"

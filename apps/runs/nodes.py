@@ -1,0 +1,421 @@
+"""The node kinds a workflow may use: one small class each, in one registry.
+
+A node kind is pure with respect to the run: it reads its context and returns a result; the
+engine (engine.py) turns that result into events and state in one transaction. A kind that waits
+(delay, cancellable) sleeps in the worker thread, heartbeating the run's lease and watching for a
+cancel. A kind that needs the outside world (approval, input, credential) suspends the run with an
+interrupt, and is executed again once the interrupt is resolved, with the resume value in hand.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, ClassVar
+
+import jsonschema
+from django.conf import settings
+from django.utils import timezone
+
+from apps.core.ids import mint_opaque
+from apps.runs.models import InterruptKind, RunStatus
+
+# ---------------------------------------------------------------------------------------------
+# What a node sees and what it returns
+
+
+@dataclass(frozen=True)
+class NodeContext:
+    run_id: str
+    node_id: str
+    config: Mapping[str, Any]
+    inputs: Mapping[str, Any]
+    variables: Mapping[str, Any]  # outputs of the nodes before this one, by node id
+    started_at: datetime  # the node.started timestamp: a resumed node continues from it
+    heartbeat: Callable[[], None]  # renew the run's lease; raises when the lease was lost
+    cancel_requested: Callable[[], bool]
+    resolved: bool = False  # this node's interrupt has been resolved...
+    resume_value: Any = None  # ...with this value
+    heartbeat_seconds: float = 1.0
+
+
+@dataclass(frozen=True)
+class Artifact:
+    artifact_id: str
+    name: str
+    parts: list[dict[str, Any]]  # A2A 1.0 Part shapes: {text} | {data} | {raw, mediaType, filename}
+
+
+@dataclass(frozen=True)
+class Completed:
+    outputs: dict[str, Any]
+    artifacts: tuple[Artifact, ...] = ()
+
+
+@dataclass(frozen=True)
+class Failed:
+    code: str
+    message: str
+    details: dict[str, Any] | None = None
+
+    def as_error(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.details:
+            error["details"] = self.details
+        return error
+
+
+@dataclass(frozen=True)
+class Suspended:
+    kind: InterruptKind
+    data: dict[str, Any]
+    resume_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+
+
+@dataclass(frozen=True)
+class CancelObserved:
+    """The node stopped early because the run is cancelling."""
+
+
+NodeResult = Completed | Failed | Suspended | CancelObserved
+
+# interrupt.md: the snapshot status a suspension puts the run in. A credential interrupt waits for
+# the caller (interop map: waiting-input, A2A AUTH_REQUIRED when `oauth.credentialInterrupt`).
+WAITING_STATUS_BY_KIND: dict[str, RunStatus] = {
+    InterruptKind.APPROVAL: RunStatus.WAITING_APPROVAL,
+    InterruptKind.CLARIFICATION: RunStatus.WAITING_INPUT,
+    InterruptKind.CREDENTIAL: RunStatus.WAITING_INPUT,
+    InterruptKind.EXTERNAL_EVENT: RunStatus.WAITING_EXTERNAL,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Registry
+
+
+class NodeKind(ABC):
+    kind: ClassVar[str]
+    config_schema: ClassVar[dict[str, Any]] = {"type": "object"}
+
+    @abstractmethod
+    def execute(self, ctx: NodeContext) -> NodeResult: ...
+
+
+NODE_KINDS: dict[str, NodeKind] = {}
+
+
+def register_node_kind(cls: type[NodeKind]) -> type[NodeKind]:
+    if cls.kind in NODE_KINDS:
+        raise ValueError(f"node kind {cls.kind!r} registered twice")
+    jsonschema.Draft202012Validator.check_schema(cls.config_schema)
+    NODE_KINDS[cls.kind] = cls()
+    return cls
+
+
+def node_kind(kind: str) -> NodeKind:
+    return NODE_KINDS[kind]
+
+
+def node_config_errors(kind: str, config: Any) -> list[str]:
+    """Why `config` is not a valid configuration of `kind` (empty when it is)."""
+    if kind not in NODE_KINDS:
+        return [f"unknown node kind {kind!r} (known: {', '.join(sorted(NODE_KINDS))})"]
+    validator = jsonschema.Draft202012Validator(NODE_KINDS[kind].config_schema)
+    return [f"{'/'.join(map(str, e.absolute_path)) or '(config)'}: {e.message}" for e in validator.iter_errors(config)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Waiting without losing the lease or missing a cancel
+
+
+def _wait_until(ctx: NodeContext, deadline: datetime, *, poll_seconds: float) -> bool:
+    """Sleep until `deadline`; True when a cancel arrived first. Heartbeats the lease meanwhile."""
+    last_beat = time.monotonic()
+    while True:
+        if ctx.cancel_requested():
+            return True
+        remaining = (deadline - timezone.now()).total_seconds()
+        if remaining <= 0:
+            return False
+        time.sleep(min(poll_seconds, remaining))
+        if time.monotonic() - last_beat >= ctx.heartbeat_seconds:
+            ctx.heartbeat()
+            last_beat = time.monotonic()
+
+
+_TEMPLATE_WHOLE = re.compile(r"^\{\{\s*([A-Za-z0-9_.-]+)\s*\}\}$")
+_TEMPLATE_PART = re.compile(r"\{\{\s*([A-Za-z0-9_.-]+)\s*\}\}")
+
+
+def _render(template: Any, inputs: Mapping[str, Any]) -> Any:
+    """`{{name}}` placeholders take input values: a whole-string placeholder keeps the value's type."""
+    if isinstance(template, str):
+        whole = _TEMPLATE_WHOLE.match(template)
+        if whole:
+            return inputs.get(whole.group(1))
+        return _TEMPLATE_PART.sub(lambda m: str(inputs.get(m.group(1), "")), template)
+    if isinstance(template, list):
+        return [_render(item, inputs) for item in template]
+    if isinstance(template, dict):
+        return {key: _render(value, inputs) for key, value in template.items()}
+    return template
+
+
+# ---------------------------------------------------------------------------------------------
+# The kinds
+
+
+@register_node_kind
+class EchoNode(NodeKind):
+    """Outputs the run inputs, or `config.output` with `{{input}}` placeholders filled in."""
+
+    kind = "echo"
+    config_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {"output": {"type": "object"}},
+        "additionalProperties": False,
+    }
+
+    def execute(self, ctx: NodeContext) -> NodeResult:
+        if "output" in ctx.config:
+            return Completed(outputs=_render(ctx.config["output"], ctx.inputs))
+        return Completed(outputs=dict(ctx.inputs))
+
+
+@register_node_kind
+class DelayNode(NodeKind):
+    """Waits `delayMs` (from `config.delayMsInput`'s input, else `config.delayMs`).
+
+    The wait is measured from the node's `node.started`, so a run resumed after a worker died
+    sleeps only what remains.
+    """
+
+    kind = "delay"
+    MAX_DELAY_MS = 600_000
+    config_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "delayMs": {"type": "integer", "minimum": 0, "maximum": MAX_DELAY_MS},
+            "delayMsInput": {"type": "string", "minLength": 1},
+        },
+        "additionalProperties": False,
+    }
+
+    def execute(self, ctx: NodeContext) -> NodeResult:
+        delay_ms = ctx.config.get("delayMs", 0)
+        input_name = ctx.config.get("delayMsInput")
+        if input_name and isinstance(ctx.inputs.get(input_name), int):
+            delay_ms = ctx.inputs[input_name]
+        delay_ms = max(0, min(int(delay_ms), self.MAX_DELAY_MS))
+        deadline = ctx.started_at + timedelta(milliseconds=delay_ms)
+        if _wait_until(ctx, deadline, poll_seconds=0.25):
+            return CancelObserved()
+        return Completed(outputs={"delayedMs": delay_ms})
+
+
+@register_node_kind
+class CancellableNode(NodeKind):
+    """A long wait that ends promptly (within ~100 ms of the cancel) when the run is cancelled."""
+
+    kind = "cancellable"
+    config_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {"waitMs": {"type": "integer", "minimum": 0, "maximum": 3_600_000}},
+        "additionalProperties": False,
+    }
+
+    def execute(self, ctx: NodeContext) -> NodeResult:
+        wait_ms = int(ctx.inputs.get("waitMs", ctx.config.get("waitMs", 120_000)))
+        deadline = ctx.started_at + timedelta(milliseconds=wait_ms)
+        if _wait_until(ctx, deadline, poll_seconds=0.1):
+            return CancelObserved()
+        return Completed(outputs={"waitedMs": wait_ms})
+
+
+@register_node_kind
+class FailNode(NodeKind):
+    """Fails the run with the configured error."""
+
+    kind = "fail"
+    config_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "code": {"type": "string", "pattern": "^[a-z][a-z0-9_.-]{0,99}$"},
+            "message": {"type": "string", "minLength": 1},
+        },
+        "required": ["code", "message"],
+        "additionalProperties": False,
+    }
+
+    def execute(self, ctx: NodeContext) -> NodeResult:
+        return Failed(code=ctx.config["code"], message=ctx.config["message"])
+
+
+# DESIGN.md: the approval resume value, on every door.
+APPROVAL_RESUME_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "action": {"type": "string", "enum": ["accept", "reject"]},
+        "comment": {"type": "string"},
+    },
+    "required": ["action"],
+    "additionalProperties": False,
+}
+
+
+@register_node_kind
+class ApprovalNode(NodeKind):
+    """Suspends on an approval interrupt; `accept` continues, `reject` fails the run (or, with
+    `onReject: continue`, completes the node with `approved: false`)."""
+
+    kind = "approval"
+    config_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "title": {"type": "string", "minLength": 1},
+            "artifactType": {"type": "string", "minLength": 1},
+            "onReject": {"enum": ["fail", "continue"]},
+        },
+        "additionalProperties": False,
+    }
+
+    def execute(self, ctx: NodeContext) -> NodeResult:
+        if not ctx.resolved:
+            return Suspended(
+                kind=InterruptKind.APPROVAL,
+                data={
+                    "artifactId": ctx.node_id,
+                    "artifactType": ctx.config.get("artifactType", "run"),
+                    "title": ctx.config.get("title", "Approve this run?"),
+                    "actions": ["accept", "reject"],
+                },
+                resume_schema=APPROVAL_RESUME_SCHEMA,
+            )
+        action = ctx.resume_value["action"]
+        outputs: dict[str, Any] = {"approved": action == "accept", "action": action}
+        if "comment" in ctx.resume_value:
+            outputs["comment"] = ctx.resume_value["comment"]
+        if action == "reject" and ctx.config.get("onReject", "fail") == "fail":
+            return Failed(code="approval_rejected", message="The approval was rejected.", details=outputs)
+        return Completed(outputs=outputs)
+
+
+@register_node_kind
+class InputNode(NodeKind):
+    """Suspends on a clarification interrupt; the answer becomes `outputs.answers`."""
+
+    kind = "input"
+    config_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "questions": {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "properties": {"id": {"type": "string"}, "question": {"type": "string"}, "schema": {}},
+                    "required": ["id", "question"],
+                },
+            },
+            "resumeSchema": {"type": "object"},
+        },
+        "required": ["questions"],
+        "additionalProperties": False,
+    }
+
+    def execute(self, ctx: NodeContext) -> NodeResult:
+        if not ctx.resolved:
+            return Suspended(
+                kind=InterruptKind.CLARIFICATION,
+                data={"questions": list(ctx.config["questions"])},
+                resume_schema=dict(ctx.config.get("resumeSchema", {"type": "object"})),
+            )
+        return Completed(outputs={"answers": ctx.resume_value})
+
+
+CREDENTIAL_RESUME_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"action": {"type": "string", "enum": ["accept", "decline", "cancel"]}},
+}
+
+
+@register_node_kind
+class CredentialNode(NodeKind):
+    """Suspends on a credential interrupt `{provider, connectUrl}` (RFC 0199); the caller connects
+    the account out of band and resolves it. A declined connection fails the run."""
+
+    kind = "credential"
+    config_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "provider": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$"},
+            "connectUrl": {"type": "string", "format": "uri"},
+        },
+        "required": ["provider"],
+        "additionalProperties": False,
+    }
+
+    def execute(self, ctx: NodeContext) -> NodeResult:
+        provider = ctx.config["provider"]
+        if not ctx.resolved:
+            connect_url = ctx.config.get(
+                "connectUrl", f"{settings.OPENWOP_PUBLIC_URL}/host/openwop-host/connect/{provider}"
+            )
+            return Suspended(
+                kind=InterruptKind.CREDENTIAL,
+                data={"provider": provider, "connectUrl": connect_url},
+                resume_schema=CREDENTIAL_RESUME_SCHEMA,
+            )
+        if ctx.resume_value.get("action") in ("decline", "cancel"):
+            return Failed(code="credential_required", message=f"No {provider} credential was connected.")
+        return Completed(outputs={"provider": provider, "connected": True})
+
+
+@register_node_kind
+class ArtifactNode(NodeKind):
+    """Emits one artifact (`artifact.created`): text, data, or a file (base64 bytes)."""
+
+    kind = "artifact"
+    config_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "minLength": 1},
+            "text": {"type": "string"},
+            "data": {},
+            "file": {
+                "type": "object",
+                "properties": {
+                    "filename": {"type": "string", "minLength": 1},
+                    "mediaType": {"type": "string", "minLength": 1},
+                    "bytes": {"type": "string"},
+                },
+                "required": ["filename", "mediaType", "bytes"],
+                "additionalProperties": False,
+            },
+        },
+        "required": ["name"],
+        "oneOf": [{"required": ["text"]}, {"required": ["data"]}, {"required": ["file"]}],
+        "additionalProperties": False,
+    }
+
+    def execute(self, ctx: NodeContext) -> NodeResult:
+        config = ctx.config
+        if "text" in config:
+            part: dict[str, Any] = {"text": _render(config["text"], ctx.inputs)}
+        elif "data" in config:
+            part = {"data": _render(config["data"], ctx.inputs)}
+        else:
+            file = config["file"]
+            try:
+                base64.b64decode(file["bytes"], validate=True)
+            except (binascii.Error, ValueError):
+                return Failed(code="validation_error", message="The artifact file bytes are not base64.")
+            part = {"raw": file["bytes"], "mediaType": file["mediaType"], "filename": file["filename"]}
+        artifact = Artifact(artifact_id=mint_opaque(), name=config["name"], parts=[part])
+        return Completed(outputs={"artifactId": artifact.artifact_id}, artifacts=(artifact,))

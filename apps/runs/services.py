@@ -1,0 +1,288 @@
+"""Writes for runs: the spine every door calls (DESIGN.md "one run, four doors").
+
+REST, A2A and MCP all create runs with `run_create`, cancel with `run_cancel` and resume with
+`interrupt_resolve`; each door only translates its wire to these calls and their errors back.
+Every state change appends its events in the same transaction, under the run's row lock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from apps.agents.definitions import workflow_inputs_check
+from apps.agents.selectors import workflow_get
+from apps.core.errors import Conflict, NotFound, ValidationFailed
+from apps.core.ids import mint_bound_id
+from apps.runs.idempotency import (
+    IdempotencyClaim,
+    IdempotentReplay,
+    idempotency_complete,
+    idempotency_run,
+)
+from apps.runs.log import event_append, run_save
+from apps.runs.models import (
+    TERMINAL_STATUSES,
+    WAITING_STATUSES,
+    Interrupt,
+    Run,
+    RunStatus,
+    RunTransport,
+)
+from apps.tenants.models import Tenant
+from apps.tenants.subject import Subject
+
+CREATE_RUN_ENDPOINT = "POST /runs"
+
+
+def run_create(
+    *,
+    subject: Subject,
+    workflow_id: str,
+    inputs: dict[str, Any] | None,
+    transport: str,
+    context_id: str | None = None,
+    idempotency: IdempotencyClaim | None = None,
+) -> Run:
+    """Create a run of the subject's workflow and hand it to the executor.
+
+    Inputs are checked against the workflow's inputSchema before any run exists. The run starts
+    `pending` with its `run.started` event (owner and transport) already in the log.
+    """
+    if transport not in RunTransport.values:
+        raise ValueError(f"unknown transport {transport!r}")
+    inputs = {} if inputs is None else inputs
+    if not isinstance(inputs, dict):
+        raise ValidationFailed("inputs must be an object.", details={"field": "inputs"})
+    if context_id is not None and not 1 <= len(context_id) <= 256:
+        raise ValidationFailed("contextId is 1-256 characters.", details={"field": "contextId"})
+    tenant = Tenant.objects.get(slug=subject.tenant)
+    workflow = workflow_get(tenant=tenant, workflow_id=workflow_id)
+    workflow_inputs_check(input_schema=workflow.input_schema, inputs=inputs)
+    owner = {"tenant": subject.tenant, "subject": subject.as_wire()}
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        run = Run.objects.create(
+            tenant=tenant,
+            run_id=mint_bound_id(subject.tenant),
+            owner=owner,
+            workflow=workflow,
+            definition=workflow.definition,
+            inputs=inputs,
+            status=RunStatus.PENDING,
+            transport=transport,
+            context_id=context_id or "",
+            started_at=now,
+            queue=settings.CELERY_TASK_DEFAULT_QUEUE,
+        )
+        # runs.md §The start event: the owner block exactly as RunSnapshot.owner carries it.
+        event_append(run=run, type="run.started", payload={"owner": owner, "transport": transport})
+        run_save(run)
+        if idempotency is not None:
+            idempotency_complete(claim=idempotency, run=run, status=201, body=run_created_doc(run))
+        _enqueue_advance(run)
+    return run
+
+
+def run_created_doc(run: Run) -> dict[str, Any]:
+    """What a create answers, door-agnostic; the REST door adds its links."""
+    return {"runId": run.run_id, "status": run.status}
+
+
+@dataclass(frozen=True)
+class RunCreation:
+    run: Run
+    created: dict[str, Any]  # run_created_doc as first answered (a replay answers the same)
+    replayed: bool
+
+
+def run_create_idempotent(
+    *,
+    subject: Subject,
+    idempotency_key: str,
+    request_body: Any,
+    workflow_id: str,
+    inputs: dict[str, Any] | None,
+    transport: str,
+    context_id: str | None = None,
+) -> RunCreation:
+    """`run_create` under an Idempotency-Key: a replay returns the first run, never a second one."""
+    outcome = idempotency_run(
+        subject=subject,
+        endpoint=CREATE_RUN_ENDPOINT,
+        key=idempotency_key,
+        request_body=request_body,
+        perform=lambda claim: run_create(
+            subject=subject,
+            workflow_id=workflow_id,
+            inputs=inputs,
+            transport=transport,
+            context_id=context_id,
+            idempotency=claim,
+        ),
+    )
+    if isinstance(outcome, IdempotentReplay):
+        if outcome.run is None:
+            raise NotFound("The run this key created no longer exists.")
+        return RunCreation(run=outcome.run, created=outcome.body, replayed=True)
+    return RunCreation(run=outcome, created=run_created_doc(outcome), replayed=False)
+
+
+def run_cancel(
+    *, subject: Subject, run_id: str, reason: str | None = None, idempotency: IdempotencyClaim | None = None
+) -> Run:
+    """Cancel a run (runs.md §Cancel). A run no worker is executing (pending, waiting) is cancelled
+    at once; a running one moves to `cancelling` and its worker finishes the cancel at the next
+    step, or within ~100 ms from inside a waiting node. 409 run_terminal on a finished run."""
+    _require_own_tenant(subject=subject, run_id=run_id)
+    with transaction.atomic(durable=True):
+        run = _run_locked(subject=subject, run_id=run_id)
+        if run.status in TERMINAL_STATUSES:
+            raise Conflict("run_terminal", f"The run is already {run.status}.", details={"runStatus": run.status})
+        if run.status == RunStatus.CANCELLING:
+            _complete_claim(idempotency, run, run_cancelled_doc(run))
+            return run
+        run.cancel_reason = (reason or "cancelled by the caller")[:500]
+        run.cancelled_by = subject.subject_id
+        if run.status == RunStatus.RUNNING:
+            run.status = RunStatus.CANCELLING
+            run_save(run, "status", "cancel_reason", "cancelled_by")
+            _complete_claim(idempotency, run, run_cancelled_doc(run))
+            # The worker holding the lease finishes the cancel; if none does (between steps, or
+            # dead), this step claims the run and finishes it.
+            _enqueue_advance(run)
+            return run
+        run_finish_cancelled(run)
+        _complete_claim(idempotency, run, run_cancelled_doc(run))
+    return run
+
+
+def run_cancelled_doc(run: Run) -> dict[str, Any]:
+    return {"runId": run.run_id, "status": run.status}
+
+
+def interrupt_resolved_doc(run: Run, node_id: str) -> dict[str, Any]:
+    return {"runId": run.run_id, "nodeId": node_id, "status": run.status}
+
+
+def _complete_claim(claim: IdempotencyClaim | None, run: Run, body: dict[str, Any]) -> None:
+    if claim is not None:
+        idempotency_complete(claim=claim, run=run, status=200, body=body)
+
+
+def run_finish_cancelled(run: Run) -> None:
+    """Record the cancel of a locked run: node.cancelled for a node in flight, then run.cancelled."""
+    now = timezone.now()
+    if run.current_node_id:
+        event_append(run=run, type="node.cancelled", payload={"reason": run.cancel_reason}, node_id=run.current_node_id)
+    started = run.started_at or run.created_at
+    payload: dict[str, Any] = {
+        "reason": run.cancel_reason or "cancelled",
+        "durationMs": max(0, int((now - started).total_seconds() * 1000)),
+    }
+    if run.cancelled_by:
+        payload["cancelledBy"] = run.cancelled_by
+    event_append(run=run, type="run.cancelled", payload=payload)
+    run.status = RunStatus.CANCELLED
+    run.completed_at = now
+    run.current_node_id = ""
+    run.lease_owner, run.lease_expires_at = "", None
+    run_save(run, "status", "completed_at", "current_node_id", "lease_owner", "lease_expires_at")
+
+
+def interrupt_resolve(
+    *,
+    subject: Subject,
+    run_id: str,
+    node_id: str,
+    resume_value: Any,
+    idempotency: IdempotencyClaim | None = None,
+) -> Run:
+    """Resolve the interrupt a run is suspended on at `node_id`, exactly once (interrupt.md).
+
+    Two concurrent resolves serialise on the run's row lock; the interrupt row is then flipped by
+    a conditional update, so the loser always sees 409 interrupt_already_resolved.
+    """
+    _require_own_tenant(subject=subject, run_id=run_id)
+    with transaction.atomic(durable=True):
+        run = _run_locked(subject=subject, run_id=run_id)
+        interrupt = Interrupt.objects.for_tenant(run.tenant_id).filter(run=run, node_id=node_id).first()
+        if interrupt is None:
+            raise NotFound(f"The run has no interrupt at node {node_id!r}.", details={"nodeId": node_id})
+        if interrupt.resolved_at is not None or run.status not in WAITING_STATUSES:
+            raise Conflict(
+                "interrupt_already_resolved",
+                "The interrupt was already resolved, or its run has ended.",
+                details={"runStatus": run.status},
+            )
+        _resume_value_check(interrupt=interrupt, resume_value=resume_value)
+        now = timezone.now()
+        flipped = (
+            Interrupt.objects.for_tenant(run.tenant_id)
+            .filter(pk=interrupt.pk, resolved_at__isnull=True)
+            .update(resolved_at=now, resolution=resume_value)
+        )
+        if flipped != 1:
+            raise Conflict("interrupt_already_resolved", "The interrupt was already resolved.")
+        event_append(
+            run=run,
+            type="interrupt.resolved",
+            payload={
+                "nodeId": node_id,
+                "interruptId": interrupt.interrupt_id,
+                "kind": interrupt.kind,
+                "resumeValue": resume_value,
+            },
+            node_id=node_id,
+        )
+        run.status = RunStatus.RUNNING
+        run_save(run, "status")
+        _complete_claim(idempotency, run, interrupt_resolved_doc(run, node_id))
+        _enqueue_advance(run)
+    return run
+
+
+def _resume_value_check(*, interrupt: Interrupt, resume_value: Any) -> None:
+    schema = interrupt.payload.get("resumeSchema") or {}
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(resume_value), key=lambda e: [str(p) for p in e.absolute_path])
+    if errors:
+        raise ValidationFailed(
+            "The resumeValue does not match the interrupt's resumeSchema.",
+            details={
+                "field": "resumeValue",
+                "errors": [{"path": "/" + "/".join(map(str, e.absolute_path)), "message": e.message} for e in errors],
+            },
+        )
+
+
+def _require_own_tenant(*, subject: Subject, run_id: str) -> None:
+    """Services are door-agnostic: a foreign id is simply not found here (doors decide 403)."""
+    if run_id.partition("/")[0] != subject.tenant:
+        raise NotFound("No such run.")
+
+
+def _run_locked(*, subject: Subject, run_id: str) -> Run:
+    run = (
+        Run.objects.for_tenant(Tenant.objects.get(slug=subject.tenant))
+        .select_for_update()
+        .filter(run_id=run_id)
+        .first()
+    )
+    if run is None:
+        raise NotFound("No such run.")
+    return run
+
+
+def _enqueue_advance(run: Run) -> None:
+    """Send `runs.advance` once the transaction commits; a lost message is re-sent by the sweeper."""
+    from apps.runs.tasks import advance  # the task module imports the engine, which imports this one
+
+    Run.objects.for_tenant(run.tenant_id).filter(pk=run.pk).update(enqueued_at=timezone.now())
+    run_id, queue = run.run_id, run.queue
+    transaction.on_commit(lambda: advance.apply_async(args=[run_id], queue=queue))

@@ -1,0 +1,70 @@
+"""A worker SIGKILLed in the middle of a `delay` node: the run still completes once a new worker
+starts (issue 3; engine.py: leases, the sweeper, idempotent steps).
+
+The test runs its own Daphne and workers on a queue of their own, so no other worker of the test
+session can pick the run up: after the kill, only the replacement worker can finish it.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable
+
+from openwop_client import OpenwopClient
+from openwop_client.types import CreateRunRequest
+
+from apps.runs.models import Run, RunEvent, RunStatus
+from tests.live import start_celery_worker, start_daphne
+
+
+def _until(predicate: Callable[[], bool], what: str, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def test_a_run_survives_its_worker_being_killed_mid_delay(live_env, transactional_db, make_key) -> None:  # type: ignore[no-untyped-def]
+    env, var_dir = live_env
+    queue = f"{env['OPENWOP_CELERY_QUEUE']}-kill"
+    # A short lease keeps the test quick where settings read OPENWOP_RUN_LEASE_SECONDS.
+    own_env = {**env, "OPENWOP_CELERY_QUEUE": queue, "OPENWOP_RUN_LEASE_SECONDS": "3"}
+    daphne, base_url = start_daphne(own_env, var_dir)
+    first = start_celery_worker(own_env, var_dir, name="doomed")
+    replacement = None
+    try:
+        client = OpenwopClient(base_url=base_url, api_key=make_key("acme"), timeout=30)
+        run_id = client.runs_create(CreateRunRequest(workflowId="conformance-delay", inputs={"delayMs": 3000})).runId
+        assert Run.unscoped_all_tenants.get(run_id=run_id).queue == queue
+
+        def doomed_worker_is_inside_the_delay() -> bool:
+            run = Run.unscoped_all_tenants.get(run_id=run_id)
+            started = RunEvent.unscoped_all_tenants.filter(run=run, type="node.started").exists()
+            return started and (run.lease_owner or "").startswith("doomed@")
+
+        _until(doomed_worker_is_inside_the_delay, "the first worker to start the delay node")
+        first.proc.send_signal(signal.SIGKILL)
+        first.proc.wait(timeout=15)
+        assert first.proc.returncode == -signal.SIGKILL
+        run = Run.unscoped_all_tenants.get(run_id=run_id)
+        assert run.status == RunStatus.RUNNING and run.lease_owner.startswith("doomed@")
+
+        replacement = start_celery_worker(own_env, var_dir, name="replacement")
+        _until(
+            lambda: Run.unscoped_all_tenants.get(run_id=run_id).status == RunStatus.COMPLETED,
+            f"the replacement worker to finish the run\n{replacement.log()[-3000:]}",
+        )
+        events = list(RunEvent.unscoped_all_tenants.filter(run__run_id=run_id).order_by("sequence"))
+        assert [e.type for e in events] == ["run.started", "node.started", "node.completed", "run.completed"]
+        assert [e.sequence for e in events] == [1, 2, 3, 4]
+        # Completed no earlier than the delay measured from the one node.started: resumed, not restarted.
+        assert (events[2].at - events[1].at).total_seconds() >= 3.0
+        assert events[2].payload == {"outputs": {"delayedMs": 3000}}
+        assert Run.unscoped_all_tenants.get(run_id=run_id).lease_owner == ""
+    finally:
+        first.stop(kill=True)
+        if replacement is not None:
+            replacement.stop()
+        daphne.stop()
