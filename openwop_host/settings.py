@@ -61,6 +61,8 @@ INSTALLED_APPS = [
     "apps.agents",
     "apps.runs",
     "apps.audit",
+    "apps.a2a",
+    "apps.mcp",
 ]
 
 MIDDLEWARE = [

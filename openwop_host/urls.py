@@ -28,4 +28,6 @@ urlpatterns = [
     path("", include("apps.agents.urls")),
     path("", include("apps.runs.urls")),
     path("", include("apps.audit.urls")),
+    path("", include("apps.a2a.urls")),
+    path("", include("apps.mcp.urls")),
 ]

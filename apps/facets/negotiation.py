@@ -67,10 +67,15 @@ class NegotiationRefused(OpenWopError):
 
 
 def peer_origin_digest(url_or_origin: str) -> str:
-    """Lowercase hex SHA-256 of the peer's origin as a WHATWG URL serialises it (scheme://host[:port])."""
+    """Lowercase hex SHA-256 of the peer's origin as a WHATWG URL serialises it (scheme://host[:port]).
+
+    A peer with no URL origin (an inbound caller that sent no `Origin`) is digested as given.
+    """
     parts = urlsplit(url_or_origin.strip())
     scheme = (parts.scheme or "").lower()
     host = (parts.hostname or "").lower()
+    if scheme not in _DEFAULT_PORTS or not host:
+        return hashlib.sha256(url_or_origin.encode("utf-8")).hexdigest()
     if ":" in host:  # IPv6 literal
         host = f"[{host}]"
     port = parts.port
@@ -140,6 +145,15 @@ def negotiation_payload(decision: Decision, *, peer_digest: str) -> dict[str, An
     return payload
 
 
+def inbound_peer_origin(*, origin_header: str | None, subject: Subject | None) -> str:
+    """The peer of an inbound exchange: its `Origin` when it sent a web origin, else its Subject."""
+    if origin_header and urlsplit(origin_header).scheme in _DEFAULT_PORTS:
+        return origin_header
+    if subject is not None:
+        return f"subject:{subject.issuer}#{subject.subject_id}"
+    return "anonymous"
+
+
 def negotiation_decide(
     *,
     protocol: Protocol,
@@ -162,8 +176,21 @@ def negotiation_decide(
         authenticated=subject is not None,
     )
     payload = negotiation_payload(decision, peer_digest=peer_origin_digest(peer_origin))
-    from apps.audit.negotiation_records import negotiation_record_write
-
     with transaction.atomic():
-        negotiation_record_write(subject=subject, run=run, payload=payload)
+        _record(subject=subject, run=run, payload=payload)
     return decision
+
+
+def _record(*, subject: Subject | None, run: Any, payload: dict[str, Any]) -> None:
+    """On the run's log when there is a run, else as the caller's durable host event."""
+    if run is not None:
+        from apps.runs.log import event_append, run_save
+        from apps.runs.models import Run
+
+        locked = Run.unscoped_all_tenants.select_for_update().get(pk=run.pk)
+        event_append(run=locked, type=NEGOTIATION_EVENT, payload=payload)
+        run_save(locked)
+    elif subject is not None:
+        from apps.audit.services import host_event_append
+
+        host_event_append(subject=subject, type=NEGOTIATION_EVENT, payload=payload, durable=True)

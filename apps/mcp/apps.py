@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class MCPConfig(AppConfig):
+    name = "apps.mcp"
+    label = "mcp"
