@@ -4,3 +4,13 @@ from django.apps import AppConfig
 class A2AConfig(AppConfig):
     name = "apps.a2a"
     label = "a2a"
+    verbose_name = "A2A"
+
+    def ready(self) -> None:
+        from apps.facets import surfaces
+
+        # What discovery may advertise (capabilities.md: the record is the claim). Push (issue 6)
+        # and per-agent cards (issue 7) register themselves when they exist.
+        surfaces.register_surface(surfaces.A2A)
+        surfaces.register_surface(surfaces.A2A_STREAMING)
+        surfaces.register_surface(surfaces.A2A_DURABLE_TASKS)

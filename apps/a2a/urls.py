@@ -1,3 +1,18 @@
-from django.urls import URLPattern
+"""The A2A interface URLs the card lists, and the card itself (interop.md §The facets).
 
-urlpatterns: list[URLPattern] = []
+The JSON-RPC url answers with and without a trailing slash (the TCK posts to `<url>/`; a redirect
+would break it). HTTP+JSON paths are matched by the view, since a task id may carry a `/`.
+"""
+
+from __future__ import annotations
+
+from django.urls import URLPattern, path, re_path
+
+from apps.a2a import views
+
+urlpatterns: list[URLPattern] = [
+    path(".well-known/agent-card.json", views.agent_card, name="a2a-agent-card"),
+    re_path(r"^a2a/jsonrpc/?$", views.jsonrpc_endpoint, name="a2a-jsonrpc"),
+    re_path(r"^a2a/rest/(?P<route>.*)$", views.rest_endpoint, name="a2a-rest"),
+    re_path(r"^a2a(?:/(?P<rest>.*))?$", views.a2a_unknown, name="a2a-unknown"),
+]

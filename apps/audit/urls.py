@@ -1,3 +1,11 @@
-from django.urls import URLPattern
+from django.urls import URLPattern, path
 
-urlpatterns: list[URLPattern] = []
+from apps.audit.api import EmitTestHostEventApi
+from apps.audit.auditor_views import negotiation_audit
+from apps.audit.views import host_events
+
+urlpatterns: list[URLPattern] = [
+    path("host/events", host_events, name="host-events"),
+    path("host/events/test", EmitTestHostEventApi.as_view(), name="host-events-test"),
+    path("host/openwop-host/audit/negotiations", negotiation_audit, name="negotiation-audit"),
+]

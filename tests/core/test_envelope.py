@@ -42,6 +42,7 @@ def test_unlisted_major_is_406_with_protocol_versions(client: Client) -> None:
     assert response.headers["OpenWOP-Version"] == "2.46"
 
 
+@pytest.mark.django_db
 @pytest.mark.parametrize("value", ["2", "2.0", "2.46", "2.99"])
 def test_listed_major_is_served_in_both_forms(client: Client, value: str) -> None:
     response = client.get("/.well-known/openwop", headers={"OpenWOP-Version": value})

@@ -15,6 +15,7 @@ from tests.envelope import SHARED
 
 URL = "/.well-known/openwop"
 WITNESSES = {"witnessable-unaided", "witnessable-gated", "seam-gated", "claims-check", "negative-existence"}
+pytestmark = pytest.mark.django_db
 VERSION_RE = r"^(0|[1-9]\d*)\.(0|[1-9]\d*)$"
 
 

@@ -1,0 +1,85 @@
+"""What the A2A door keeps besides the run itself: the host's skill routing and the A2A messages
+of each task.
+
+A run knows nothing of A2A. The door needs two things the run log does not hold: which workflow
+an incoming message starts (a 1.0 Message cannot name one, openwop-v2 reference (i).16), and the
+Messages a task's `history[]` shows (interop map `a2a.fields`: history holds only A2A Messages),
+which double as the messageId de-duplication record (map row SendMessage: "messageId is the
+idempotency seed").
+"""
+
+from __future__ import annotations
+
+from django.core.validators import RegexValidator
+from django.db import models
+
+from apps.agents.models import AUTHOR_ID_PATTERN, AUTHOR_ID_RE
+from apps.runs.models import Run
+from apps.tenants.models import TenantOwnedModel
+
+
+class SkillRoute(models.Model):
+    """One workflow the host's A2A interface routes to, published as one card skill.
+
+    Host-level (not per tenant): the public card is the same for every caller. A caller whose
+    tenant has no workflow of that id gets -32602 naming the skill when it invokes it.
+    """
+
+    workflow_id = models.CharField(
+        max_length=128,
+        unique=True,
+        validators=[RegexValidator(AUTHOR_ID_RE, "A workflowId is 1-128 of [A-Za-z0-9._~:-].")],
+        help_text="The workflowId a message routed to this skill starts; also the card's skills[].id.",
+    )
+    name = models.CharField(max_length=200)
+    description = models.TextField()
+    tags = models.JSONField(default=list, blank=True, help_text="skills[].tags, a list of strings.")
+    position = models.PositiveSmallIntegerField(default=100, help_text="Order on the card after the default.")
+    enabled = models.BooleanField(default=True, help_text="Disabled routes leave the card and refuse messages.")
+    is_default = models.BooleanField(
+        default=False, help_text="The skill a message naming none is routed to; listed first on the card."
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-is_default", "position", "workflow_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["is_default"], condition=models.Q(is_default=True), name="skill_route_one_default"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(workflow_id__regex=AUTHOR_ID_PATTERN), name="skill_route_workflow_id_grammar"
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(is_default=True, enabled=False), name="skill_route_default_enabled"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_id}{' (default)' if self.is_default else ''}"
+
+
+class TaskMessage(TenantOwnedModel):
+    """One A2A Message a principal sent to a task, as ProtoJSON with taskId/contextId filled in.
+
+    Unique per (tenant, principal, messageId): a repeated messageId from the same principal finds
+    its first row and never starts or resumes anything a second time.
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    principal = models.CharField(max_length=255, help_text="The sender's Subject subjectId.")
+    message_id = models.CharField(max_length=512)
+    document = models.JSONField(help_text="The Message as ProtoJSON (camelCase).")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta(TenantOwnedModel.Meta):
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "principal", "message_id"], name="task_message_once_per_principal"
+            ),
+        ]
+        indexes = [models.Index(fields=["run", "created_at"], name="task_message_history")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}:{self.message_id}"

@@ -1,0 +1,193 @@
+"""Writes behind the A2A operations: each translates to one runs service and its errors back.
+
+No rule of a run lives here. Starting is `run_create` (transport `a2a`), continuing is
+`interrupt_resolve`, cancelling is `run_cancel`; this module only resolves the skill, applies the
+map's multi-turn checks (interop.md §A2A multi-turn) and records the A2A Message (history and
+messageId de-duplication).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Any
+
+from a2a.types import Message
+from a2a.utils.errors import (
+    A2AError,
+    InternalError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+from django.db import IntegrityError, transaction
+
+from apps.a2a.errors import invalid_params
+from apps.a2a.models import SkillRoute, TaskMessage
+from apps.a2a.selectors import task_message_find, task_run_readable
+from apps.a2a.wire import context_id_of, to_wire
+from apps.agents.fixtures import FIXTURE_WORKFLOWS
+from apps.core.errors import Conflict, Forbidden, NotFound, OpenWopError, ValidationFailed
+from apps.runs.models import Run
+from apps.runs.selectors import run_open_interrupt
+from apps.runs.services import interrupt_resolve, run_cancel, run_create_idempotent
+from apps.tenants.subject import Subject
+
+logger = logging.getLogger(__name__)
+
+# The conformance legs route this workflow by default (openwop-v2 reference (i).16).
+DEFAULT_SKILL = "conformance-approval"
+
+
+# ---------------------------------------------------------------------------------------------
+# Skill routing
+
+
+def skill_routes_ensure() -> None:
+    """Seed the routing table with the fixture workflows when it is empty (a fresh host, or a test
+    database just flushed). Operators then edit it in the admin; disable a route, don't delete all."""
+    if SkillRoute.objects.exists():
+        return
+    ordered = [DEFAULT_SKILL, *sorted(w for w in FIXTURE_WORKFLOWS if w != DEFAULT_SKILL)]
+    try:
+        with transaction.atomic():
+            for position, workflow_id in enumerate(ordered):
+                fixture = FIXTURE_WORKFLOWS[workflow_id]
+                SkillRoute.objects.create(
+                    workflow_id=workflow_id,
+                    name=fixture["name"],
+                    description=fixture["description"],
+                    tags=["openwop", "fixture"],
+                    position=position,
+                    is_default=workflow_id == DEFAULT_SKILL,
+                )
+    except IntegrityError:  # seeded concurrently by another request
+        pass
+
+
+def skill_resolve(skill_id: str | None) -> SkillRoute:
+    """The routed skill a message names, else the host default; -32602 naming the skill otherwise
+    (map SendMessage row: an unknown or unroutable skill)."""
+    skill_routes_ensure()
+    routes = SkillRoute.objects.filter(enabled=True)
+    if skill_id is None:
+        route = routes.filter(is_default=True).first()
+        if route is None:
+            raise invalid_params("No skill was named and the host routes no default skill.", field="skillId")
+        return route
+    route = routes.filter(workflow_id=skill_id).first()
+    if route is None:
+        raise invalid_params(f"Unknown or unroutable skill {skill_id!r}.", field="skillId")
+    return route
+
+
+# ---------------------------------------------------------------------------------------------
+# Messages
+
+
+def _dedup_key(subject: Subject, message_id: str) -> str:
+    """The run-creation idempotency key of a messageId: principal-bound, printable, <= 255 chars."""
+    digest = hashlib.sha256(f"{subject.issuer}\x00{subject.subject_id}\x00{message_id}".encode()).hexdigest()
+    return f"a2a-message:{digest}"
+
+
+def _message_record(*, subject: Subject, run: Run, message: Message) -> None:
+    document = to_wire(message)
+    document["taskId"] = run.run_id
+    document["contextId"] = context_id_of(run)
+    try:
+        with transaction.atomic():
+            TaskMessage.objects.create(
+                tenant_id=run.tenant_id,
+                run=run,
+                principal=subject.subject_id,
+                message_id=message.message_id,
+                document=document,
+            )
+    except IntegrityError:  # the same messageId recorded concurrently: the first row stands
+        pass
+
+
+def message_start(
+    *, subject: Subject, message: Message, skill: SkillRoute, inputs: dict[str, Any], context_id: str | None
+) -> Run:
+    """SendMessage without taskId -> createRun. A messageId this principal already sent answers
+    with its first task; the idempotency claim covers two copies racing each other."""
+    seen = task_message_find(subject=subject, message_id=message.message_id)
+    if seen is not None:
+        return seen.run
+    try:
+        creation = run_create_idempotent(
+            subject=subject,
+            idempotency_key=_dedup_key(subject, message.message_id),
+            request_body={"a2aMessageId": message.message_id},
+            workflow_id=skill.workflow_id,
+            inputs=inputs,
+            transport="a2a",
+            context_id=context_id,
+        )
+    except NotFound:
+        raise invalid_params(f"Unknown or unroutable skill {skill.workflow_id!r}.", field="skillId") from None
+    except Conflict as exc:
+        if exc.code == "idempotency_in_flight":
+            raise UnsupportedOperationError("A message with this messageId is still being processed.") from None
+        raise _unexpected(exc) from None
+    except ValidationFailed as exc:
+        raise invalid_params(exc.message, field="message") from None
+    _message_record(subject=subject, run=creation.run, message=message)
+    return creation.run
+
+
+def message_continue(*, subject: Subject, task_id: str, message: Message, resume_value: Any) -> Run:
+    """SendMessage with taskId -> resolveInterruptByRun, under the map's multi-turn rules."""
+    run = task_run_readable(subject=subject, task_id=task_id)
+    seen = task_message_find(subject=subject, message_id=message.message_id)
+    if seen is not None:
+        if seen.run_id != run.pk:
+            raise invalid_params("This messageId was already sent to another task.", field="message.messageId")
+        return run  # a repeat: it resumed the task once already
+    if message.context_id and message.context_id != context_id_of(run):
+        raise invalid_params("The message's contextId is not its task's contextId.", field="message.contextId")
+    if run.is_terminal:
+        raise UnsupportedOperationError(f"The task is {run.status}; it accepts no further messages.")
+    interrupt = run_open_interrupt(run=run)
+    if interrupt is None:
+        # Map row "taskId; run not suspended, not terminal": no declared input path, refuse.
+        raise UnsupportedOperationError("The task is not waiting for input.")
+    if resume_value is None:
+        raise invalid_params(
+            "A message to a waiting task carries its resume value in metadata.openwop.interrupt or a data part.",
+            field="message.parts",
+        )
+    try:
+        run = interrupt_resolve(
+            subject=subject, run_id=run.run_id, node_id=interrupt.node_id, resume_value=resume_value
+        )
+    except NotFound:
+        raise TaskNotFoundError() from None
+    except ValidationFailed as exc:
+        raise invalid_params(exc.message, field="metadata.openwop.interrupt") from None
+    except Forbidden as exc:
+        raise invalid_params(exc.message, field="message") from None
+    except Conflict as exc:
+        raise UnsupportedOperationError(exc.message) from None
+    _message_record(subject=subject, run=run, message=message)
+    return run
+
+
+def task_cancel(*, subject: Subject, task_id: str) -> Run:
+    """CancelTask -> cancelRun; a terminal run is TaskNotCancelableError (-32002)."""
+    run = task_run_readable(subject=subject, task_id=task_id)
+    try:
+        return run_cancel(subject=subject, run_id=run.run_id, reason="cancelled over A2A")
+    except NotFound:
+        raise TaskNotFoundError() from None
+    except Conflict as exc:
+        if exc.code == "run_terminal":
+            raise TaskNotCancelableError(f"The task is already {run.status}.") from None
+        raise _unexpected(exc) from None
+
+
+def _unexpected(exc: OpenWopError) -> A2AError:
+    logger.warning("a2a: unexpected run error %s", exc.code)
+    return InternalError()

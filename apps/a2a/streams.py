@@ -1,0 +1,121 @@
+"""Waiting on a run and streaming it, from its log (STYLE.md habit 9).
+
+Both read the database in short `sync_to_async` calls and wait on the run's wake-up group between
+reads, re-reading every `DB_RECHECK_SECONDS` anyway (a wake-up lost between processes only costs
+latency). No transaction or connection is held across a wait or a `yield`; a client disconnect
+arrives as `CancelledError` and ends the stream: the run belongs to no stream, so nothing else
+happens to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from a2a.types import StreamResponse, Task
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+
+from apps.a2a.wire import INTERRUPTED_STATES, TERMINAL_STATES, StreamProjection, to_wire
+from apps.core.sse import SseEvent, stream_log
+from apps.runs.log import run_wake_group
+from apps.runs.models import TERMINAL_STATUSES, WAITING_STATUSES, Run, RunEvent
+from apps.runs.selectors import run_events_after
+
+DB_RECHECK_SECONDS = 0.5
+# A blocking SendMessage answers when the run is terminal or interrupted, or after this long with
+# the task as it is then (map SendMessage row: "or host timeout").
+BLOCKING_WAIT_SECONDS = 60.0
+
+Frame = Callable[[StreamResponse], dict[str, Any]]
+
+
+@contextlib.asynccontextmanager
+async def _wake_waiter(group: str) -> AsyncIterator[Callable[[float], Awaitable[None]]]:
+    layer = get_channel_layer()
+    channel = await layer.new_channel() if layer is not None else None
+    if channel is not None:
+        await layer.group_add(group, channel)
+
+    async def wait(seconds: float) -> None:
+        if channel is None:
+            await asyncio.sleep(seconds)
+            return
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(layer.receive(channel), seconds)
+
+    try:
+        yield wait
+    finally:
+        if channel is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(layer.group_discard(group, channel))
+
+
+def _status_of(run: Run) -> str:
+    return Run.objects.for_tenant(run.tenant_id).values_list("status", flat=True).get(pk=run.pk)
+
+
+async def run_wait_settled(run: Run, *, timeout: float = BLOCKING_WAIT_SECONDS) -> None:
+    """Return once the run is terminal or suspended on an interrupt, or after `timeout`."""
+    settled = TERMINAL_STATUSES | WAITING_STATUSES
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    async with _wake_waiter(run_wake_group(run.run_id)) as wait:
+        while True:
+            if await sync_to_async(_status_of)(run) in settled:
+                return
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            await wait(min(DB_RECHECK_SECONDS, remaining))
+
+
+def task_stream(
+    *,
+    run: Run,
+    first: Task,
+    position: int,
+    frame: Frame,
+    end_when_interrupted: bool,
+) -> AsyncIterator[bytes]:
+    """SSE bytes: the Task first, then the run log after `position` projected as status and
+    artifact updates, ending after the terminal status (or, for a send, an interrupted one)."""
+    projection = StreamProjection(task_id=first.id, context_id=first.context_id, state=first.status.state)
+    sent_first = False
+
+    def ends() -> bool:
+        return projection.ended or (end_when_interrupted and projection.interrupted)
+
+    async def fetch(after: int) -> list[SseEvent]:
+        nonlocal sent_first
+        out: list[SseEvent] = []
+        if not sent_first:
+            sent_first = True
+            done = first.status.state in TERMINAL_STATES or (
+                end_when_interrupted and first.status.state in INTERRUPTED_STATES
+            )
+            out.append(SseEvent(id=position, data=frame(StreamResponse(task=first)), terminal=done))
+            if done:
+                return out
+        events: list[RunEvent] = await sync_to_async(run_events_after)(run=run, after=after)
+        for event in events:
+            responses = projection.project([event])
+            for index, response in enumerate(responses):
+                last = index == len(responses) - 1
+                out.append(SseEvent(id=event.sequence, data=frame(response), terminal=last and ends()))
+            if ends():
+                return out
+        return out
+
+    return stream_log(group=run_wake_group(run.run_id), after=position, fetch=fetch, poll_seconds=DB_RECHECK_SECONDS)
+
+
+def jsonrpc_frame(request_id: Any) -> Frame:
+    return lambda response: {"jsonrpc": "2.0", "id": request_id, "result": to_wire(response)}
+
+
+def rest_frame(response: StreamResponse) -> dict[str, Any]:
+    return to_wire(response)

@@ -1,0 +1,421 @@
+"""The A2A 1.0 bindings: the public agent card, JSON-RPC and HTTP+JSON (REST).
+
+Every exchange on an interface URL runs the same three steps before dispatch: authenticate (the
+bearer key's Subject; one fixed refusal for every bad credential), negotiate (`negotiation_decide`
+writes the `negotiation.decided` record, refusals included), then parse and dispatch to
+operations.py. Every answer is JSON-RPC shaped or `google.rpc.Status`; the OpenWOP envelope never
+appears here (interop.md §A2A error details), and these paths are outside its middleware
+(apps.core.protocol.NOT_ENVELOPED_PREFIXES).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from a2a.types import (
+    CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest,
+    GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
+    ListTasksRequest,
+    ListTasksResponse,
+    SendMessageRequest,
+    SendMessageResponse,
+    SubscribeToTaskRequest,
+    Task,
+    TaskPushNotificationConfig,
+)
+from a2a.utils.errors import (
+    A2AError,
+    ContentTypeNotSupportedError,
+    InternalError,
+    InvalidRequestError,
+    JSONParseError,
+    MethodNotFoundError,
+    VersionNotSupportedError,
+)
+from a2a.utils.proto_utils import parse_params
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
+from django.utils.http import http_date
+from django.views.decorators.csrf import csrf_exempt
+from google.protobuf import json_format
+from google.protobuf.message import Message as ProtoMessage
+
+from apps.a2a import operations
+from apps.a2a.card import features_current, public_card_current
+from apps.a2a.errors import (
+    AUTHENTICATE_HEADER,
+    AuthenticationRequired,
+    invalid_params,
+    jsonrpc_error_body,
+    rest_error_body,
+)
+from apps.a2a.operations import Call, StreamPlan
+from apps.a2a.streams import jsonrpc_frame, rest_frame, task_stream
+from apps.a2a.wire import to_wire
+from apps.core.errors import OpenWopError, ValidationFailed
+from apps.core.ids import unproject_id
+from apps.core.sse import sse_response
+from apps.facets.negotiation import inbound_peer_origin, negotiation_decide
+from apps.tenants.selectors import subject_from_authorization
+
+logger = logging.getLogger(__name__)
+
+JSON_MEDIA_TYPES = ("application/json", "application/a2a+json")
+REST_MEDIA_TYPE = "application/a2a+json"  # v1.0.1 §11 (the map's pinned release)
+CARD_MAX_AGE = 60
+
+
+# ---------------------------------------------------------------------------------------------
+# Authenticate, negotiate
+
+
+def _caller(request: HttpRequest) -> Call:
+    try:
+        subject = subject_from_authorization(request.headers.get("Authorization"))
+    except OpenWopError:
+        raise AuthenticationRequired() from None  # same bytes for missing, malformed, unknown, revoked
+    requested = request.headers.get("A2A-Version") or request.GET.get("A2A-Version") or None
+    decision = negotiation_decide(
+        protocol="a2a",
+        requested=requested.strip() if requested else None,
+        peer_origin=inbound_peer_origin(origin_header=request.headers.get("Origin"), subject=subject),
+        subject=subject,
+        run=None,  # inbound exchanges are not a run's; the record is the caller's host event
+    )
+    if not decision.accepted:
+        raise VersionNotSupportedError(
+            f"A2A version {decision.requested!r} is not supported.",
+            data={"supportedVersions": ",".join(decision.supported)},
+        )
+    return Call(subject=subject, features=features_current())
+
+
+def _media_type_ok(request: HttpRequest) -> bool:
+    content_type = request.content_type or ""
+    return not request.body or content_type in JSON_MEDIA_TYPES or content_type.endswith("+json")
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON-RPC
+
+
+Handler = Callable[[Call, Any], Awaitable[Any]]
+
+
+async def _rpc_send(call: Call, params: SendMessageRequest) -> Any:
+    result = await operations.send_message(call, params, streaming=False)
+    assert isinstance(result, Task)
+    return SendMessageResponse(task=result)
+
+
+async def _rpc_stream(call: Call, params: SendMessageRequest) -> Any:
+    return await operations.send_message(call, params, streaming=True)
+
+
+async def _rpc_push(call: Call, params: Any) -> Any:
+    return await operations.push_config_unsupported(call)
+
+
+async def _rpc_extended_card(call: Call, params: Any) -> Any:
+    return await operations.get_extended_card(call)
+
+
+RPC_METHODS: dict[str, tuple[type[ProtoMessage], Handler]] = {
+    "SendMessage": (SendMessageRequest, _rpc_send),
+    "SendStreamingMessage": (SendMessageRequest, _rpc_stream),
+    "GetTask": (GetTaskRequest, operations.get_task),
+    "ListTasks": (ListTasksRequest, operations.list_tasks),
+    "CancelTask": (CancelTaskRequest, operations.cancel_task),
+    "SubscribeToTask": (SubscribeToTaskRequest, operations.subscribe),
+    "CreateTaskPushNotificationConfig": (TaskPushNotificationConfig, _rpc_push),
+    "GetTaskPushNotificationConfig": (GetTaskPushNotificationConfigRequest, _rpc_push),
+    "ListTaskPushNotificationConfigs": (ListTaskPushNotificationConfigsRequest, _rpc_push),
+    "DeleteTaskPushNotificationConfig": (DeleteTaskPushNotificationConfigRequest, _rpc_push),
+    "GetExtendedAgentCard": (GetExtendedAgentCardRequest, _rpc_extended_card),
+}
+
+
+def _rpc_id(body: Any) -> Any:
+    """The request id to echo: a string or integer (never a bool), else null."""
+    if isinstance(body, dict):
+        value = body.get("id")
+        if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+    return None
+
+
+def _rpc_error(error: A2AError, request_id: Any) -> JsonResponse:
+    status = 401 if isinstance(error, AuthenticationRequired) else 200
+    response = JsonResponse(jsonrpc_error_body(error, request_id), status=status)
+    if status == 401:
+        response["WWW-Authenticate"] = AUTHENTICATE_HEADER
+    return response
+
+
+def _parse_params(message_type: type[ProtoMessage], params: Any) -> ProtoMessage:
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise invalid_params("params must be an object.", field="params")
+    try:
+        return json_format.ParseDict(params, message_type(), ignore_unknown_fields=True)
+    except json_format.ParseError as exc:
+        raise invalid_params(f"params do not match {message_type.__name__}: {exc}", field="params") from None
+
+
+def _list_result(response: ListTasksResponse) -> dict[str, Any]:
+    """nextPageToken, pageSize and totalSize are always present ("" on the last page)."""
+    doc = to_wire(response)
+    doc.setdefault("tasks", [])
+    doc.setdefault("nextPageToken", "")
+    doc.setdefault("pageSize", response.page_size)
+    doc.setdefault("totalSize", response.total_size)
+    return doc
+
+
+def _result_doc(result: Any) -> Any:
+    if result is None:
+        return None
+    if isinstance(result, ListTasksResponse):
+        return _list_result(result)
+    return to_wire(result)
+
+
+@csrf_exempt
+async def jsonrpc_endpoint(request: HttpRequest) -> HttpResponseBase:
+    """POST the card's JSONRPC url (with or without a trailing slash; never a redirect)."""
+    body: Any = None
+    parse_failed = False
+    try:
+        body = json.loads(request.body or b"")
+    except (ValueError, UnicodeDecodeError):
+        parse_failed = True
+    request_id = _rpc_id(body)
+    try:
+        call = await sync_to_async(_caller)(request)
+        if request.method != "POST":
+            raise InvalidRequestError("JSON-RPC requests are POSTed.")
+        if not _media_type_ok(request):
+            raise ContentTypeNotSupportedError(f"Content-Type {request.content_type!r} is not JSON.")
+        if parse_failed:
+            raise JSONParseError("The body is not valid JSON.")
+        if not isinstance(body, dict):
+            raise InvalidRequestError("A JSON-RPC request is one object; batches are not supported.")
+        if body.get("jsonrpc") != "2.0":
+            raise InvalidRequestError("'jsonrpc' must be exactly '2.0'.")
+        method = body.get("method")
+        if not isinstance(method, str):
+            raise InvalidRequestError("'method' must be a string.")
+        if "id" in body and body["id"] is not None and request_id is None:
+            raise InvalidRequestError("'id' must be a string, a number or null.")
+        if method not in RPC_METHODS:
+            # 0.3 names (message/send, tasks/get, ...) included: this interface serves 1.0 only.
+            raise MethodNotFoundError(f"Method {method[:100]!r} is not served.")
+        message_type, handler = RPC_METHODS[method]
+        result = await handler(call, _parse_params(message_type, body.get("params")))
+    except A2AError as error:
+        return _rpc_error(error, request_id)
+    except Exception:
+        logger.exception("a2a jsonrpc: unhandled error")
+        return _rpc_error(InternalError(), request_id)
+    if isinstance(result, StreamPlan):
+        return _sse(result, jsonrpc_frame(request_id))
+    return JsonResponse({"jsonrpc": "2.0", "id": request_id, "result": _result_doc(result)})
+
+
+def _sse(plan: StreamPlan, frame: Callable[[Any], dict[str, Any]]) -> HttpResponseBase:
+    return sse_response(
+        task_stream(
+            run=plan.run,
+            first=plan.first,
+            position=plan.position,
+            frame=frame,
+            end_when_interrupted=plan.end_when_interrupted,
+        )
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# HTTP+JSON
+
+
+def _rest_error(error: A2AError) -> JsonResponse:
+    status, body = rest_error_body(error)
+    response = JsonResponse(body, status=status)
+    if isinstance(error, AuthenticationRequired):
+        response["WWW-Authenticate"] = AUTHENTICATE_HEADER
+    return response
+
+
+def _rest_ok(doc: Any) -> HttpResponse:
+    return HttpResponse(json.dumps(doc, separators=(",", ":")), content_type=REST_MEDIA_TYPE)
+
+
+def _task_id(raw: str) -> str:
+    """A task id in a path: raw `tenant/opaque` (and `%2F`, which the server decodes to `/`) or
+    the `~2F` projection. An undecodable one is simply an id no task has (TaskNotFound)."""
+    if "~" not in raw and "%" not in raw:
+        return raw
+    try:
+        return unproject_id(raw)
+    except ValidationFailed:
+        return raw
+
+
+def _body(request: HttpRequest) -> dict[str, Any]:
+    if not request.body:
+        return {}
+    if not _media_type_ok(request):
+        raise ContentTypeNotSupportedError(f"Content-Type {request.content_type!r} is not JSON.")
+    try:
+        body = json.loads(request.body)
+    except (ValueError, UnicodeDecodeError):
+        raise JSONParseError("The body is not valid JSON.") from None
+    if not isinstance(body, dict):
+        raise InvalidRequestError("The body must be a JSON object.")
+    return body
+
+
+def _query(request: HttpRequest, message: ProtoMessage) -> ProtoMessage:
+    try:
+        parse_params(request.GET, message)  # type: ignore[arg-type]
+    except json_format.ParseError as exc:
+        raise invalid_params(f"Query parameters do not match {type(message).__name__}: {exc}", field="query") from None
+    return message
+
+
+RestHandler = Callable[[Call, HttpRequest, str], Awaitable[Any]]
+
+
+async def _rest_send(call: Call, request: HttpRequest, task_ref: str) -> Any:
+    params = _parse_params(SendMessageRequest, _body(request))
+    result = await operations.send_message(call, params, streaming=False)  # type: ignore[arg-type]
+    assert isinstance(result, Task)
+    return SendMessageResponse(task=result)
+
+
+async def _rest_stream(call: Call, request: HttpRequest, task_ref: str) -> Any:
+    params = _parse_params(SendMessageRequest, _body(request))
+    return await operations.send_message(call, params, streaming=True)  # type: ignore[arg-type]
+
+
+async def _rest_list(call: Call, request: HttpRequest, task_ref: str) -> Any:
+    return await operations.list_tasks(call, _query(request, ListTasksRequest()))  # type: ignore[arg-type]
+
+
+async def _rest_get(call: Call, request: HttpRequest, task_ref: str) -> Any:
+    params = _query(request, GetTaskRequest())
+    params.id = _task_id(task_ref)  # type: ignore[attr-defined]
+    return await operations.get_task(call, params)  # type: ignore[arg-type]
+
+
+async def _rest_cancel(call: Call, request: HttpRequest, task_ref: str) -> Any:
+    params = _parse_params(CancelTaskRequest, _body(request))
+    params.id = _task_id(task_ref)  # type: ignore[attr-defined]
+    return await operations.cancel_task(call, params)  # type: ignore[arg-type]
+
+
+async def _rest_subscribe(call: Call, request: HttpRequest, task_ref: str) -> Any:
+    return await operations.subscribe(call, SubscribeToTaskRequest(id=_task_id(task_ref)))
+
+
+async def _rest_push(call: Call, request: HttpRequest, task_ref: str) -> Any:
+    return await operations.push_config_unsupported(call)
+
+
+async def _rest_extended_card(call: Call, request: HttpRequest, task_ref: str) -> Any:
+    return await operations.get_extended_card(call)
+
+
+# The proto's google.api.http paths, relative to the interface url (A2A §11). Order matters: the
+# push-config and verb suffixes are matched before a bare task id, which may itself hold a `/`.
+REST_ROUTES: list[tuple[frozenset[str], re.Pattern[str], RestHandler]] = [
+    (frozenset({"POST"}), re.compile(r"^message:send$"), _rest_send),
+    (frozenset({"POST"}), re.compile(r"^message:stream$"), _rest_stream),
+    (frozenset({"GET"}), re.compile(r"^tasks$"), _rest_list),
+    (
+        frozenset({"GET", "POST", "DELETE"}),
+        re.compile(r"^tasks/(?P<task>.+)/pushNotificationConfigs(?:/[^/]+)?$"),
+        _rest_push,
+    ),
+    (frozenset({"POST"}), re.compile(r"^tasks/(?P<task>.+):cancel$"), _rest_cancel),
+    (frozenset({"GET", "POST"}), re.compile(r"^tasks/(?P<task>.+):subscribe$"), _rest_subscribe),
+    (frozenset({"GET"}), re.compile(r"^tasks/(?P<task>.+)$"), _rest_get),
+    (frozenset({"GET"}), re.compile(r"^extendedAgentCard$"), _rest_extended_card),
+]
+
+
+def _rest_route(method: str, route: str) -> tuple[RestHandler, str]:
+    for methods, pattern, handler in REST_ROUTES:
+        match = pattern.match(route)
+        if match and method in methods:
+            return handler, match.groupdict().get("task") or ""
+    raise MethodNotFoundError(f"No A2A operation at {method} {route[:100]!r}.")
+
+
+@csrf_exempt
+async def rest_endpoint(request: HttpRequest, route: str) -> HttpResponseBase:
+    """Everything under the card's HTTP+JSON url; errors are google.rpc.Status (A2A §11.6)."""
+    try:
+        call = await sync_to_async(_caller)(request)
+        handler, task_ref = _rest_route(request.method or "GET", route)
+        result = await handler(call, request, task_ref)
+    except A2AError as error:
+        return _rest_error(error)
+    except Exception:
+        logger.exception("a2a rest: unhandled error")
+        return _rest_error(InternalError())
+    if isinstance(result, StreamPlan):
+        return _sse(result, rest_frame)
+    return _rest_ok(_result_doc(result))
+
+
+@csrf_exempt
+async def a2a_unknown(request: HttpRequest, rest: str = "") -> HttpResponseBase:
+    """Any other path under /a2a: a Status, never Django's HTML page or the OpenWOP envelope."""
+    return _rest_error(MethodNotFoundError(f"No A2A interface at {request.path[:100]!r}."))
+
+
+# ---------------------------------------------------------------------------------------------
+# The public agent card
+
+
+def _card_bytes() -> tuple[bytes, str, float]:
+    card, routes, facet = public_card_current()
+    body = json.dumps(to_wire(card), sort_keys=True, separators=(",", ":")).encode()
+    etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+    changed = max([facet.updated_at, *(route.updated_at for route in routes)])
+    return body, etag, changed.timestamp()
+
+
+def _etag_hit(header: str | None, etag: str) -> bool:
+    if not header:
+        return False
+    return header.strip() == "*" or etag in [c.strip().removeprefix("W/") for c in header.split(",")]
+
+
+async def agent_card(request: HttpRequest) -> HttpResponseBase:
+    """`GET a2a.agentCardUrl`: public. The card is that of preferredVersion whatever `A2A-Version`
+    says (interop.md §Legacy profiles are absent); it lists no per-agent routing value."""
+    if request.method not in ("GET", "HEAD"):
+        response = _rest_error(MethodNotFoundError("The agent card is fetched with GET."))
+        response["Allow"] = "GET, HEAD"
+        return response
+    body, etag, changed = await sync_to_async(_card_bytes)()
+    if _etag_hit(request.headers.get("If-None-Match"), etag):
+        response = HttpResponse(status=304)
+    else:
+        response = HttpResponse(body, content_type="application/json")
+    response["ETag"] = etag
+    response["Last-Modified"] = http_date(changed)
+    response["Cache-Control"] = f"public, max-age={CARD_MAX_AGE}"
+    return response

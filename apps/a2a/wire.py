@@ -1,0 +1,290 @@
+"""Run -> A2A 1.0 wire, with a2a-sdk's protobuf types (never a hand-written schema).
+
+The task-state projection is the interop map's table (openwop-v2 reference (c).3): waiting runs
+are INPUT_REQUIRED, except a run suspended on a `credential` interrupt, which is AUTH_REQUIRED
+with a status message naming the provider and carrying `connectUrl` (interop.md §The durable-task
+projection), and never otherwise. `Task.history` holds only the A2A Messages sent to the task;
+artifacts are the run's `artifact.created` events plus, once completed, its outputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from a2a.types import (
+    Artifact,
+    Message,
+    Part,
+    Role,
+    StreamResponse,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from google.protobuf import json_format
+from google.protobuf.message import Message as ProtoMessage
+
+from apps.runs.models import Interrupt, Run, RunEvent, RunStatus
+
+# Artifact id of a completed run's outputs: stable across reads (map `a2a.fields`).
+OUTPUTS_ARTIFACT_ID = "outputs"
+
+STATE_BY_STATUS: dict[str, int] = {
+    RunStatus.PENDING: TaskState.TASK_STATE_SUBMITTED,
+    RunStatus.RUNNING: TaskState.TASK_STATE_WORKING,
+    RunStatus.CANCELLING: TaskState.TASK_STATE_WORKING,
+    RunStatus.WAITING_APPROVAL: TaskState.TASK_STATE_INPUT_REQUIRED,
+    RunStatus.WAITING_INPUT: TaskState.TASK_STATE_INPUT_REQUIRED,
+    RunStatus.WAITING_EXTERNAL: TaskState.TASK_STATE_INPUT_REQUIRED,
+    RunStatus.COMPLETED: TaskState.TASK_STATE_COMPLETED,
+    RunStatus.FAILED: TaskState.TASK_STATE_FAILED,
+    RunStatus.CANCELLED: TaskState.TASK_STATE_CANCELED,
+}
+TERMINAL_STATES = frozenset(
+    {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_REJECTED,
+    }
+)
+INTERRUPTED_STATES = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
+
+
+def to_wire(message: ProtoMessage) -> dict[str, Any]:
+    """ProtoJSON: camelCase names, enum names, RFC 3339 timestamps."""
+    return json_format.MessageToDict(message, preserving_proto_field_name=False)
+
+
+def context_id_of(run: Run) -> str:
+    """A run not started over A2A has no contextId of its own: its runId stands in (reference host)."""
+    return run.context_id or run.run_id
+
+
+def _stable_id(*parts: str) -> str:
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:32]
+
+
+# ---------------------------------------------------------------------------------------------
+# Interrupts
+
+
+@dataclass(frozen=True, slots=True)
+class InterruptView:
+    interrupt_id: str
+    node_id: str
+    payload: dict[str, Any]  # InterruptPayload {kind, key, data, resumeSchema}
+
+    @property
+    def kind(self) -> str:
+        return str(self.payload.get("kind", ""))
+
+    @classmethod
+    def of(cls, interrupt: Interrupt) -> InterruptView:
+        return cls(interrupt_id=interrupt.interrupt_id, node_id=interrupt.node_id, payload=dict(interrupt.payload))
+
+    def metadata(self) -> dict[str, Any]:
+        """`metadata.openwop.interrupt`, the carrier the map names for INPUT/AUTH_REQUIRED."""
+        doc: dict[str, Any] = {"interruptId": self.interrupt_id, "nodeId": self.node_id, "kind": self.kind}
+        if "data" in self.payload:
+            doc["data"] = self.payload["data"]
+        if "resumeSchema" in self.payload:
+            doc["resumeSchema"] = self.payload["resumeSchema"]
+        return {"openwop": {"interrupt": doc}}
+
+
+def interrupted_state(interrupt: InterruptView | None) -> int:
+    if interrupt is not None and interrupt.kind == "credential":
+        return TaskState.TASK_STATE_AUTH_REQUIRED
+    return TaskState.TASK_STATE_INPUT_REQUIRED
+
+
+def _agent_message(*, message_id: str, task_id: str, context_id: str, parts: list[dict[str, Any]]) -> Message:
+    message = Message(message_id=message_id, task_id=task_id, context_id=context_id, role=Role.ROLE_AGENT)
+    for part in parts:
+        message.parts.append(json_format.ParseDict(part, Part()))
+    return message
+
+
+def interrupt_status_message(interrupt: InterruptView, *, task_id: str, context_id: str) -> Message:
+    data = interrupt.payload.get("data") or {}
+    if interrupt.kind == "credential":
+        provider, connect_url = data.get("provider", ""), data.get("connectUrl", "")
+        text = f"Connect your {provider} account to continue: {connect_url}"
+        parts: list[dict[str, Any]] = [{"text": text}, {"data": {"provider": provider, "connectUrl": connect_url}}]
+    else:
+        text = str(data.get("title") or f"The task is waiting for {interrupt.kind or 'input'}.")
+        parts = [{"text": text}, {"data": data}] if data else [{"text": text}]
+    return _agent_message(
+        message_id=f"status-{_stable_id(interrupt.interrupt_id)}", task_id=task_id, context_id=context_id, parts=parts
+    )
+
+
+def failure_status_message(error: dict[str, Any] | None, *, task_id: str, context_id: str, key: str) -> Message:
+    error = error or {}
+    text = str(error.get("message") or "The task failed.")
+    parts: list[dict[str, Any]] = [{"text": text}]
+    if error.get("code"):
+        parts.append({"data": {"code": error["code"]}})
+    return _agent_message(message_id=f"status-{_stable_id(key)}", task_id=task_id, context_id=context_id, parts=parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Artifacts
+
+
+def artifact_from_payload(payload: dict[str, Any]) -> Artifact:
+    return json_format.ParseDict(
+        {"artifactId": payload["artifactId"], "name": payload.get("name", ""), "parts": payload.get("parts", [])},
+        Artifact(),
+        ignore_unknown_fields=True,
+    )
+
+
+def outputs_artifact(outputs: Any) -> Artifact:
+    return json_format.ParseDict(
+        {
+            "artifactId": OUTPUTS_ARTIFACT_ID,
+            "name": "outputs",
+            "parts": [{"data": outputs if outputs is not None else {}}],
+        },
+        Artifact(),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The Task
+
+
+@dataclass(frozen=True)
+class TaskView:
+    """Everything a Task is projected from, read in one go (selectors.task_view)."""
+
+    run: Run
+    open_interrupt: InterruptView | None
+    artifacts: list[dict[str, Any]] = field(default_factory=list)  # artifact.created payloads
+    messages: list[dict[str, Any]] = field(default_factory=list)  # TaskMessage documents
+
+
+def task_state(run: Run, interrupt: InterruptView | None) -> int:
+    state = STATE_BY_STATUS[run.status]
+    if state == TaskState.TASK_STATE_INPUT_REQUIRED:
+        return interrupted_state(interrupt)
+    return state
+
+
+def task_status(run: Run, interrupt: InterruptView | None) -> TaskStatus:
+    state = task_state(run, interrupt)
+    status = TaskStatus(state=state)  # type: ignore[arg-type]
+    status.timestamp.FromDatetime(run.updated_at)
+    context_id = context_id_of(run)
+    if state in INTERRUPTED_STATES and interrupt is not None:
+        status.message.CopyFrom(interrupt_status_message(interrupt, task_id=run.run_id, context_id=context_id))
+    elif state == TaskState.TASK_STATE_FAILED:
+        status.message.CopyFrom(
+            failure_status_message(run.error, task_id=run.run_id, context_id=context_id, key=run.run_id)
+        )
+    return status
+
+
+def task_from_view(view: TaskView, *, history_length: int | None = None, include_artifacts: bool = True) -> Task:
+    run = view.run
+    task = Task(id=run.run_id, context_id=context_id_of(run))
+    task.status.CopyFrom(task_status(run, view.open_interrupt))
+    if include_artifacts:
+        for payload in view.artifacts:
+            task.artifacts.append(artifact_from_payload(payload))
+        if run.status == RunStatus.COMPLETED:
+            task.artifacts.append(outputs_artifact(run.outputs))
+    # §3.2.4: unset = the server's default (all); 0 = none; n = the n most recent.
+    messages = view.messages if history_length is None else view.messages[-history_length:] if history_length else []
+    for doc in messages:
+        task.history.append(json_format.ParseDict(doc, Message(), ignore_unknown_fields=True))
+    if view.open_interrupt is not None and task.status.state in INTERRUPTED_STATES:
+        task.metadata.update(view.open_interrupt.metadata())
+    return task
+
+
+# ---------------------------------------------------------------------------------------------
+# Streaming: the run log projected as StreamResponse events
+
+
+@dataclass
+class StreamProjection:
+    """Folds run events into status/artifact updates, one statusUpdate per state change."""
+
+    task_id: str
+    context_id: str
+    state: int
+    pending_interrupt: dict[str, Any] | None = None  # the interrupt.requested payload awaiting its suspend
+    ended: bool = False  # terminal status sent
+    interrupted: bool = False  # the newest status is INPUT/AUTH_REQUIRED
+
+    def project(self, events: Iterable[RunEvent]) -> list[StreamResponse]:
+        out: list[StreamResponse] = []
+        for event in events:
+            out.extend(self._one(event))
+        return out
+
+    def _status(
+        self, state: int, at: datetime, *, message: Message | None = None, metadata: Any = None
+    ) -> StreamResponse:
+        self.state = state
+        self.interrupted = state in INTERRUPTED_STATES
+        self.ended = state in TERMINAL_STATES
+        update = TaskStatusUpdateEvent(task_id=self.task_id, context_id=self.context_id)
+        update.status.state = state  # type: ignore[assignment]
+        update.status.timestamp.FromDatetime(at)
+        if message is not None:
+            update.status.message.CopyFrom(message)
+        if metadata:
+            update.metadata.update(metadata)
+        return StreamResponse(status_update=update)
+
+    def _artifact(self, artifact: Artifact) -> StreamResponse:
+        update = TaskArtifactUpdateEvent(
+            task_id=self.task_id, context_id=self.context_id, append=False, last_chunk=True
+        )
+        update.artifact.CopyFrom(artifact)
+        return StreamResponse(artifact_update=update)
+
+    def _one(self, event: RunEvent) -> list[StreamResponse]:
+        kind = event.type
+        if kind in ("node.started", "interrupt.resolved"):
+            if self.state != TaskState.TASK_STATE_WORKING:
+                return [self._status(TaskState.TASK_STATE_WORKING, event.at)]
+            return []
+        if kind == "interrupt.requested":
+            self.pending_interrupt = dict(event.payload)
+            return []
+        if kind == "node.suspended":
+            interrupt = InterruptView(
+                interrupt_id=str(event.payload.get("interruptId", "")),
+                node_id=event.node_id,
+                payload=self.pending_interrupt or {"kind": event.payload.get("kind", "")},
+            )
+            message = interrupt_status_message(interrupt, task_id=self.task_id, context_id=self.context_id)
+            return [
+                self._status(interrupted_state(interrupt), event.at, message=message, metadata=interrupt.metadata())
+            ]
+        if kind == "artifact.created":
+            return [self._artifact(artifact_from_payload(event.payload))]
+        if kind == "run.completed":
+            return [
+                self._artifact(outputs_artifact(event.payload.get("outputs"))),
+                self._status(TaskState.TASK_STATE_COMPLETED, event.at),
+            ]
+        if kind == "run.failed":
+            message = failure_status_message(
+                event.payload.get("error"), task_id=self.task_id, context_id=self.context_id, key=self.task_id
+            )
+            return [self._status(TaskState.TASK_STATE_FAILED, event.at, message=message)]
+        if kind == "run.cancelled":
+            return [self._status(TaskState.TASK_STATE_CANCELED, event.at)]
+        return []  # internal events never reach the wire (map: StreamResponse)

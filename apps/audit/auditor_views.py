@@ -1,0 +1,107 @@
+"""The auditors' page of negotiation records: filters, a per-day chart, CSV export. Read-only.
+
+A host-private page (`/host/openwop-host/...`, versioning.md §5) behind the admin's session login,
+for members of the `auditors` group (and superusers).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+from collections.abc import Iterator
+from typing import Any
+
+from django import forms
+from django.contrib.auth.decorators import user_passes_test
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from apps.audit.negotiations import (
+    OUTCOME_CLASSES,
+    NegotiationFilters,
+    negotiation_daily_counts,
+    negotiation_records,
+)
+
+PAGE_LIMIT = 1000
+CSV_COLUMNS = ("at", "tenant", "protocol", "outcome", "requested", "version", "reason", "floor", "peerDigest", "where")
+
+
+def is_auditor(user: Any) -> bool:
+    return bool(user.is_active and (user.is_superuser or user.groups.filter(name="auditors").exists()))
+
+
+class NegotiationFilterForm(forms.Form):
+    protocol = forms.ChoiceField(required=False, choices=[("", "any"), ("a2a", "A2A"), ("mcp", "MCP")])
+    outcome = forms.ChoiceField(required=False, choices=[("", "any"), *((c, c) for c in OUTCOME_CLASSES)])
+    tenant = forms.CharField(required=False, max_length=128)
+    since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    requested = forms.CharField(required=False, max_length=32, label="Requested version")
+
+    def filters(self) -> NegotiationFilters:
+        data = self.cleaned_data
+        return NegotiationFilters(
+            protocol=data.get("protocol") or None,
+            outcome=data.get("outcome") or None,
+            tenant=data.get("tenant") or None,
+            since=data.get("since"),
+            until=data.get("until"),
+            requested=data.get("requested") or None,
+        )
+
+
+def _csv_rows(filters: NegotiationFilters) -> Iterator[str]:
+    class _Line:
+        def write(self, value: str) -> str:
+            return value
+
+    writer = csv.writer(_Line())
+    yield writer.writerow(CSV_COLUMNS)
+    for r in negotiation_records(filters=filters):
+        yield writer.writerow(
+            (
+                r.at.isoformat(),
+                r.tenant,
+                r.protocol,
+                r.outcome_class,
+                r.requested,
+                r.version,
+                r.reason,
+                r.floor,
+                r.peer_digest,
+                r.location,
+            )
+        )
+
+
+@require_GET
+@user_passes_test(is_auditor, login_url="/admin/login/")
+def negotiation_audit(request: HttpRequest) -> HttpResponse:
+    form = NegotiationFilterForm(request.GET or None)
+    filters = form.filters() if form.is_valid() else NegotiationFilters()
+    if request.GET.get("format") == "csv":
+        response = StreamingHttpResponse(_csv_rows(filters), content_type="text/csv; charset=utf-8")
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+        response["Content-Disposition"] = f'attachment; filename="negotiations-{stamp}.csv"'
+        return response
+    records = list(negotiation_records(filters=filters, limit=PAGE_LIMIT))
+    days = negotiation_daily_counts(records)
+    peak = max((sum(c.values()) for _, c in days), default=0)
+    query = request.GET.copy()
+    query["format"] = "csv"
+    return render(
+        request,
+        "audit/negotiations.html",
+        {
+            "form": form,
+            "records": records,
+            "days": days,
+            "peak": peak,
+            "limit": PAGE_LIMIT,
+            "truncated": len(records) == PAGE_LIMIT,
+            "csv_query": query.urlencode(),
+            "classes": OUTCOME_CLASSES,
+        },
+    )

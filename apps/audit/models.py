@@ -1,0 +1,88 @@
+"""Host events (RFC 0236): events that belong to no run, each owned by one Subject of one tenant.
+
+Each (tenant, subject) pair is one stream whose `sequence` runs 1, 2, 3... without gaps; the
+sequence orders the stream and positions a subscriber, while the wire names an event only by its
+opaque `eventId` (a host event carries no `sequence`, host-event.schema.json). The table is an audit
+log: rows are inserted and never changed (STYLE.md habit 6; on PostgreSQL a trigger refuses UPDATE
+and DELETE, migration 0002).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC
+from typing import Any
+
+from django.db import models
+
+from apps.audit.host_event_types import Delivery
+from apps.tenants.models import Tenant, TenantOwnedModel
+
+EVENT_ID_PATTERN = r"^[A-Za-z0-9._~-]{16,128}$"  # ids.schema.json#/$defs/eventId
+TYPE_PATTERN = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z][a-z0-9]*(-[a-z0-9]+)*$"
+
+
+class AppendOnlyViolation(RuntimeError):
+    """Raised when code tries to change or delete an audit row."""
+
+
+class HostEvent(TenantOwnedModel):
+    # PROTECT, not the base's CASCADE: deleting a tenant must not silently erase its audit trail
+    # (and on PostgreSQL the trigger would refuse the cascaded DELETE anyway, less readably).
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    subject_id = models.CharField(max_length=255, help_text="The owner's Subject subjectId.")
+    subject = models.JSONField(help_text="The owner's whole Subject as it was when the event was written.")
+    event_id = models.CharField(max_length=128, unique=True, help_text="Opaque, host-minted, unique per host.")
+    type = models.CharField(max_length=128)
+    payload = models.JSONField(default=dict)
+    durable = models.BooleanField(help_text="Delivery class: durable (resumable) or ephemeral (live only).")
+    sequence = models.PositiveBigIntegerField(help_text="Position in the (tenant, subject) stream, from 1.")
+    at = models.DateTimeField(help_text="When the host produced the event.")
+
+    class Meta(TenantOwnedModel.Meta):
+        ordering = ["tenant_id", "subject_id", "sequence"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "subject_id", "sequence"], name="hostevent_stream_sequence"),
+            models.CheckConstraint(condition=models.Q(sequence__gte=1), name="hostevent_sequence_from_1"),
+            models.CheckConstraint(condition=models.Q(event_id__regex=EVENT_ID_PATTERN), name="hostevent_event_id"),
+            models.CheckConstraint(condition=models.Q(type__regex=TYPE_PATTERN), name="hostevent_type"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}:{self.subject_id}#{self.sequence} {self.type}"
+
+    @property
+    def delivery(self) -> Delivery:
+        return Delivery.DURABLE if self.durable else Delivery.EPHEMERAL
+
+    def as_wire(self) -> dict[str, Any]:
+        """The host-event envelope (host-event.schema.json): closed, no runId, no sequence."""
+        return {
+            "eventId": self.event_id,
+            "type": self.type,
+            "timestamp": self.at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "delivery": str(self.delivery),
+            "payload": self.payload,
+        }
+
+    # No update or delete path in code: these guard against a stray save()/delete() on a loaded row.
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise AppendOnlyViolation("host events are append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise AppendOnlyViolation("host events are append-only")
+
+
+class HostEventStream(TenantOwnedModel):
+    """The counter of one (tenant, subject) stream. Appends lock its row, so sequences are allocated
+    one transaction at a time and commit in sequence order: a reader never sees n+1 before n."""
+
+    subject_id = models.CharField(max_length=255)
+    last_sequence = models.PositiveBigIntegerField(default=0)
+
+    class Meta(TenantOwnedModel.Meta):
+        constraints = [models.UniqueConstraint(fields=["tenant", "subject_id"], name="hosteventstream_one_per_subject")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}:{self.subject_id} @{self.last_sequence}"

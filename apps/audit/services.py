@@ -1,0 +1,79 @@
+"""Writes of host events: append one to the caller's stream; emit an RFC 0241 test event."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from apps.audit.errors import HostEventDeliveryMismatch
+from apps.audit.host_event_types import HOST_TEST_TYPES, Delivery, host_event_type
+from apps.audit.models import HostEvent, HostEventStream
+from apps.audit.streams import host_event_wake_group
+from apps.core.errors import NotFound, TenantMismatch, ValidationFailed
+from apps.core.ids import mint_opaque
+from apps.core.sse import publish_wake
+from apps.tenants.models import Tenant
+from apps.tenants.subject import Subject
+
+
+def host_event_append(*, subject: Subject, type: str, payload: dict[str, Any], durable: bool) -> HostEvent:
+    """Append one event to the Subject's stream and wake its subscribers after commit.
+
+    Joins the caller's transaction rather than opening a durable one: a negotiation writes its
+    decision and its `negotiation.decided` record atomically (interop.md §The audit event), so a
+    rolled-back decision leaves no record and no gap in the stream.
+    """
+    registered = host_event_type(type)
+    if registered.durable is not durable:
+        raise HostEventDeliveryMismatch(f"{type!r} is registered as {registered.delivery}")
+    if not isinstance(payload, dict):
+        raise TypeError("a host-event payload is a JSON object")
+    with transaction.atomic():
+        tenant = Tenant.objects.get(slug=subject.tenant)
+        event = HostEvent.objects.create(
+            tenant=tenant,
+            subject_id=subject.subject_id,
+            subject=subject.as_wire(),
+            event_id=mint_opaque(),
+            type=type,
+            payload=payload,
+            durable=durable,
+            sequence=_next_sequence(tenant=tenant, subject_id=subject.subject_id),
+            at=timezone.now(),
+        )
+        group = host_event_wake_group(tenant=subject.tenant, subject_id=subject.subject_id)
+        transaction.on_commit(lambda: publish_wake(group))
+    return event
+
+
+def _next_sequence(*, tenant: Tenant, subject_id: str) -> int:
+    """Take the stream's counter row lock (held to commit) and advance it by one."""
+    streams = HostEventStream.objects.for_tenant(tenant)
+    try:
+        stream = streams.select_for_update().get(subject_id=subject_id)
+    except HostEventStream.DoesNotExist:
+        # INSERT ... ON CONFLICT DO NOTHING: two first appends racing both land on the one row
+        # instead of one failing on the unique constraint.
+        streams.bulk_create([HostEventStream(tenant=tenant, subject_id=subject_id)], ignore_conflicts=True)
+        stream = streams.select_for_update().get(subject_id=subject_id)
+    stream.last_sequence += 1
+    stream.save(update_fields=["last_sequence"])
+    return stream.last_sequence
+
+
+def host_event_emit_test(*, subject: Subject, delivery: Delivery, workspace_id: str | None = None) -> HostEvent:
+    """RFC 0241 §B: one empty event of the class's reserved type, through the ordinary path."""
+    test_type = host_event_type(HOST_TEST_TYPES[delivery])
+    if not test_type.advertised():  # §B.2: only a class whose type hostEvents lists
+        raise ValidationFailed(f"{test_type.type} is not listed in hostEvents.", details={"field": "delivery"})
+    if workspace_id is not None:
+        # This host has no workspaces: a workspace of another tenant is still refused as foreign
+        # (RFC 0241 §B.4), every other one is unknown.
+        tenant, sep, _ = workspace_id.partition("/")
+        if sep and tenant != subject.tenant:
+            raise TenantMismatch("The workspace belongs to another tenant.", details={"field": "workspaceId"})
+        raise NotFound("No such workspace.", details={"field": "workspaceId"})
+    with transaction.atomic(durable=True):
+        return host_event_append(subject=subject, type=test_type.type, payload={}, durable=test_type.durable)

@@ -1,0 +1,112 @@
+"""One request in, one result out: the part of the mount both transports share.
+
+HTTP (views.py) and stdio (the `mcp_stdio` command) differ only in how bytes arrive, how the caller
+authenticates, and how a request is cancelled; the ladder, the negotiation and the methods are here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from apps.facets import surfaces
+from apps.facets.negotiation import inbound_peer_origin, negotiation_decide
+from apps.facets.services import facet_ensure
+from apps.mcp.errors import invalid_params, method_not_found
+from apps.mcp.exchange import (
+    TASKS_EXTENSION,
+    Exchange,
+    capabilities_check,
+    envelope_read,
+    headers_check,
+    refusal_error,
+    trace_context_read,
+)
+from apps.mcp.projection import server_meta
+from apps.mcp.tasks_extension import task_cancel, task_get, task_update
+from apps.mcp.tools import tool_call, tools_list_result
+from apps.tenants.subject import Subject
+
+DISCOVER_TTL_MS = 60_000
+INSTRUCTIONS = (
+    "Each tool is one of your OpenWOP workflows; calling it starts a run. Runs that need approval "
+    "ask through elicitation; with the tasks extension, long runs become tasks."
+)
+
+
+def tasks_served() -> bool:
+    """The extension is served only while the operator keeps `extensions` in mcp.features[]."""
+    return surfaces.is_served(surfaces.MCP_FEATURE_PREFIX + "extensions") and (
+        "extensions" in facet_ensure(protocol="mcp").features
+    )
+
+
+async def exchange_open(
+    *,
+    body: Mapping[str, Any],
+    subject: Subject,
+    headers: Mapping[str, str] | None,
+    origin: str | None,
+) -> Exchange:
+    """The ladder, then one negotiation (and its `negotiation.decided` record) for this exchange."""
+    params = body.get("params")
+    envelope = envelope_read(params)
+    if headers is not None:
+        headers_check(body=body, envelope=envelope, headers=headers)
+    capabilities_check(params)
+    decision = await sync_to_async(negotiation_decide)(
+        protocol="mcp",
+        requested=envelope.requested_version,
+        peer_origin=inbound_peer_origin(origin_header=origin, subject=subject),
+        subject=subject,
+        run=None,
+    )
+    if not decision.accepted or decision.version not in MODERN_PROTOCOL_VERSIONS:
+        # A handshake-era revision has no per-request `_meta` form: it is reached by `initialize`.
+        raise refusal_error(decision, envelope.requested_version)
+    trace = trace_context_read(
+        params,
+        headers.get("traceparent") if headers is not None else None,
+        headers.get("tracestate") if headers is not None else None,
+    )
+    capabilities = dict(envelope.capabilities)
+    if not await sync_to_async(tasks_served)():
+        capabilities.pop("extensions", None)  # an extension we do not serve grants nothing
+    return Exchange(subject=subject, version=str(decision.version), capabilities=capabilities, trace=trace)
+
+
+def discover_result() -> dict[str, Any]:
+    facet = facet_ensure(protocol="mcp")
+    capabilities: dict[str, Any] = {"tools": {"listChanged": False}}
+    if tasks_served():
+        capabilities["extensions"] = {TASKS_EXTENSION: {}}
+    return {
+        "resultType": "complete",
+        "supportedVersions": list(facet.versions),
+        "capabilities": capabilities,
+        "instructions": INSTRUCTIONS,
+        "ttlMs": DISCOVER_TTL_MS,
+        "cacheScope": "public",
+        "_meta": server_meta(),
+    }
+
+
+async def dispatch(exchange: Exchange, method: str, params: Any) -> dict[str, Any]:
+    if not isinstance(params, dict):
+        raise invalid_params("params must be an object")
+    if method == "server/discover":
+        return await sync_to_async(discover_result)()
+    if method == "tools/list":
+        return await sync_to_async(tools_list_result)(exchange.subject)
+    if method == "tools/call":
+        return await tool_call(exchange, params)
+    if method == "tasks/get":
+        return await sync_to_async(task_get)(exchange, params)
+    if method == "tasks/update":
+        return await sync_to_async(task_update)(exchange, params)
+    if method == "tasks/cancel":
+        return await sync_to_async(task_cancel)(exchange, params)
+    raise method_not_found(method)

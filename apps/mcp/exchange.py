@@ -1,0 +1,133 @@
+"""One MCP exchange: the checks every request passes before dispatch, and what they establish.
+
+The ladder (2026-07-28 basic/index + streamable HTTP; the order mcp 2.3.0 uses): `params._meta`
+carries the protocol version (-32602), the HTTP routing headers agree with the body (-32020, before
+any version is judged), `clientCapabilities` is present (-32021, interop map c.6 `meta`); only then
+is the version negotiated, once, through `negotiation_decide` (-32022 on refusal).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mcp.shared.inbound import decode_header_value
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
+from mcp_types.jsonrpc import HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION
+
+from apps.facets.negotiation import Decision
+from apps.mcp.errors import McpError, invalid_params, missing_capability
+from apps.tenants.subject import Subject
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+
+# Body params the `Mcp-Name` header mirrors: the core three, and the tasks extension's taskId.
+NAME_PARAM_BY_METHOD: dict[str, str] = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
+
+_TRACEPARENT_RE = re.compile(r"^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$")
+_TRACESTATE_MAX = 512
+
+
+@dataclass(frozen=True, slots=True)
+class TraceContext:
+    traceparent: str
+    tracestate: str
+    source: str  # "meta" | "header"
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """What the per-request `_meta` declares (self-reported: never authority)."""
+
+    requested_version: str
+    capabilities: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    subject: Subject
+    version: str
+    capabilities: dict[str, Any]
+    trace: TraceContext | None = None
+
+    @property
+    def tasks_declared(self) -> bool:
+        extensions = self.capabilities.get("extensions")
+        return isinstance(extensions, dict) and TASKS_EXTENSION in extensions
+
+    @property
+    def elicitation_form(self) -> bool:
+        # An empty `elicitation: {}` is form-only (the pre-URL-mode shape).
+        elicitation = self.capabilities.get("elicitation")
+        return isinstance(elicitation, dict) and (not elicitation or "form" in elicitation)
+
+    @property
+    def elicitation_url(self) -> bool:
+        elicitation = self.capabilities.get("elicitation")
+        return isinstance(elicitation, dict) and "url" in elicitation
+
+
+def envelope_read(params: Any) -> Envelope:
+    meta = params.get("_meta") if isinstance(params, Mapping) else None
+    if not isinstance(meta, Mapping) or not isinstance(meta.get(PROTOCOL_VERSION_META_KEY), str):
+        raise invalid_params(
+            f"params._meta must be an object carrying {PROTOCOL_VERSION_META_KEY!r} "
+            f"and {CLIENT_CAPABILITIES_META_KEY!r}"
+        )
+    capabilities = meta.get(CLIENT_CAPABILITIES_META_KEY)
+    return Envelope(
+        requested_version=meta[PROTOCOL_VERSION_META_KEY],
+        capabilities=dict(capabilities) if isinstance(capabilities, Mapping) else {},
+    )
+
+
+def capabilities_check(params: Any) -> None:
+    meta = params["_meta"]
+    if not isinstance(meta.get(CLIENT_CAPABILITIES_META_KEY), Mapping):
+        raise missing_capability({})
+
+
+def headers_check(*, body: Mapping[str, Any], envelope: Envelope, headers: Mapping[str, str]) -> None:
+    """HTTP only: the routing headers must say what the body says (-32020, HTTP 400)."""
+    if headers.get("mcp-protocol-version") != envelope.requested_version:
+        raise McpError(HEADER_MISMATCH, "MCP-Protocol-Version header does not match params._meta protocolVersion")
+    method = body.get("method")
+    if headers.get("mcp-method") != method:
+        raise McpError(HEADER_MISMATCH, "Mcp-Method header does not match the request body's method")
+    name_key = NAME_PARAM_BY_METHOD.get(method) if isinstance(method, str) else None
+    if name_key is not None:
+        value = body["params"].get(name_key)
+        if decode_header_value(headers.get("mcp-name")) != value:
+            raise McpError(HEADER_MISMATCH, f"Mcp-Name header does not match the request body's {name_key!r}")
+
+
+def refusal_error(decision: Decision, requested: str) -> McpError:
+    return McpError(
+        UNSUPPORTED_PROTOCOL_VERSION,
+        "Unsupported protocol version",
+        {"supported": list(decision.supported), "requested": requested},
+    )
+
+
+def trace_context_read(
+    params: Any, header_traceparent: str | None, header_tracestate: str | None
+) -> TraceContext | None:
+    """interop.md §Trace context: `_meta` wins over the header; a malformed value is ignored."""
+    meta = params.get("_meta") if isinstance(params, Mapping) else None
+    if isinstance(meta, Mapping) and "traceparent" in meta:
+        parent, state, source = meta.get("traceparent"), meta.get("tracestate"), "meta"
+    else:
+        parent, state, source = header_traceparent, header_tracestate, "header"
+    if not isinstance(parent, str) or not _TRACEPARENT_RE.match(parent.strip()):
+        return None
+    tracestate = state.strip() if isinstance(state, str) and len(state) <= _TRACESTATE_MAX else ""
+    return TraceContext(traceparent=parent.strip(), tracestate=tracestate, source=source)

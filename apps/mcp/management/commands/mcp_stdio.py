@@ -1,0 +1,114 @@
+"""`manage.py mcp_stdio --api-key-env VAR`: the MCP mount over stdio (newline-delimited JSON-RPC).
+
+The same ladder and methods as HTTP, minus the routing headers (stdio has none). The caller is the
+Subject of the API key named by the environment variable, resolved once at start: no key, no
+server. Requests run concurrently, so a `notifications/cancelled` naming one in flight cancels it
+(and, for `tools/call`, its run with `mcp-request-cancelled`); a cancelled request gets no answer.
+Logs go to stderr; stdout carries only JSON-RPC responses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
+
+from apps.core.errors import OpenWopError
+from apps.mcp.dispatch import dispatch, exchange_open
+from apps.mcp.errors import McpError, mcp_error_from
+from apps.tenants.selectors import subject_from_api_key
+from apps.tenants.subject import Subject
+
+
+class StdioServer:
+    def __init__(self, subject: Subject) -> None:
+        self.subject = subject
+        self.in_flight: dict[Any, asyncio.Task[None]] = {}
+        self.write_lock = asyncio.Lock()
+
+    async def write(self, message: dict[str, Any]) -> None:
+        line = json.dumps(message, separators=(",", ":")) + "\n"
+        async with self.write_lock:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+
+    async def serve(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            line = await loop.run_in_executor(None, sys.stdin.buffer.readline)
+            if not line:
+                break  # the client closed stdin: shut down (finishing what is in flight)
+            if line.strip():
+                await self.receive(line)
+        if self.in_flight:
+            await asyncio.gather(*self.in_flight.values(), return_exceptions=True)
+
+    async def receive(self, line: bytes) -> None:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            await self.write(_error(None, McpError(PARSE_ERROR, "Parse error")))
+            return
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            await self.write(_error(None, McpError(INVALID_REQUEST, "Invalid Request")))
+            return
+        method = message.get("method")
+        if not isinstance(method, str):
+            return  # a response to nothing we asked: the host sends no requests
+        if "id" not in message:
+            self.notify(method, message.get("params"))
+            return
+        request_id = message["id"]
+        task = asyncio.create_task(self.handle(request_id, message))
+        self.in_flight[request_id] = task
+        task.add_done_callback(lambda _t, rid=request_id: self.in_flight.pop(rid, None))
+
+    def notify(self, method: str, params: Any) -> None:
+        if method == "notifications/cancelled" and isinstance(params, dict):
+            task = self.in_flight.get(params.get("requestId"))
+            if task is not None:
+                task.cancel()
+
+    async def handle(self, request_id: Any, message: dict[str, Any]) -> None:
+        try:
+            exchange = await exchange_open(body=message, subject=self.subject, headers=None, origin=None)
+            result = await dispatch(exchange, message["method"], message.get("params"))
+        except asyncio.CancelledError:
+            return  # cancelled by the client: no response (2026-07-28 basic/patterns/cancellation)
+        except McpError as exc:
+            await self.write(_error(request_id, exc))
+            return
+        except OpenWopError as exc:
+            await self.write(_error(request_id, mcp_error_from(exc)))
+            return
+        except Exception:  # a bug must not take the whole server down with it
+            sys.stderr.write(f"mcp_stdio: request {request_id!r} failed\n")
+            await self.write(_error(request_id, McpError(INTERNAL_ERROR, "Internal error")))
+            return
+        await self.write({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+
+def _error(request_id: Any, error: McpError) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": error.error_object()}
+
+
+class Command(BaseCommand):
+    help = "Serve the MCP mount over stdio as the Subject of an API key read from an environment variable."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--api-key-env", required=True, help="Name of the environment variable holding the key.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        raw = os.environ.get(options["api_key_env"], "")
+        if not raw:
+            raise CommandError(f"${options['api_key_env']} is empty: an API key is required.")
+        try:
+            subject = subject_from_api_key(raw)
+        except OpenWopError as exc:
+            raise CommandError(f"The API key in ${options['api_key_env']} was refused: {exc.code}.") from None
+        asyncio.run(StdioServer(subject).serve())

@@ -1,0 +1,83 @@
+"""The tasks extension `io.modelcontextprotocol/tasks` (SEP-2663) over runs (map c.6 `mcp.tasks`).
+
+`taskId` is the run's projected id. Every method reads the run through `run_get_readable`, so a
+task the caller cannot read — unknown, another tenant's, malformed — is one error, byte for byte.
+`tasks/get` is a projection and appends nothing; `tasks/update` resolves each named interrupt at
+most once and ignores the rest; `tasks/cancel` is cancelRun, acknowledged on a finished run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from apps.core.errors import Conflict, NotFound, ValidationFailed
+from apps.core.ids import split_bound_id, unproject_id
+from apps.mcp.errors import invalid_params, missing_capability, unknown_task
+from apps.mcp.exchange import TASKS_EXTENSION, Exchange
+from apps.mcp.projection import resume_value_from, server_meta, task_doc
+from apps.runs.models import Run
+from apps.runs.selectors import interrupt_get_readable, run_get_readable, run_open_interrupt
+from apps.runs.services import interrupt_resolve, run_cancel
+
+
+def _declared(exchange: Exchange) -> None:
+    if not exchange.tasks_declared:
+        raise missing_capability({"extensions": {TASKS_EXTENSION: {}}})
+
+
+def _task_run(exchange: Exchange, params: dict[str, Any]) -> Run:
+    task_id = params.get("taskId")
+    if not isinstance(task_id, str):
+        raise unknown_task()
+    try:
+        run_id = unproject_id(task_id)
+        split_bound_id(run_id)
+        return run_get_readable(subject=exchange.subject, run_id=run_id)
+    except (ValidationFailed, NotFound):
+        raise unknown_task() from None
+
+
+def task_get(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
+    _declared(exchange)
+    run = _task_run(exchange, params)
+    doc = task_doc(
+        run,
+        open_interrupt=run_open_interrupt(run=run),
+        form=exchange.elicitation_form,
+        url=exchange.elicitation_url,
+        detailed=True,
+    )
+    return {"resultType": "complete", **doc, "_meta": server_meta()}
+
+
+def task_update(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
+    _declared(exchange)
+    run = _task_run(exchange, params)
+    responses = params.get("inputResponses")
+    if not isinstance(responses, dict):
+        raise invalid_params("params.inputResponses must be an object")
+    for key, response in responses.items():
+        try:
+            interrupt = interrupt_get_readable(subject=exchange.subject, interrupt_id=str(key))
+        except NotFound:
+            continue  # keys unknown to the task are ignored (SEP-2663)
+        if interrupt.run_id != run.pk or interrupt.resolved_at is not None:
+            continue
+        value = resume_value_from(interrupt, response)
+        if value is None:
+            continue
+        # Resolved at most once; an answer the schema refuses leaves the task input_required.
+        with contextlib.suppress(Conflict, ValidationFailed):
+            interrupt_resolve(
+                subject=exchange.subject, run_id=run.run_id, node_id=interrupt.node_id, resume_value=value
+            )
+    return {"resultType": "complete", "_meta": server_meta()}
+
+
+def task_cancel(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
+    _declared(exchange)
+    run = _task_run(exchange, params)
+    with contextlib.suppress(Conflict):  # a finished run: acknowledged, nothing appended ((i) 26)
+        run_cancel(subject=exchange.subject, run_id=run.run_id)
+    return {"resultType": "complete", "_meta": server_meta()}

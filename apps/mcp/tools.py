@@ -1,0 +1,240 @@
+"""`tools/list` and `tools/call`: the caller's workflows as tools, each call a run (map c.6).
+
+The mount translates; runs decide. `tools/call` checks the arguments through `run_create` (before
+any run exists), starts the run with transport `mcp`, and answers with the run's first state worth
+answering: terminal -> CallToolResult; suspended on approval/input -> InputRequiredResult keyed by
+the interruptId, or, when the call declared the tasks extension, CreateTaskResult at once.
+
+Until the response is sent the run belongs to the request (interop.md §MCP tasks and
+cancellation): a client that goes away while we wait (Django cancels the view on `http.disconnect`;
+the stdio loop cancels on `notifications/cancelled`) cancels the run with `mcp-request-cancelled`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from asgiref.sync import sync_to_async
+
+from apps.agents.models import Workflow
+from apps.agents.selectors import workflow_get
+from apps.core.errors import Conflict, NotFound, OpenWopError, ValidationFailed
+from apps.facets.services import facet_ensure
+from apps.mcp.errors import (
+    invalid_params,
+    invalid_request_state,
+    mcp_error_from,
+    missing_capability,
+    mrtr_rounds_exceeded,
+)
+from apps.mcp.exchange import Exchange
+from apps.mcp.models import RunTraceContext
+from apps.mcp.projection import (
+    RUN_ID_META_KEY,
+    call_tool_result,
+    input_request,
+    resume_value_from,
+    server_meta,
+    task_doc,
+    tool_error_result,
+)
+from apps.mcp.request_state import request_state_mint, request_state_open, request_state_redeem
+from apps.mcp.waiting import run_wait
+from apps.runs.models import Interrupt, Run, RunStatus, RunTransport
+from apps.runs.selectors import interrupt_get_readable, run_get_readable, run_open_interrupt
+from apps.runs.services import interrupt_resolve, run_cancel, run_create
+from apps.tenants.models import Tenant
+from apps.tenants.subject import Subject
+
+REQUEST_CANCELLED_REASON = "mcp-request-cancelled"
+TOOLS_TTL_MS = 30_000
+_ANSWERABLE_WAITS = frozenset({RunStatus.WAITING_APPROVAL, RunStatus.WAITING_INPUT})
+
+T = TypeVar("T")
+
+
+# --- tools/list -------------------------------------------------------------------------------
+
+
+def tool_doc(workflow: Workflow) -> dict[str, Any]:
+    schema = dict(workflow.input_schema or {})
+    schema.setdefault("type", "object")
+    doc: dict[str, Any] = {"name": workflow.workflow_id, "inputSchema": schema}
+    if workflow.name:
+        doc["title"] = workflow.name
+    if workflow.description:
+        doc["description"] = workflow.description
+    return doc
+
+
+def tools_list_result(subject: Subject) -> dict[str, Any]:
+    """Every workflow of the caller's tenant, by name; the list depends on the caller: private."""
+    tenant = Tenant.objects.get(slug=subject.tenant)
+    workflows = Workflow.objects.for_tenant(tenant).order_by("workflow_id")
+    return {
+        "resultType": "complete",
+        "tools": [tool_doc(w) for w in workflows],
+        "ttlMs": TOOLS_TTL_MS,
+        "cacheScope": "private",
+        "_meta": server_meta(),
+    }
+
+
+# --- tools/call -------------------------------------------------------------------------------
+
+
+async def tool_call(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
+    name = params.get("name")
+    if not isinstance(name, str) or not name:
+        raise invalid_params("params.name must name a tool")
+    arguments = params.get("arguments")
+    arguments = {} if arguments is None else arguments
+    if not isinstance(arguments, dict):
+        raise invalid_params("params.arguments must be an object")
+    subject = exchange.subject
+    token = params.get("requestState")
+    if token is not None:
+        continued = await _owned(subject, lambda: _call_continue(exchange, name, arguments, token, params))
+        return await _answer(exchange, name, arguments, continued[0], continued[1])
+    started = await _owned(subject, lambda: _call_start(exchange, name, arguments))
+    if isinstance(started, dict):
+        return started  # refused before any run exists
+    return await _answer(exchange, name, arguments, started, 0)
+
+
+async def _owned(subject: Subject, step: Callable[[], T]) -> T:
+    """Run a sync step that starts or continues a run. If the request is cancelled meanwhile, the
+    step still finishes (a thread cannot be interrupted), then the run it touched is cancelled."""
+    future = asyncio.ensure_future(sync_to_async(step)())
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):  # the step's own error is moot now
+            outcome = await future
+            run_id = outcome if isinstance(outcome, str) else outcome[0] if isinstance(outcome, tuple) else None
+            if run_id is not None:
+                await sync_to_async(_cancel_for_request)(subject, run_id)
+        raise
+
+
+def _cancel_for_request(subject: Subject, run_id: str) -> None:
+    with contextlib.suppress(Conflict, NotFound):  # it ended (or vanished) first: nothing to cancel
+        run_cancel(subject=subject, run_id=run_id, reason=REQUEST_CANCELLED_REASON)
+
+
+def _call_start(exchange: Exchange, name: str, arguments: dict[str, Any]) -> str | dict[str, Any]:
+    """Refuse what this client could never finish, then create the run; returns its id."""
+    subject = exchange.subject
+    try:
+        workflow = workflow_get(tenant=Tenant.objects.get(slug=subject.tenant), workflow_id=name)
+    except NotFound:
+        raise invalid_params(f"Unknown tool: {name}") from None
+    refusal = _capability_refusal(exchange, workflow)
+    if refusal is not None:
+        return refusal
+    try:
+        run = run_create(subject=subject, workflow_id=name, inputs=arguments, transport=RunTransport.MCP)
+    except OpenWopError as exc:
+        raise mcp_error_from(exc) from None
+    if exchange.trace is not None:
+        RunTraceContext.objects.create(
+            tenant_id=run.tenant_id,
+            run=run,
+            traceparent=exchange.trace.traceparent,
+            tracestate=exchange.trace.tracestate,
+            source=exchange.trace.source,
+        )
+    return run.run_id
+
+
+def _capability_refusal(exchange: Exchange, workflow: Workflow) -> dict[str, Any] | None:
+    """Before any run exists: input this client cannot give is refused, never half-started.
+
+    A form interrupt needs declared form elicitation (-32021); a credential interrupt needs URL
+    mode, and without it the answer is a tool error, never a form fallback (reference a.6).
+    """
+    kinds = {node.get("kind") for node in (workflow.definition or {}).get("nodes", []) if isinstance(node, dict)}
+    if "credential" in kinds and not exchange.elicitation_url:
+        return tool_error_result(
+            f"Tool {workflow.workflow_id} needs an account connection; this client did not declare "
+            "URL-mode elicitation."
+        )
+    if kinds & {"approval", "input"} and not exchange.elicitation_form:
+        raise missing_capability({"elicitation": {"form": {}}})
+    return None
+
+
+def _call_continue(
+    exchange: Exchange, name: str, arguments: dict[str, Any], token: Any, params: dict[str, Any]
+) -> tuple[str, int]:
+    """An MRTR retry: verify and spend the state, resolve the interrupt it names with the answer."""
+    subject = exchange.subject
+    state = request_state_open(token=token, subject=subject, tool=name, arguments=arguments)
+    request_state_redeem(subject=subject, state=state)
+    try:
+        interrupt = interrupt_get_readable(subject=subject, interrupt_id=state.interrupt_id)
+    except NotFound:
+        raise invalid_request_state() from None
+    responses = params.get("inputResponses")
+    response = responses.get(state.interrupt_id) if isinstance(responses, dict) else None
+    value = resume_value_from(interrupt, response) if response is not None else None
+    if value is not None and interrupt.resolved_at is None:
+        # Resolved elsewhere first, or an answer the schema refuses: the run's state says which.
+        with contextlib.suppress(Conflict, ValidationFailed):
+            interrupt_resolve(subject=subject, run_id=state.run_id, node_id=interrupt.node_id, resume_value=value)
+    return state.run_id, state.round
+
+
+async def _answer(exchange: Exchange, name: str, arguments: dict[str, Any], run_id: str, round: int) -> dict[str, Any]:
+    subject = exchange.subject
+    try:
+        if exchange.tasks_declared:
+            run, interrupt = await sync_to_async(_read)(subject, run_id)
+            if run.is_terminal:
+                return call_tool_result(run)
+            return {
+                "resultType": "task",
+                **task_doc(run, open_interrupt=None, form=False, url=False, detailed=False),
+                "_meta": server_meta({RUN_ID_META_KEY: run.run_id}),
+            }
+        run, interrupt = await run_wait(subject=subject, run_id=run_id, settled=_settled)
+    except asyncio.CancelledError:
+        await asyncio.shield(sync_to_async(_cancel_for_request)(subject, run_id))
+        raise
+    except OpenWopError as exc:
+        raise mcp_error_from(exc) from None
+    if run.is_terminal:
+        return call_tool_result(run)
+    assert interrupt is not None
+    request = input_request(interrupt, form=exchange.elicitation_form, url=exchange.elicitation_url)
+    if request is None:
+        return tool_error_result("The run needs input this client cannot provide; it is still waiting.")
+    max_rounds = (await sync_to_async(facet_ensure)(protocol="mcp")).mrtr_max_rounds
+    if round + 1 > max_rounds:
+        raise mrtr_rounds_exceeded(max_rounds)
+    state = request_state_mint(
+        subject=subject,
+        tool=name,
+        arguments=arguments,
+        run_id=run.run_id,
+        interrupt_id=interrupt.interrupt_id,
+        round=round + 1,
+    )
+    return {
+        "resultType": "input_required",
+        "inputRequests": {interrupt.interrupt_id: request},
+        "requestState": state,
+        "_meta": server_meta({RUN_ID_META_KEY: run.run_id}),
+    }
+
+
+def _settled(run: Run, interrupt: Interrupt | None) -> bool:
+    return run.is_terminal or (run.status in _ANSWERABLE_WAITS and interrupt is not None)
+
+
+def _read(subject: Subject, run_id: str) -> tuple[Run, Interrupt | None]:
+    run = run_get_readable(subject=subject, run_id=run_id)
+    return run, run_open_interrupt(run=run)

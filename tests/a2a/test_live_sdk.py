@@ -1,0 +1,262 @@
+"""Black-box: the a2a-sdk 1.3.0 client against a live Daphne + Celery worker, over both bindings.
+
+The live server's OPENWOP_PUBLIC_URL is the default origin, not the test port, so the card the
+test fetches is re-pointed at the live server before the client is built from it (the card's
+paths are kept as served).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from a2a.client import Client, ClientConfig, ClientFactory
+from a2a.types import (
+    AgentCard,
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageConfiguration,
+    SendMessageRequest,
+    StreamResponse,
+    SubscribeToTaskRequest,
+    Task,
+    TaskState,
+)
+from a2a.utils.errors import TaskNotFoundError, UnsupportedOperationError
+from asgiref.sync import sync_to_async
+from django.db import connections
+from google.protobuf import json_format
+from google.protobuf.struct_pb2 import Struct
+
+from apps.audit.models import HostEvent
+from apps.runs.models import Run
+
+BINDINGS = ["JSONRPC", "HTTP+JSON"]
+T = TypeVar("T")
+TERMINAL = {TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED}
+
+
+@pytest.fixture
+def keys(live_url: str, live_worker, make_key) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    return {"acme": make_key("acme"), "globex": make_key("globex")}
+
+
+async def _card(live_url: str) -> AgentCard:
+    async with httpx.AsyncClient(timeout=30) as http:
+        response = await http.get(f"{live_url}/.well-known/agent-card.json")
+    response.raise_for_status()
+    card = json_format.ParseDict(response.json(), AgentCard(), ignore_unknown_fields=True)
+    for interface in card.supported_interfaces:
+        interface.url = live_url + urlsplit(interface.url).path
+    return card
+
+
+class Session:
+    """One principal's sdk clients on one binding: plain (blocking), streaming."""
+
+    def __init__(self, card: AgentCard, binding: str, key: str) -> None:
+        self.card, self.binding, self.key = card, binding, key
+        self._http: list[httpx.AsyncClient] = []
+
+    def client(self, *, streaming: bool = False) -> Client:
+        http = httpx.AsyncClient(headers={"Authorization": f"Bearer {self.key}"}, timeout=90)
+        self._http.append(http)
+        config = ClientConfig(streaming=streaming, supported_protocol_bindings=[self.binding], httpx_client=http)
+        return ClientFactory(config).create(self.card)
+
+    async def close(self) -> None:
+        for http in self._http:
+            await http.aclose()
+
+
+@pytest.fixture
+async def sessions(live_url: str, keys: dict[str, str], request) -> AsyncIterator[dict[str, Session]]:  # type: ignore[no-untyped-def]
+    card = await _card(live_url)
+    made = {tenant: Session(card, request.param, key) for tenant, key in keys.items()}
+    yield made
+    for session in made.values():
+        await session.close()
+
+
+async def _db(read: Callable[[], T]) -> T:
+    """A database read from an async test, on a thread whose connection is closed afterwards (an
+    idle one left open would keep the test database from being dropped)."""
+
+    def run() -> T:
+        try:
+            return read()
+        finally:
+            connections.close_all()
+
+    return await sync_to_async(run, thread_sensitive=False)()
+
+
+def _message(*, text: str | None = None, data: Any = None, skill: str | None = None, **fields: Any) -> Message:
+    message = Message(role=Role.ROLE_USER, message_id=f"live-{uuid.uuid4()}", **fields)
+    if text is not None:
+        message.parts.append(Part(text=text))
+    if data is not None:
+        value = json_format.ParseDict({"data": data}, Part())
+        message.parts.append(value)
+    if skill is not None:
+        metadata = Struct()
+        metadata.update({"openwop": {"skillId": skill}})
+        message.metadata.CopyFrom(metadata)
+    return message
+
+
+async def _send(client: Client, message: Message, *, immediately: bool = False) -> list[StreamResponse]:
+    request = SendMessageRequest(message=message)
+    if immediately:
+        request.configuration.CopyFrom(SendMessageConfiguration(return_immediately=True))
+    return [event async for event in client.send_message(request)]
+
+
+async def _only_task(client: Client, message: Message, *, immediately: bool = False) -> Task:
+    [event] = await _send(client, message, immediately=immediately)
+    assert event.HasField("task"), event
+    return event.task
+
+
+async def _until_terminal(client: Client, task_id: str) -> Task:
+    for _ in range(600):
+        task = await client.get_task(GetTaskRequest(id=task_id))
+        if task.status.state in TERMINAL:
+            return task
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"task {task_id} did not end")
+
+
+@pytest.mark.parametrize("sessions", BINDINGS, indirect=True)
+async def test_send_get_list_cancel_and_isolation(sessions: dict[str, Session]) -> None:
+    acme, globex = sessions["acme"].client(), sessions["globex"].client()
+
+    # Blocking send: answered once the run is terminal, outputs as an artifact.
+    echoed = await _only_task(acme, _message(data={"greeting": "hi"}, skill="echo", context_id="ctx-live"))
+    assert echoed.status.state == TaskState.TASK_STATE_COMPLETED
+    assert echoed.id.startswith("acme/") and echoed.context_id == "ctx-live"
+    outputs = json_format.MessageToDict(echoed.artifacts[-1].parts[0].data)
+    assert outputs == {"greeting": "hi"}
+    assert [m.message_id for m in echoed.history] == [echoed.history[0].message_id]
+    run = await _db(lambda: Run.unscoped_all_tenants.get(run_id=echoed.id))
+    assert run.transport == "a2a"
+
+    # returnImmediately, then cancel a long-running task.
+    slow = await _only_task(acme, _message(data={"waitMs": 120000}, skill="conformance-cancellable"), immediately=True)
+    assert slow.status.state in (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
+    cancelled = await acme.cancel_task(CancelTaskRequest(id=slow.id))
+    assert cancelled.status.state in (TaskState.TASK_STATE_WORKING, TaskState.TASK_STATE_CANCELED)
+    assert (await _until_terminal(acme, slow.id)).status.state == TaskState.TASK_STATE_CANCELED
+
+    # A failing workflow is FAILED with a status message, not an error.
+    failed = await _only_task(acme, _message(text="x", skill="conformance-failure"))
+    assert failed.status.state == TaskState.TASK_STATE_FAILED and failed.status.message.parts[0].text
+
+    # ListTasks: paging, filters, artifacts only on request, and only the caller's tenant.
+    theirs = await _only_task(globex, _message(text="hello", skill="echo", context_id="ctx-live"))
+    first = await acme.list_tasks(ListTasksRequest(page_size=2))
+    assert len(first.tasks) == 2 and first.next_page_token and first.total_size == 3
+    rest = await acme.list_tasks(ListTasksRequest(page_size=2, page_token=first.next_page_token))
+    assert rest.next_page_token == "" and len(rest.tasks) == 1
+    ids = {t.id for t in [*first.tasks, *rest.tasks]}
+    assert ids == {echoed.id, slow.id, failed.id} and theirs.id not in ids
+    assert all(not t.artifacts for t in first.tasks)
+    by_context = await acme.list_tasks(ListTasksRequest(context_id="ctx-live", include_artifacts=True))
+    assert [t.id for t in by_context.tasks] == [echoed.id] and by_context.tasks[0].artifacts
+    by_state = await acme.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_CANCELED))
+    assert [t.id for t in by_state.tasks] == [slow.id]
+
+    # A foreign task is simply not there.
+    with pytest.raises(TaskNotFoundError):
+        await acme.get_task(GetTaskRequest(id=theirs.id))
+    with pytest.raises(TaskNotFoundError):
+        await acme.cancel_task(CancelTaskRequest(id=theirs.id))
+    assert (await globex.get_task(GetTaskRequest(id=theirs.id))).status.state == TaskState.TASK_STATE_COMPLETED
+
+    # Every exchange left its negotiation record as acme's durable host event.
+    records = await _db(
+        lambda: list(HostEvent.unscoped_all_tenants.filter(tenant__slug="acme", type="negotiation.decided"))
+    )
+    assert len(records) >= 10 and all(r.payload["outcome"] == "accepted" for r in records)
+    assert all(r.payload["requested"] == "1.0" and r.payload["version"] == "1.0" for r in records)
+
+
+@pytest.mark.parametrize("sessions", BINDINGS, indirect=True)
+async def test_multi_turn_approval_and_auth_required(sessions: dict[str, Session]) -> None:
+    acme = sessions["acme"].client()
+
+    # The default skill is the approval fixture: a blocking send stops at INPUT_REQUIRED.
+    waiting = await _only_task(acme, _message(text="please approve"))
+    assert waiting.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    interrupt = json_format.MessageToDict(waiting.metadata)["openwop"]["interrupt"]
+    assert interrupt["kind"] == "approval" and interrupt["interruptId"].startswith("acme/")
+
+    # The follow-up names only the task: the answer carries the task's contextId.
+    done = await _only_task(acme, _message(data={"action": "accept", "comment": "ok"}, task_id=waiting.id))
+    assert done.id == waiting.id and done.context_id == waiting.context_id
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert len(done.history) == 2
+
+    # A retained terminal task takes no more messages.
+    with pytest.raises(UnsupportedOperationError):
+        await _send(acme, _message(data={"action": "accept"}, task_id=waiting.id))
+
+    # The credential fixture is AUTH_REQUIRED, with connectUrl in the status message.
+    auth = await _only_task(acme, _message(text="connect", skill="conformance-credential"))
+    assert auth.status.state == TaskState.TASK_STATE_AUTH_REQUIRED
+    connect = json_format.MessageToDict(auth.status.message.parts[1].data)
+    assert connect["provider"] == "conformance" and connect["connectUrl"]
+    resumed = await _only_task(acme, _message(data={"action": "accept"}, task_id=auth.id))
+    assert resumed.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+@pytest.mark.parametrize("sessions", BINDINGS, indirect=True)
+async def test_streaming_send_and_subscribe(sessions: dict[str, Session]) -> None:
+    acme = sessions["acme"]
+    streaming, plain = acme.client(streaming=True), acme.client()
+
+    # SendStreamingMessage: the Task first, then status updates, ending at the interrupt.
+    # (How many updates follow depends on how far the worker got before the first read.)
+    events = await _send(streaming, _message(text="stream me"))
+    assert events[0].HasField("task")
+    task_id, context_id = events[0].task.id, events[0].task.context_id
+    updates = [e.status_update for e in events[1:]]
+    assert all(e.HasField("status_update") for e in events[1:])
+    assert all(u.task_id == task_id and u.context_id == context_id for u in updates)
+    states = [events[0].task.status.state, *(u.status.state for u in updates)]
+    order = [TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING, TaskState.TASK_STATE_INPUT_REQUIRED]
+    assert states[-1] == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert [order.index(s) for s in states] == sorted({order.index(s) for s in states})  # one update per change
+
+    # SubscribeToTask reattaches: the current Task first, then everything up to the terminal status.
+    received: list[StreamResponse] = []
+    attached = asyncio.Event()
+
+    async def watch() -> None:
+        async for event in streaming.subscribe(SubscribeToTaskRequest(id=task_id)):
+            received.append(event)
+            attached.set()
+
+    watcher = asyncio.create_task(watch())
+    await asyncio.wait_for(attached.wait(), 60)
+    assert received[0].HasField("task") and received[0].task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    await _only_task(plain, _message(data={"action": "accept"}, task_id=task_id))
+    await asyncio.wait_for(watcher, 60)
+    kinds = [e.WhichOneof("payload") for e in received]
+    assert kinds[0] == "task" and kinds[-1] == "status_update"
+    assert received[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    artifacts = [e.artifact_update.artifact for e in received if e.HasField("artifact_update")]
+    assert [a.artifact_id for a in artifacts] == ["outputs"]
+
+    # A terminal task cannot be subscribed to.
+    with pytest.raises(UnsupportedOperationError):
+        [event async for event in streaming.subscribe(SubscribeToTaskRequest(id=task_id))]
