@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from apps.audit.host_event_types import advertised_host_event_types
+from apps.core.protocol import CONTRACT_VERSION
 
 # `since` is this host's own contract minor at which it began serving the family; it must be one
 # of its protocolVersions (capabilities.schema.json, ruled 2026-09-11).
-HOST_EVENTS_SINCE = "2.46"
+HOST_EVENTS_SINCE = CONTRACT_VERSION
 
 
 def host_events_capability() -> dict[str, Any]:

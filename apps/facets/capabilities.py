@@ -7,6 +7,7 @@ from typing import Any
 
 from django.conf import settings
 
+from apps.core.protocol import CONTRACT_VERSION
 from apps.facets import surfaces
 from apps.facets.models import Facet
 from apps.facets.services import facet_ensure
@@ -21,7 +22,7 @@ def _common(facet: Facet, version_key: str, floor_key: str) -> dict[str, Any] | 
         return None
     record: dict[str, Any] = {
         "status": "stable",
-        "since": "2.0",
+        "since": CONTRACT_VERSION,
         "witness": "seam-gated",
         version_key: list(facet.versions),
         "preferredVersion": facet.preferred_version,

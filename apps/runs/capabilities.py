@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from apps.core.protocol import CONTRACT_VERSION
 from apps.runs.selectors import RUN_LIST_MAX_PAGE_SIZE
 
 
 def run_list_capability() -> dict[str, Any]:
     return {
         "status": "stable",
-        "since": "2.0",
+        "since": CONTRACT_VERSION,
         "witness": "witnessable-gated",
         "maxPageSize": RUN_LIST_MAX_PAGE_SIZE,
         "filters": ["workflowId", "status"],
@@ -18,4 +19,4 @@ def run_list_capability() -> dict[str, Any]:
 
 
 def idempotency_capability() -> dict[str, Any]:
-    return {"status": "stable", "since": "2.0", "witness": "witnessable-gated"}
+    return {"status": "stable", "since": CONTRACT_VERSION, "witness": "witnessable-gated"}

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from apps.core.protocol import CONTRACT_VERSION
 from apps.tenants.selectors import api_key_issuer
 
 
 def auth_capability() -> dict[str, Any]:
     return {
         "status": "stable",
-        "since": "2.0",
+        "since": CONTRACT_VERSION,
         "witness": "seam-gated",
         "lanes": [
             {

@@ -60,7 +60,7 @@ def test_discovery_lists_the_fixtures_and_the_run_list_record(client: Client) ->
     assert set(FIXTURE_IDS) <= set(doc["fixtures"])
     assert doc["runList"] == {
         "status": "stable",
-        "since": "2.0",
+        "since": "2.46",
         "witness": "witnessable-gated",
         "maxPageSize": 100,
         "filters": ["workflowId", "status"],

@@ -49,6 +49,7 @@ def assert_closed_v2_root(doc: dict[str, Any]) -> None:
         assert record["witness"] in WITNESSES
         assert "supported" not in record
         assert ("until" in record) == (record["status"] != "stable")
+        assert record["since"] in doc["protocolVersions"], f"{family}.since names a version this host does not list"
 
 
 def test_document_is_the_closed_v2_root(client: Client) -> None:
