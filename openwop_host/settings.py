@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "apps.audit",
     "apps.a2a",
     "apps.mcp",
+    "apps.push",
 ]
 
 MIDDLEWARE = [

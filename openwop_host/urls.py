@@ -30,4 +30,5 @@ urlpatterns = [
     path("", include("apps.audit.urls")),
     path("", include("apps.a2a.urls")),
     path("", include("apps.mcp.urls")),
+    path("", include("apps.push.urls")),
 ]

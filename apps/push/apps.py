@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class PushConfig(AppConfig):
+    name = "apps.push"
+    label = "push"
