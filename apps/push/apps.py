@@ -1,6 +1,6 @@
 from django.apps import AppConfig
 
 
-class PushConfig(AppConfig):
+class PushAppConfig(AppConfig):
     name = "apps.push"
     label = "push"
