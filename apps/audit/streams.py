@@ -9,18 +9,14 @@ channel layer only as a wake-up, no transaction across a `yield`, disconnect end
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 from collections.abc import AsyncIterator
-from typing import Any
 
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
 
 from apps.audit.models import HostEvent
 from apps.audit.selectors import HostEventCursor, host_events_after
-from apps.core.sse import wake_group_name
+from apps.core.sse import wake_group_name, wake_waiter
 
 HEARTBEAT_SECONDS = 15.0  # events.md: a keep-alive comment at least every 30 s
 POLL_SECONDS = 1.0  # a wake-up lost between processes costs at most this much latency
@@ -42,14 +38,9 @@ async def host_event_frames(
     *, cursor: HostEventCursor, heartbeat_seconds: float = HEARTBEAT_SECONDS, poll_seconds: float = POLL_SECONDS
 ) -> AsyncIterator[bytes]:
     """Frames of the cursor's stream until the client goes away (the channel has no terminal event)."""
-    layer = get_channel_layer()
     group = host_event_wake_group(tenant=cursor.tenant, subject_id=cursor.subject_id)
-    channel = await layer.new_channel() if layer is not None else None
-    if channel is not None:
-        # Join before the first read: a wake-up sent between that read and the wait is kept.
-        await layer.group_add(group, channel)
     fetch = sync_to_async(host_events_after)
-    try:
+    async with wake_waiter(group) as wait:
         position = cursor.after
         idle = 0.0
         yield b": stream open\n\n"
@@ -61,22 +52,7 @@ async def host_event_frames(
                 idle = 0.0
             if events:
                 continue  # a full page may have more behind it
-            idle += await _wait_for_wake(layer, channel, poll_seconds)
+            idle += await wait(poll_seconds)
             if idle >= heartbeat_seconds:
                 idle = 0.0
                 yield b": heartbeat\n\n"
-    finally:
-        if channel is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(layer.group_discard(group, channel))
-
-
-async def _wait_for_wake(layer: Any, channel: str | None, timeout: float) -> float:
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    if channel is None:
-        await asyncio.sleep(timeout)
-    else:
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(layer.receive(channel), timeout)
-    return loop.time() - started

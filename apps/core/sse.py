@@ -76,6 +76,35 @@ def format_event(event: SseEvent) -> bytes:
     return ("\n".join(lines) + "\n\n").encode("utf-8")
 
 
+@contextlib.asynccontextmanager
+async def wake_waiter(group: str) -> AsyncIterator[Callable[[float], Awaitable[float]]]:
+    """Join `group` and yield `wait(seconds)`: it returns after the group's next wake-up or the
+    timeout, whichever is first, and says how long it waited. Joining happens before the caller's
+    first read, so a wake-up sent between that read and the wait is kept. The membership is
+    dropped on the way out, a client disconnect (CancelledError) included."""
+    layer = get_channel_layer()
+    channel = await layer.new_channel() if layer is not None else None
+    if channel is not None:
+        await layer.group_add(group, channel)
+
+    async def wait(seconds: float) -> float:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        if channel is None:
+            await asyncio.sleep(seconds)
+        else:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(layer.receive(channel), seconds)
+        return loop.time() - started
+
+    try:
+        yield wait
+    finally:
+        if channel is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(layer.group_discard(group, channel))
+
+
 async def stream_log(
     *,
     group: str,
@@ -84,11 +113,7 @@ async def stream_log(
     heartbeat_seconds: float = 15.0,
     poll_seconds: float = 1.0,
 ) -> AsyncIterator[bytes]:
-    layer = get_channel_layer()
-    channel = await layer.new_channel() if layer is not None else None
-    if channel is not None:
-        await layer.group_add(group, channel)
-    try:
+    async with wake_waiter(group) as wait:
         position = after
         idle = 0.0
         yield b": stream open\n\n"
@@ -99,26 +124,10 @@ async def stream_log(
                 idle = 0.0
                 if event.terminal:
                     return
-            waited = await _wait_for_wake(layer, channel, poll_seconds)
-            idle += waited
+            idle += await wait(poll_seconds)
             if idle >= heartbeat_seconds:
                 idle = 0.0
                 yield b": heartbeat\n\n"
-    finally:
-        if channel is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(layer.group_discard(group, channel))
-
-
-async def _wait_for_wake(layer: Any, channel: str | None, timeout: float) -> float:
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    if channel is None:
-        await asyncio.sleep(timeout)
-    else:
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(layer.receive(channel), timeout)
-    return loop.time() - started
 
 
 def sse_response(stream: AsyncIterator[bytes]) -> StreamingHttpResponse:

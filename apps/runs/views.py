@@ -9,18 +9,16 @@ database every half second anyway, so a wake-up lost between processes only cost
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
 
 from apps.core.errors import OpenWopError, ValidationFailed
 from apps.core.responses import envelope_response
-from apps.core.sse import SseEvent, last_event_id, sse_response, stream_log
+from apps.core.sse import SseEvent, last_event_id, sse_response, stream_log, wake_waiter
 from apps.runs.log import run_wake_group
 from apps.runs.models import TERMINAL_EVENT_TYPES, Run
 from apps.runs.paths import run_id_from_path
@@ -109,7 +107,7 @@ async def run_events_poll(request: HttpRequest, run_ref: str) -> HttpResponse:
         return envelope_response(exc)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    async with _wake_channel(run_wake_group(run.run_id)) as wait:
+    async with wake_waiter(run_wake_group(run.run_id)) as wait:
         while True:
             docs, status, last_sequence = await sync_to_async(_log_after)(run, after)
             terminal = status in {"completed", "failed", "cancelled"}
@@ -136,27 +134,3 @@ def _int_param(request: HttpRequest, name: str, *, default: int, low: int, high:
         bounds = f"{low}..{high}" if high is not None else f">= {low}"
         raise ValidationFailed(f"{name} must be an integer {bounds}.", details={"field": name})
     return int(raw)
-
-
-@contextlib.asynccontextmanager
-async def _wake_channel(group: str) -> AsyncIterator[Any]:
-    """A function waiting up to N seconds for the group's next wake-up (or just sleeping when
-    there is no channel layer); the group membership is dropped on the way out."""
-    layer = get_channel_layer()
-    channel = await layer.new_channel() if layer is not None else None
-    if channel is not None:
-        await layer.group_add(group, channel)
-
-    async def wait(seconds: float) -> None:
-        if channel is None:
-            await asyncio.sleep(seconds)
-            return
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(layer.receive(channel), seconds)
-
-    try:
-        yield wait
-    finally:
-        if channel is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(layer.group_discard(group, channel))
