@@ -10,7 +10,8 @@ class A2AConfig(AppConfig):
         from apps.facets import surfaces
 
         # What discovery may advertise (capabilities.md: the record is the claim). Push (issue 6)
-        # and per-agent cards (issue 7) register themselves when they exist.
+        # registers itself when it exists.
         surfaces.register_surface(surfaces.A2A)
         surfaces.register_surface(surfaces.A2A_STREAMING)
         surfaces.register_surface(surfaces.A2A_DURABLE_TASKS)
+        surfaces.register_surface(surfaces.A2A_AGENT_CARDS)  # tenant: R (interop.md §Per-agent cards)

@@ -4,6 +4,11 @@
 surface is served), `supportedInterfaces[].protocolVersion` values equal `a2a.versions` (JSONRPC
 first, then HTTP+JSON), `securitySchemes` is the bearer scheme actually enforced, and `skills[]`
 is one skill per routed workflow, the default first. The card carries no per-agent `tenant`.
+
+`agent_card` is the per-agent projection (interop.md §Per-agent cards): the host card with the
+agent's name, version and description, every interface carrying the agent's `tenant: R`, and one
+skill per workflow routed to the agent for the caller. `capabilities.extendedAgentCard` is true
+exactly while per-agent cards are served (facet switch AND the `a2a.agent-cards` surface).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from google.protobuf import json_format
 from apps.a2a.models import SkillRoute
 from apps.a2a.selectors import skill_routes_enabled
 from apps.a2a.services import skill_routes_ensure
+from apps.agents.selectors import InventoryEntry
 from apps.facets import surfaces
 from apps.facets.models import Facet
 from apps.facets.services import facet_ensure
@@ -36,6 +42,7 @@ class A2AFeatures:
     durable_tasks: bool
     versions: tuple[str, ...]
     preferred_version: str
+    agent_cards: bool = False
 
 
 def features_of(facet: Facet) -> A2AFeatures:
@@ -45,6 +52,7 @@ def features_of(facet: Facet) -> A2AFeatures:
         durable_tasks=facet.durable_tasks and surfaces.is_served(surfaces.A2A_DURABLE_TASKS),
         versions=tuple(facet.versions),
         preferred_version=facet.preferred_version,
+        agent_cards=facet.agent_cards and surfaces.is_served(surfaces.A2A_AGENT_CARDS),
     )
 
 
@@ -73,7 +81,7 @@ def public_card(*, features: A2AFeatures, routes: list[SkillRoute]) -> AgentCard
         "capabilities": {
             "streaming": features.streaming,
             "pushNotifications": features.push_notifications,
-            "extendedAgentCard": False,
+            "extendedAgentCard": features.agent_cards,
         },
         "securitySchemes": {
             BEARER_SCHEME: {
@@ -98,6 +106,29 @@ def public_card(*, features: A2AFeatures, routes: list[SkillRoute]) -> AgentCard
         ],
     }
     return json_format.ParseDict(document, AgentCard())
+
+
+def agent_card(*, host_card: AgentCard, entry: InventoryEntry) -> AgentCard:
+    """The agent's card, projected from the host card and its inventory entry only: nothing the
+    entry may not carry (no prompt, no handoff schema; `degraded[]` stays on the entry)."""
+    assert entry.a2a_tenant is not None  # only routed agents have an R
+    agent = entry.agent
+    card = AgentCard()
+    card.CopyFrom(host_card)
+    card.name = agent.persona
+    card.version = agent.pack_version
+    card.description = agent.description or agent.label or agent.persona
+    for interface in card.supported_interfaces:
+        interface.tenant = entry.a2a_tenant
+    del card.skills[:]
+    for workflow in entry.workflows:
+        card.skills.add(
+            id=workflow.workflow_id,
+            name=workflow.name or workflow.workflow_id,
+            description=workflow.description or workflow.name or workflow.workflow_id,
+            tags=["workflow"],
+        )
+    return card
 
 
 def public_card_current() -> tuple[AgentCard, list[SkillRoute], Facet]:

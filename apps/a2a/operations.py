@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from a2a.types import (
+    AgentCard,
     CancelTaskRequest,
+    GetExtendedAgentCardRequest,
     GetTaskRequest,
     ListTasksRequest,
     ListTasksResponse,
@@ -35,12 +37,13 @@ from asgiref.sync import sync_to_async
 from google.protobuf import json_format
 from google.protobuf.message import Message as ProtoMessage
 
-from apps.a2a.card import A2AFeatures
+from apps.a2a.card import A2AFeatures, agent_card, public_card_current
 from apps.a2a.errors import invalid_params
 from apps.a2a.selectors import task_page, task_run_readable, task_view_of
-from apps.a2a.services import message_continue, message_start, skill_resolve, task_cancel
+from apps.a2a.services import agent_skill_resolve, message_continue, message_start, skill_resolve, task_cancel
 from apps.a2a.streams import run_wait_settled
 from apps.a2a.wire import TERMINAL_STATES, task_from_view
+from apps.agents.selectors import InventoryEntry, agent_by_a2a_tenant
 from apps.runs.models import Run
 from apps.tenants.subject import Subject
 
@@ -49,8 +52,34 @@ CONTEXT_ID_MAX = 256
 
 @dataclass(frozen=True, slots=True)
 class Call:
+    """An authenticated, negotiated exchange; `agent` is the inventory entry its `tenant: R` named."""
+
     subject: Subject
     features: A2AFeatures
+    agent: InventoryEntry | None = None
+
+
+UNKNOWN_TENANT_MESSAGE = "The tenant names no agent of the caller."
+
+
+def call_routed(call: Call, tenant: str) -> Call:
+    """Resolve a request's `tenant` (interop.md §Per-agent cards, Non-disclosure).
+
+    Only the operations an agent changes resolve it: SendMessage / SendStreamingMessage (which
+    workflow starts) and GetExtendedAgentCard (which card). They run after the binding has
+    authenticated and negotiated. R never selects a tenant: it is looked up in the caller's own
+    inventory, and every R outside it (another tenant's, an unpublished agent's, malformed, never
+    minted) takes this one path and gets the same -32602, which does not echo R. Every other
+    operation treats `tenant` as the opaque hint interop.md §Isolation makes it: ignored, for a
+    valid R and an unknown one alike, so they answer identically there too. While per-agent cards
+    are not served, `tenant` is ignored everywhere.
+    """
+    if not tenant or not call.features.agent_cards:
+        return call
+    entry = agent_by_a2a_tenant(subject=call.subject, a2a_tenant=tenant)
+    if entry is None:
+        raise invalid_params(UNKNOWN_TENANT_MESSAGE, field="tenant")
+    return replace(call, agent=entry)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,11 +177,16 @@ def _send_sync(call: Call, request: SendMessageRequest) -> Run:
         )
     if message.context_id and len(message.context_id) > CONTEXT_ID_MAX:
         raise invalid_params(f"contextId is at most {CONTEXT_ID_MAX} characters.", field="message.contextId")
-    skill = skill_resolve(skill_id_of(request))
+    skill_id = skill_id_of(request)
+    if call.agent is not None:
+        workflow_id = agent_skill_resolve(entry=call.agent, skill_id=skill_id)
+    else:
+        workflow_id = skill_resolve(skill_id).workflow_id
+    # The run is the caller's, in the caller's tenant, whatever `tenant` said (tenant-of-record).
     return message_start(
         subject=call.subject,
         message=message,
-        skill=skill,
+        workflow_id=workflow_id,
         inputs=inputs_of(message),
         context_id=message.context_id or uuid.uuid4().hex,
     )
@@ -160,6 +194,7 @@ def _send_sync(call: Call, request: SendMessageRequest) -> Run:
 
 async def send_message(call: Call, request: SendMessageRequest, *, streaming: bool) -> Task | StreamPlan:
     _validated(request)
+    call = await sync_to_async(call_routed)(call, request.tenant)
     if streaming and not call.features.streaming:
         raise UnsupportedOperationError("Streaming is not offered by this host.")
     configuration = request.configuration
@@ -239,9 +274,20 @@ async def subscribe(call: Call, request: SubscribeToTaskRequest) -> StreamPlan:
     return StreamPlan(run=run, first=first, position=position, end_when_interrupted=False)
 
 
-async def get_extended_card(call: Call) -> None:
-    # capabilities.extendedAgentCard is false until per-agent cards are served (map row).
-    raise ExtendedAgentCardNotConfiguredError()
+def _extended_card_sync(call: Call) -> AgentCard:
+    host_card, _, _ = public_card_current()
+    if call.agent is None:
+        return host_card  # no `tenant`: the authenticated host card, equal to the public one
+    return agent_card(host_card=host_card, entry=call.agent)
+
+
+async def get_extended_card(call: Call, request: GetExtendedAgentCardRequest) -> AgentCard:
+    """`tenant: R` -> the agent's card; no tenant -> the host card. -32007 while per-agent cards
+    are not served (capabilities.extendedAgentCard is then false on the public card)."""
+    if not call.features.agent_cards:
+        raise ExtendedAgentCardNotConfiguredError()
+    call = await sync_to_async(call_routed)(call, request.tenant)
+    return await sync_to_async(_extended_card_sync)(call)
 
 
 async def push_config_unsupported(call: Call) -> None:

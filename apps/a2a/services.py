@@ -27,6 +27,7 @@ from apps.a2a.models import SkillRoute, TaskMessage
 from apps.a2a.selectors import task_message_find, task_run_readable
 from apps.a2a.wire import context_id_of, to_wire
 from apps.agents.fixtures import FIXTURE_WORKFLOWS
+from apps.agents.selectors import InventoryEntry
 from apps.core.errors import Conflict, Forbidden, NotFound, OpenWopError, ValidationFailed
 from apps.runs.models import Run
 from apps.runs.selectors import run_open_interrupt
@@ -81,6 +82,18 @@ def skill_resolve(skill_id: str | None) -> SkillRoute:
     return route
 
 
+def agent_skill_resolve(*, entry: InventoryEntry, skill_id: str | None) -> str:
+    """The workflow a message to an agent (`tenant: R`) starts: the named skill when it is one of
+    the workflows routed to the agent, else the agent's default (first routed) workflow. The same
+    -32602 as `skill_resolve` otherwise: the agent's card lists exactly these skills."""
+    routed = [workflow.workflow_id for workflow in entry.workflows]
+    if skill_id is None:
+        return routed[0]  # an entry with an R has at least one routed workflow
+    if skill_id not in routed:
+        raise invalid_params(f"Unknown or unroutable skill {skill_id!r}.", field="skillId")
+    return skill_id
+
+
 # ---------------------------------------------------------------------------------------------
 # Messages
 
@@ -109,7 +122,7 @@ def _message_record(*, subject: Subject, run: Run, message: Message) -> None:
 
 
 def message_start(
-    *, subject: Subject, message: Message, skill: SkillRoute, inputs: dict[str, Any], context_id: str | None
+    *, subject: Subject, message: Message, workflow_id: str, inputs: dict[str, Any], context_id: str | None
 ) -> Run:
     """SendMessage without taskId -> createRun. A messageId this principal already sent answers
     with its first task; the idempotency claim covers two copies racing each other."""
@@ -121,13 +134,13 @@ def message_start(
             subject=subject,
             idempotency_key=_dedup_key(subject, message.message_id),
             request_body={"a2aMessageId": message.message_id},
-            workflow_id=skill.workflow_id,
+            workflow_id=workflow_id,
             inputs=inputs,
             transport="a2a",
             context_id=context_id,
         )
     except NotFound:
-        raise invalid_params(f"Unknown or unroutable skill {skill.workflow_id!r}.", field="skillId") from None
+        raise invalid_params(f"Unknown or unroutable skill {workflow_id!r}.", field="skillId") from None
     except Conflict as exc:
         if exc.code == "idempotency_in_flight":
             raise UnsupportedOperationError("A message with this messageId is still being processed.") from None

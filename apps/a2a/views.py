@@ -125,8 +125,8 @@ async def _rpc_push(call: Call, params: Any) -> Any:
     return await operations.push_config_unsupported(call)
 
 
-async def _rpc_extended_card(call: Call, params: Any) -> Any:
-    return await operations.get_extended_card(call)
+async def _rpc_extended_card(call: Call, params: GetExtendedAgentCardRequest) -> Any:
+    return await operations.get_extended_card(call, params)
 
 
 RPC_METHODS: dict[str, tuple[type[ProtoMessage], Handler]] = {
@@ -293,47 +293,49 @@ def _query(request: HttpRequest, message: ProtoMessage) -> ProtoMessage:
     return message
 
 
-RestHandler = Callable[[Call, HttpRequest, str], Awaitable[Any]]
+RestHandler = Callable[[Call, HttpRequest, str, str], Awaitable[Any]]
 
 
-async def _rest_send(call: Call, request: HttpRequest, task_ref: str) -> Any:
+async def _rest_send(call: Call, request: HttpRequest, task_ref: str, tenant: str) -> Any:
     params = _parse_params(SendMessageRequest, _body(request))
+    params.tenant = tenant or params.tenant  # type: ignore[attr-defined]
     result = await operations.send_message(call, params, streaming=False)  # type: ignore[arg-type]
     assert isinstance(result, Task)
     return SendMessageResponse(task=result)
 
 
-async def _rest_stream(call: Call, request: HttpRequest, task_ref: str) -> Any:
+async def _rest_stream(call: Call, request: HttpRequest, task_ref: str, tenant: str) -> Any:
     params = _parse_params(SendMessageRequest, _body(request))
+    params.tenant = tenant or params.tenant  # type: ignore[attr-defined]
     return await operations.send_message(call, params, streaming=True)  # type: ignore[arg-type]
 
 
-async def _rest_list(call: Call, request: HttpRequest, task_ref: str) -> Any:
+async def _rest_list(call: Call, request: HttpRequest, task_ref: str, tenant: str) -> Any:
     return await operations.list_tasks(call, _query(request, ListTasksRequest()))  # type: ignore[arg-type]
 
 
-async def _rest_get(call: Call, request: HttpRequest, task_ref: str) -> Any:
+async def _rest_get(call: Call, request: HttpRequest, task_ref: str, tenant: str) -> Any:
     params = _query(request, GetTaskRequest())
     params.id = _task_id(task_ref)  # type: ignore[attr-defined]
     return await operations.get_task(call, params)  # type: ignore[arg-type]
 
 
-async def _rest_cancel(call: Call, request: HttpRequest, task_ref: str) -> Any:
+async def _rest_cancel(call: Call, request: HttpRequest, task_ref: str, tenant: str) -> Any:
     params = _parse_params(CancelTaskRequest, _body(request))
     params.id = _task_id(task_ref)  # type: ignore[attr-defined]
     return await operations.cancel_task(call, params)  # type: ignore[arg-type]
 
 
-async def _rest_subscribe(call: Call, request: HttpRequest, task_ref: str) -> Any:
+async def _rest_subscribe(call: Call, request: HttpRequest, task_ref: str, tenant: str) -> Any:
     return await operations.subscribe(call, SubscribeToTaskRequest(id=_task_id(task_ref)))
 
 
-async def _rest_push(call: Call, request: HttpRequest, task_ref: str) -> Any:
+async def _rest_push(call: Call, request: HttpRequest, task_ref: str, tenant: str) -> Any:
     return await operations.push_config_unsupported(call)
 
 
-async def _rest_extended_card(call: Call, request: HttpRequest, task_ref: str) -> Any:
-    return await operations.get_extended_card(call)
+async def _rest_extended_card(call: Call, request: HttpRequest, task_ref: str, tenant: str) -> Any:
+    return await operations.get_extended_card(call, GetExtendedAgentCardRequest(tenant=tenant))
 
 
 # The proto's google.api.http paths, relative to the interface url (A2A §11). Order matters: the
@@ -354,11 +356,27 @@ REST_ROUTES: list[tuple[frozenset[str], re.Pattern[str], RestHandler]] = [
 ]
 
 
-def _rest_route(method: str, route: str) -> tuple[RestHandler, str]:
+def _rest_match(method: str, route: str) -> tuple[RestHandler, str] | None:
     for methods, pattern, handler in REST_ROUTES:
         match = pattern.match(route)
         if match and method in methods:
             return handler, match.groupdict().get("task") or ""
+    return None
+
+
+def _rest_route(method: str, route: str) -> tuple[RestHandler, str, str]:
+    """(handler, task ref, tenant). The HTTP+JSON binding carries `tenant` as a leading path
+    segment (`/{tenant}/message:send`, A2A §11). A route without one is matched first; otherwise
+    the shortest prefix that leaves a known route is the tenant, so a malformed tenant holding a
+    decoded `/` still reaches the operation and gets the same answer as any unknown tenant."""
+    found = _rest_match(method, route)
+    if found is not None:
+        return found[0], found[1], ""
+    for position, char in enumerate(route):
+        if char == "/" and position > 0:
+            found = _rest_match(method, route[position + 1 :])
+            if found is not None:
+                return found[0], found[1], route[:position]
     raise MethodNotFoundError(f"No A2A operation at {method} {route[:100]!r}.")
 
 
@@ -367,8 +385,8 @@ async def rest_endpoint(request: HttpRequest, route: str) -> HttpResponseBase:
     """Everything under the card's HTTP+JSON url; errors are google.rpc.Status (A2A §11.6)."""
     try:
         call = await sync_to_async(_caller)(request)
-        handler, task_ref = _rest_route(request.method or "GET", route)
-        result = await handler(call, request, task_ref)
+        handler, task_ref, tenant = _rest_route(request.method or "GET", route)
+        result = await handler(call, request, task_ref, tenant)
     except A2AError as error:
         return _rest_error(error)
     except Exception:

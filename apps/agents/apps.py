@@ -1,4 +1,12 @@
+from typing import Any
+
 from django.apps import AppConfig
+
+
+def agents_capability() -> dict[str, Any]:
+    """The `agents` record: the inventory (`GET /agents`) is served. `manifestRuntime` is an object
+    (openwop-v2 reference, capability table); this host declares no optional runtime fields."""
+    return {"status": "stable", "since": "2.46", "witness": "witnessable-gated", "manifestRuntime": {}}
 
 
 class AgentsConfig(AppConfig):
@@ -7,10 +15,13 @@ class AgentsConfig(AppConfig):
 
     def ready(self) -> None:
         from apps.agents.fixtures import fixture_workflow_ids
-        from apps.agents.services import workflow_fixtures_seed_for_tenant_pk
-        from apps.facets.discovery import register_fixture_source
+        from apps.agents.services import agent_demo_seed_for_tenant_pk, workflow_fixtures_seed_for_tenant_pk
+        from apps.facets.discovery import register_capability, register_fixture_source
         from apps.tenants.hooks import on_tenant_created
 
-        # Every tenant gets the fixture workflows: on creation, and again (idempotently) on seed_demo.
+        # Every tenant gets the fixture workflows and the demo agent: on creation, and again
+        # (idempotently) on seed_demo.
         on_tenant_created(workflow_fixtures_seed_for_tenant_pk)
+        on_tenant_created(agent_demo_seed_for_tenant_pk)
         register_fixture_source(fixture_workflow_ids)
+        register_capability("agents", agents_capability)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from django.core.validators import RegexValidator
 from django.db import models
@@ -45,3 +46,76 @@ class Workflow(TenantOwnedModel):
 
     def __str__(self) -> str:
         return self.workflow_id
+
+
+class Agent(TenantOwnedModel):
+    """One entry of a tenant's agent inventory (`GET /agents`, RFC 0072 §A; interop.md §Per-agent
+    cards).
+
+    `roster` lists the workflowIds the agent runs, default first; only those the tenant really has
+    are routed (and become skills of the agent's A2A card). Operators publish and unpublish through
+    the admin actions, which call `agent_publish` / `agent_unpublish` (audited in `AgentChange`);
+    an unpublished agent is invisible everywhere, including through its `a2aTenant`.
+    """
+
+    agent_id = models.CharField(
+        max_length=128,
+        validators=[RegexValidator(AUTHOR_ID_RE, "An agentId is 1-128 of [A-Za-z0-9._~:-].")],
+        help_text="The OpenWOP agentId (author-chosen, unique within the tenant).",
+    )
+    persona = models.CharField(max_length=200, help_text="The agent card's name.")
+    label = models.CharField(max_length=200, blank=True)
+    description = models.TextField(blank=True)
+    pack_version = models.CharField(max_length=64, default="1.0.0", help_text="The agent card's version.")
+    roster = models.JSONField(default=list, blank=True, help_text="Routed workflowIds, default first.")
+    published = models.BooleanField(default=False, editable=False, help_text="Changed by the publish actions only.")
+    degraded = models.JSONField(default=list, blank=True, help_text="Capability tiers this host does not satisfy.")
+    memory_degraded = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta(TenantOwnedModel.Meta):
+        ordering = ["agent_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "agent_id"], name="agent_id_unique_per_tenant"),
+            models.CheckConstraint(condition=models.Q(agent_id__regex=AUTHOR_ID_PATTERN), name="agent_id_grammar"),
+        ]
+
+    def __str__(self) -> str:
+        return self.agent_id
+
+
+class AgentChangeAction(models.TextChoices):
+    CREATE = "create", "create"
+    UPDATE = "update", "update"
+    PUBLISH = "publish", "publish"
+    UNPUBLISH = "unpublish", "unpublish"
+
+
+class AgentChangeRefused(RuntimeError):
+    """An attempt to edit or delete an audit row (STYLE.md habit 6: audit tables are append-only)."""
+
+
+class AgentChange(TenantOwnedModel):
+    """One audited change of an agent: who, what, the state before and after. Append-only."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="+")
+    actor = models.CharField(max_length=200, help_text="Who: the operator's username, or the system.")
+    action = models.CharField(max_length=16, choices=AgentChangeAction.choices)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField()
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta(TenantOwnedModel.Meta):
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.agent_id} by {self.actor}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise AgentChangeRefused("agent changes are append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise AgentChangeRefused("agent changes are append-only")

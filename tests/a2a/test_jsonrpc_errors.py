@@ -9,6 +9,7 @@ import pytest
 from django.test import Client
 
 from apps.audit.models import HostEvent
+from apps.facets.services import facet_update
 from apps.runs.models import Run
 from tests.a2a.conftest import JSONRPC, Caller, advance, error_info, immediately, user_message
 
@@ -126,7 +127,8 @@ def test_push_config_methods_answer_32003_until_push_is_served(acme: Caller) -> 
         _assert_rpc_error(acme.rpc(method, params), -32003, "PUSH_NOTIFICATION_NOT_SUPPORTED")
 
 
-def test_extended_card_is_not_configured(acme: Caller) -> None:
+def test_extended_card_is_not_configured_without_agent_cards(acme: Caller) -> None:
+    facet_update(protocol="a2a", changes={"agent_cards": False}, actor="test")
     _assert_rpc_error(acme.rpc("GetExtendedAgentCard"), -32007, "EXTENDED_AGENT_CARD_NOT_CONFIGURED")
 
 

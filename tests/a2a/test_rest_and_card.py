@@ -88,7 +88,7 @@ def test_public_card_matches_facets_and_routes(acme: Caller, settings) -> None: 
     assert {i["protocolVersion"] for i in card["supportedInterfaces"]} == set(facet.versions)
     assert card["supportedInterfaces"][0]["url"] == "https://host.example/a2a/jsonrpc"
     assert all("tenant" not in i for i in card["supportedInterfaces"])
-    assert card["capabilities"] == {"streaming": True, "pushNotifications": False, "extendedAgentCard": False}
+    assert card["capabilities"] == {"streaming": True, "pushNotifications": False, "extendedAgentCard": True}
     assert card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "Bearer"
     assert card["skills"][0]["id"] == "conformance-approval"
     assert {s["id"] for s in card["skills"]} == set(SkillRoute.objects.values_list("workflow_id", flat=True))
@@ -124,4 +124,4 @@ def test_discovery_advertises_the_a2a_facet(settings) -> None:  # type: ignore[n
     record = document["a2a"]
     assert record["agentCardUrl"] == settings.OPENWOP_PUBLIC_URL + "/.well-known/agent-card.json"
     assert record["streaming"] is True and record["durableTasks"] is True and record["pushNotifications"] is False
-    assert "agentCards" not in record
+    assert record["agentCards"] is True  # per-agent cards are served (interop.md §Per-agent cards)
