@@ -10,16 +10,14 @@ happens to it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from a2a.types import StreamResponse, Task
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
 
 from apps.a2a.wire import INTERRUPTED_STATES, TERMINAL_STATES, StreamProjection, to_wire
-from apps.core.sse import SseEvent, stream_log
+from apps.core.sse import SseEvent, stream_log, wake_waiter
 from apps.runs.log import run_wake_group
 from apps.runs.models import TERMINAL_STATUSES, WAITING_STATUSES, Run, RunEvent
 from apps.runs.selectors import run_events_after
@@ -32,28 +30,6 @@ BLOCKING_WAIT_SECONDS = 60.0
 Frame = Callable[[StreamResponse], dict[str, Any]]
 
 
-@contextlib.asynccontextmanager
-async def _wake_waiter(group: str) -> AsyncIterator[Callable[[float], Awaitable[None]]]:
-    layer = get_channel_layer()
-    channel = await layer.new_channel() if layer is not None else None
-    if channel is not None:
-        await layer.group_add(group, channel)
-
-    async def wait(seconds: float) -> None:
-        if channel is None:
-            await asyncio.sleep(seconds)
-            return
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(layer.receive(channel), seconds)
-
-    try:
-        yield wait
-    finally:
-        if channel is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(layer.group_discard(group, channel))
-
-
 def _status_of(run: Run) -> str:
     return Run.objects.for_tenant(run.tenant_id).values_list("status", flat=True).get(pk=run.pk)
 
@@ -63,7 +39,7 @@ async def run_wait_settled(run: Run, *, timeout: float = BLOCKING_WAIT_SECONDS) 
     settled = TERMINAL_STATUSES | WAITING_STATUSES
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    async with _wake_waiter(run_wake_group(run.run_id)) as wait:
+    async with wake_waiter(run_wake_group(run.run_id)) as wait:
         while True:
             if await sync_to_async(_status_of)(run) in settled:
                 return

@@ -7,13 +7,11 @@ lost between processes (the in-memory channel layer) costs at most `DB_RECHECK_S
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Callable
 
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
 
+from apps.core.sse import wake_waiter
 from apps.runs.log import run_wake_group
 from apps.runs.models import Interrupt, Run
 from apps.runs.selectors import run_get_readable, run_open_interrupt
@@ -31,22 +29,9 @@ async def run_wait(
     *, subject: Subject, run_id: str, settled: Callable[[Run, Interrupt | None], bool]
 ) -> tuple[Run, Interrupt | None]:
     """Return the run and its open interrupt as soon as `settled` holds for them."""
-    layer = get_channel_layer()
-    channel = await layer.new_channel() if layer is not None else None
-    group = run_wake_group(run_id)
-    if channel is not None:
-        await layer.group_add(group, channel)
-    try:
+    async with wake_waiter(run_wake_group(run_id)) as wait:
         while True:
             run, interrupt = await sync_to_async(_read)(subject, run_id)
             if settled(run, interrupt):
                 return run, interrupt
-            if channel is None:
-                await asyncio.sleep(DB_RECHECK_SECONDS)
-            else:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(layer.receive(channel), DB_RECHECK_SECONDS)
-    finally:
-        if channel is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(layer.group_discard(group, channel))
+            await wait(DB_RECHECK_SECONDS)
