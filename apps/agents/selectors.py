@@ -20,6 +20,12 @@ def workflow_get(*, tenant: Tenant | int, workflow_id: str) -> Workflow:
     return workflow
 
 
+def workflow_list_readable(*, subject: Subject) -> list[Workflow]:
+    """The caller's workflows, by id (what MCP lists as tools)."""
+    tenant = Tenant.objects.get(slug=subject.tenant)
+    return list(Workflow.objects.for_tenant(tenant).order_by("workflow_id"))
+
+
 def workflow_get_readable(*, subject: Subject, workflow_id: str) -> Workflow:
     tenant = Tenant.objects.get(slug=subject.tenant)
     return workflow_get(tenant=tenant, workflow_id=workflow_id)

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from asgiref.sync import sync_to_async
 
 from apps.agents.models import Workflow
-from apps.agents.selectors import workflow_get
+from apps.agents.selectors import workflow_get_readable, workflow_list_readable
 from apps.core.errors import Conflict, NotFound, OpenWopError, ValidationFailed
 from apps.facets.services import facet_ensure
 from apps.mcp.errors import (
@@ -46,7 +46,6 @@ from apps.mcp.waiting import run_wait
 from apps.runs.models import Interrupt, Run, RunStatus, RunTransport
 from apps.runs.selectors import interrupt_get_readable, run_get_readable, run_open_interrupt
 from apps.runs.services import interrupt_resolve, run_cancel, run_create
-from apps.tenants.models import Tenant
 from apps.tenants.subject import Subject
 
 REQUEST_CANCELLED_REASON = "mcp-request-cancelled"
@@ -72,8 +71,7 @@ def tool_doc(workflow: Workflow) -> dict[str, Any]:
 
 def tools_list_result(subject: Subject) -> dict[str, Any]:
     """Every workflow of the caller's tenant, by name; the list depends on the caller: private."""
-    tenant = Tenant.objects.get(slug=subject.tenant)
-    workflows = Workflow.objects.for_tenant(tenant).order_by("workflow_id")
+    workflows = workflow_list_readable(subject=subject)
     return {
         "resultType": "complete",
         "tools": [tool_doc(w) for w in workflows],
@@ -129,7 +127,7 @@ def _call_start(exchange: Exchange, name: str, arguments: dict[str, Any]) -> str
     """Refuse what this client could never finish, then create the run; returns its id."""
     subject = exchange.subject
     try:
-        workflow = workflow_get(tenant=Tenant.objects.get(slug=subject.tenant), workflow_id=name)
+        workflow = workflow_get_readable(subject=subject, workflow_id=name)
     except NotFound:
         raise invalid_params(f"Unknown tool: {name}") from None
     refusal = _capability_refusal(exchange, workflow)
