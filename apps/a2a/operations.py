@@ -189,6 +189,7 @@ def _send_sync(call: Call, request: SendMessageRequest) -> Run:
         workflow_id=workflow_id,
         inputs=inputs_of(message),
         context_id=message.context_id or uuid.uuid4().hex,
+        agent_id=call.agent.agent.agent_id if call.agent is not None else None,
     )
 
 

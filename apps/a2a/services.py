@@ -122,7 +122,13 @@ def _message_record(*, subject: Subject, run: Run, message: Message) -> None:
 
 
 def message_start(
-    *, subject: Subject, message: Message, workflow_id: str, inputs: dict[str, Any], context_id: str | None
+    *,
+    subject: Subject,
+    message: Message,
+    workflow_id: str,
+    inputs: dict[str, Any],
+    context_id: str | None,
+    agent_id: str | None = None,
 ) -> Run:
     """SendMessage without taskId -> createRun. A messageId this principal already sent answers
     with its first task; the idempotency claim covers two copies racing each other."""
@@ -138,6 +144,7 @@ def message_start(
             inputs=inputs,
             transport="a2a",
             context_id=context_id,
+            agent_id=agent_id,
         )
     except NotFound:
         raise invalid_params(f"Unknown or unroutable skill {workflow_id!r}.", field="skillId") from None

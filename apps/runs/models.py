@@ -51,6 +51,8 @@ class Run(TenantOwnedModel):
     status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.PENDING)
     transport = models.CharField(max_length=8, choices=RunTransport.choices)
     context_id = models.CharField(max_length=256, blank=True, default="")
+    # The agent a run was started through (A2A `tenant: R`), pinned for RunSnapshot.agent (RFC 0202).
+    agent_id = models.CharField(max_length=128, blank=True, default="")
     outputs = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
     node_index = models.PositiveIntegerField(default=0, help_text="Position of the next node to execute.")

@@ -48,6 +48,7 @@ def run_create(
     transport: str,
     context_id: str | None = None,
     idempotency: IdempotencyClaim | None = None,
+    agent_id: str | None = None,
 ) -> Run:
     """Create a run of the subject's workflow and hand it to the executor.
 
@@ -77,6 +78,7 @@ def run_create(
             status=RunStatus.PENDING,
             transport=transport,
             context_id=context_id or "",
+            agent_id=agent_id or "",
             started_at=now,
             queue=settings.CELERY_TASK_DEFAULT_QUEUE,
         )
@@ -110,6 +112,7 @@ def run_create_idempotent(
     inputs: dict[str, Any] | None,
     transport: str,
     context_id: str | None = None,
+    agent_id: str | None = None,
 ) -> RunCreation:
     """`run_create` under an Idempotency-Key: a replay returns the first run, never a second one."""
     outcome = idempotency_run(
@@ -124,6 +127,7 @@ def run_create_idempotent(
             transport=transport,
             context_id=context_id,
             idempotency=claim,
+            agent_id=agent_id,
         ),
     )
     if isinstance(outcome, IdempotentReplay):

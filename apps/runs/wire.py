@@ -54,6 +54,8 @@ def run_snapshot_doc(run: Run, *, open_interrupt: Interrupt | None = None) -> di
         doc["completedAt"] = wire_timestamp(run.completed_at)
     if run.error:
         doc["error"] = run.error
+    if run.agent_id:
+        doc["agent"] = {"agentId": run.agent_id}
     if open_interrupt is not None:
         doc["interrupt"] = interrupt_doc(open_interrupt)
     return doc

@@ -33,6 +33,7 @@ from apps.agents.routing_values import a2a_tenant_of
 from apps.agents.services import DEMO_AGENT, DEMO_AGENT_ID, agent_create, agent_unpublish
 from apps.facets.services import facet_update
 from apps.runs.models import Run
+from apps.runs.wire import run_snapshot_doc
 from apps.tenants.models import Tenant
 from tests.a2a.conftest import REST, Caller, error_info, immediately, user_message
 
@@ -204,6 +205,10 @@ def test_send_message_pins_the_agent_in_the_callers_tenant(acme: Caller, globex:
     task = _result(acme.rpc("SendMessage", immediately(user_message("pin-1"), tenant=minted.acme_helper)))["task"]
     run = Run.unscoped_all_tenants.select_related("workflow", "tenant").get(run_id=task["id"])
     assert run.tenant.slug == "acme" and run.workflow.workflow_id == "conformance-noop"  # default: first routed
+    assert run.agent_id == "helper"  # pinned (RFC 0202): the snapshot names the agent
+    assert run_snapshot_doc(run)["agent"] == {"agentId": "helper"}
+    untargeted = _result(acme.rpc("SendMessage", immediately(user_message("pin-0"))))["task"]["id"]
+    assert "agent" not in run_snapshot_doc(Run.unscoped_all_tenants.get(run_id=untargeted))
 
     named = immediately(
         user_message("pin-2", metadata={"openwop": {"skillId": "conformance-approval"}}), tenant=minted.acme_helper
