@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from apps.core.ids import mint_opaque, split_bound_id
 from apps.core.sse import publish_wake, wake_group_name
+from apps.push.services import push_deliveries_for_event
 from apps.runs.models import Run, RunEvent
 
 
@@ -39,6 +40,7 @@ def event_append(*, run: Run, type: str, payload: dict[str, Any], node_id: str |
     )
     # A wake-up is a hint that new rows are committed; the rows themselves are the data.
     transaction.on_commit(partial(publish_wake, run_wake_group(run.run_id)))
+    push_deliveries_for_event(run=run, event=event)  # rows commit with the event; sent on commit
     return event
 
 

@@ -1,0 +1,204 @@
+"""One delivery attempt, and the sweeper that finds deliveries whose message was lost.
+
+An attempt is three moves (STYLE.md habits 3 and 8; webhooks.md §Durability):
+1. claim, under the row lock: the row must be pending, due, and not claimed by a live attempt;
+   the claim (`in_flight_until`) and the attempt count commit before anything is sent;
+2. send, outside any transaction, through the egress guard with a short timeout;
+3. record the attempt row and the outcome under the lock again; schedule the retry on commit.
+A worker killed between 1 and 3 leaves a claim that expires; the sweeper then re-enqueues the row
+(at-least-once). Duplicate messages are harmless: only one of them can win the claim.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import random
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import partial
+
+import httpx
+from django.db import transaction
+from django.utils import timezone
+
+from apps.core.egress import EgressRefused, sanitize_url
+from apps.core.egress_transport import egress_request
+from apps.push.capabilities import DEAD_LETTER_RETENTION_DAYS, push_setting
+from apps.push.crypto import credential_open
+from apps.push.models import Delivery, DeliveryAttempt, DeliveryKind, DeliveryStatus
+from apps.push.services import delivery_enqueue, push_config_credentials_wipe
+
+logger = logging.getLogger(__name__)
+
+A2A_CONTENT_TYPE = "application/a2a+json"
+# A message that arrives this early (clock skew between broker and worker) still counts as due.
+DUE_TOLERANCE = timedelta(seconds=1)
+
+
+def attempt_timeout_seconds() -> float:
+    return push_setting("OPENWOP_PUSH_ATTEMPT_TIMEOUT", 5.0)
+
+
+def backoff_seconds(attempts: int) -> float:
+    """Exponential backoff with equal jitter: half the step fixed, half random (retryPolicy)."""
+    base = push_setting("OPENWOP_PUSH_BACKOFF_BASE_SECONDS", 2.0)
+    ceiling = push_setting("OPENWOP_PUSH_BACKOFF_MAX_SECONDS", 300.0)
+    step = min(ceiling, base * (2 ** max(0, attempts - 1)))
+    return step / 2 + random.uniform(0, step / 2)
+
+
+def claim_seconds() -> float:
+    # Long enough for connect + a stalled read, each bounded by the attempt timeout, plus margin.
+    return attempt_timeout_seconds() * 3 + 10
+
+
+@dataclass(frozen=True)
+class _Claimed:
+    pk: int
+    number: int
+    kind: str
+    url: str
+    body: bytes
+    headers: dict[str, str]
+
+
+def _headers(delivery: Delivery) -> tuple[str, dict[str, str]]:
+    if delivery.kind == DeliveryKind.A2A_PUSH:
+        config = delivery.push_config
+        assert config is not None
+        headers = {"Content-Type": A2A_CONTENT_TYPE, "A2A-Version": "1.0"}
+        # No OpenWOP signature on a push (interop.md §A2A push delivery).
+        if config.auth_scheme and config.credentials_sealed:
+            headers["Authorization"] = f"{config.auth_scheme} {credential_open(config.credentials_sealed)}"
+        return config.url, headers
+    webhook = delivery.webhook
+    assert webhook is not None
+    timestamp = str(int(time.time()))
+    secret = credential_open(webhook.secret_sealed)
+    signature = hmac.new(secret.encode(), f"{timestamp}.{delivery.body}".encode(), hashlib.sha256).hexdigest()
+    return webhook.url, {
+        "Content-Type": "application/json",
+        "OpenWOP-Webhook-Id": webhook.webhook_id,
+        "OpenWOP-Event-Type": delivery.event_type,
+        "OpenWOP-Timestamp": timestamp,
+        "OpenWOP-Signature": f"sha256={signature}",
+        "OpenWOP-Signature-Algorithm": "v1",
+    }
+
+
+def _claim(delivery_pk: int) -> _Claimed | None:
+    now = timezone.now()
+    with transaction.atomic():
+        delivery = (
+            Delivery.unscoped_all_tenants.select_for_update()
+            .select_related("push_config", "webhook")
+            .filter(pk=delivery_pk)
+            .first()
+        )
+        if delivery is None or delivery.status != DeliveryStatus.PENDING:
+            return None  # deleted with its target, or already settled: nothing to do
+        if delivery.next_attempt_at > now + DUE_TOLERANCE:
+            return None  # a stale message for an earlier attempt; the scheduled one will come
+        if delivery.in_flight_until is not None and delivery.in_flight_until > now:
+            return None  # another attempt is under way
+        url, headers = _headers(delivery)
+        delivery.attempts += 1
+        delivery.in_flight_until = now + timedelta(seconds=claim_seconds())
+        delivery.save(update_fields=["attempts", "in_flight_until"])
+        return _Claimed(delivery.pk, delivery.attempts, delivery.kind, url, delivery.body.encode(), headers)
+
+
+def delivery_attempt(*, delivery_pk: int) -> None:
+    """One attempt of one delivery; a no-op when the row is not due or not ours to send."""
+    claimed = _claim(delivery_pk)
+    if claimed is None:
+        return
+    started = time.monotonic()
+    status_code: int | None = None
+    try:
+        timeout = attempt_timeout_seconds()
+        response = egress_request(
+            "POST", claimed.url, headers=claimed.headers, content=claimed.body,
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 3.0)), max_body_bytes=4096,
+        )
+        status_code, ok = response.status_code, response.ok
+        error = "" if ok else (response.error or f"http_{status_code}")
+    except EgressRefused as exc:
+        ok, error = False, f"egress_refused:{exc.reason}"
+    latency_ms = int((time.monotonic() - started) * 1000)
+    _record(claimed, ok=ok, status_code=status_code, error=error[:200], latency_ms=latency_ms)
+
+
+def _record(claimed: _Claimed, *, ok: bool, status_code: int | None, error: str, latency_ms: int) -> None:
+    now = timezone.now()
+    with transaction.atomic():
+        delivery = Delivery.unscoped_all_tenants.select_for_update().filter(pk=claimed.pk).first()
+        if delivery is None:
+            return  # its webhook or push config was deleted meanwhile
+        DeliveryAttempt.objects.create(
+            tenant_id=delivery.tenant_id, delivery=delivery, number=claimed.number,
+            status_code=status_code, latency_ms=latency_ms, error=error, at=now,
+        )
+        delivery.in_flight_until = None
+        delivery.last_status_code = status_code
+        delivery.last_error = error
+        if ok:
+            delivery.status, delivery.settled_at = DeliveryStatus.DELIVERED, now
+        elif delivery.attempts >= delivery.max_attempts:
+            delivery.status, delivery.settled_at = DeliveryStatus.DEAD, now
+        else:
+            delivery.next_attempt_at = now + timedelta(seconds=backoff_seconds(delivery.attempts))
+        delivery.save(
+            update_fields=[
+                "in_flight_until", "last_status_code", "last_error", "status", "settled_at", "next_attempt_at"
+            ]
+        )
+        logger.info(
+            "push delivery %s (%s) attempt %s to %s: %s",
+            delivery.delivery_id, claimed.kind, claimed.number, sanitize_url(claimed.url),
+            "delivered" if ok else f"failed ({error}), now {delivery.status}",
+        )
+        if delivery.status == DeliveryStatus.PENDING:
+            countdown = max(0.0, (delivery.next_attempt_at - now).total_seconds())
+            transaction.on_commit(
+                partial(delivery_enqueue, delivery_pk=delivery.pk, queue=delivery.queue, countdown=countdown)
+            )
+        elif delivery.is_final and delivery.push_config_id is not None:
+            # The task's final push settled: its credential is discarded (interop.md §A2A push delivery).
+            push_config_credentials_wipe(config_pk=delivery.push_config_id)
+
+
+def sweep_grace_seconds() -> float:
+    return push_setting("OPENWOP_PUSH_SWEEP_GRACE_SECONDS", 30.0)
+
+
+def deliveries_sweep() -> int:
+    """Re-enqueue pending deliveries overdue by more than the grace with no live claim: their
+    message was lost (a worker killed mid-attempt, a broker restart). Returns how many."""
+    now = timezone.now()
+    overdue = now - timedelta(seconds=sweep_grace_seconds())
+    rows = list(
+        Delivery.unscoped_all_tenants.filter(status=DeliveryStatus.PENDING, next_attempt_at__lte=overdue)
+        .exclude(in_flight_until__gt=now)
+        .values_list("pk", "queue")[:500]
+    )
+    sent = 0
+    for pk, queue in rows:
+        # Moving next_attempt_at keeps a merely slow queue from being re-sent on every tick; the
+        # conditional update means several sweeping workers send one message per row.
+        if Delivery.unscoped_all_tenants.filter(
+            pk=pk, status=DeliveryStatus.PENDING, next_attempt_at__lte=overdue
+        ).update(next_attempt_at=now):
+            delivery_enqueue(delivery_pk=pk, queue=queue, countdown=0.0)
+            sent += 1
+    return sent
+
+
+def dead_letters_purge() -> int:
+    """Dead letters past the advertised retention go (webhooks.deadLetter.retentionDays)."""
+    cutoff = timezone.now() - timedelta(days=DEAD_LETTER_RETENTION_DAYS)
+    deleted, _ = Delivery.unscoped_all_tenants.filter(status=DeliveryStatus.DEAD, settled_at__lt=cutoff).delete()
+    return int(deleted)

@@ -1,0 +1,252 @@
+"""Writes for push delivery: A2A push configs, webhooks, and the delivery rows an event creates.
+
+The A2A door calls the four `push_config_*` services; the REST door calls `webhook_*`. Every
+lookup of a config goes through `run_get_readable` first, so an unreadable task, a foreign
+configId and an unknown one all raise the same NotFound (interop.md §A2A push delivery).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from functools import partial
+from typing import Any
+
+from a2a.types import AuthenticationInfo, StreamResponse, TaskPushNotificationConfig
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from apps.a2a.wire import TERMINAL_STATES, StreamProjection, context_id_of, to_wire
+from apps.core.egress import egress_check_url
+from apps.core.errors import NotFound, ValidationFailed
+from apps.core.ids import mint_opaque
+from apps.push.capabilities import push_max_attempts
+from apps.push.crypto import credential_seal
+from apps.push.models import Delivery, DeliveryKind, DeliveryStatus, PushConfig, Webhook
+from apps.runs.models import Run, RunEvent
+from apps.runs.selectors import run_get_readable
+from apps.runs.wire import run_event_doc
+from apps.tenants.models import Tenant
+from apps.tenants.subject import Subject
+
+logger = logging.getLogger(__name__)
+
+# One message for a missing task and a missing config alike: the door renders one answer for both.
+NO_SUCH_PUSH_CONFIG = "No such task or push notification config."
+NO_SUCH_WEBHOOK = "No such webhook."
+MAX_SECRET_LENGTH = 512
+
+
+def _tenant_pk(subject: Subject) -> int:
+    return int(Tenant.objects.values_list("pk", flat=True).get(slug=subject.tenant))
+
+
+# ---------------------------------------------------------------------------------------------
+# A2A push configs
+
+
+def _task_readable(*, subject: Subject, task_id: str) -> Run:
+    try:
+        return run_get_readable(subject=subject, run_id=task_id)
+    except NotFound:
+        raise NotFound(NO_SUCH_PUSH_CONFIG) from None
+
+
+def push_config_wire(config: PushConfig) -> TaskPushNotificationConfig:
+    """`{id, taskId, url, authentication: {scheme}}`: never the token or the credentials."""
+    wire = TaskPushNotificationConfig(id=config.config_id, task_id=config.run.run_id, url=config.url)
+    if config.auth_scheme:
+        wire.authentication.CopyFrom(AuthenticationInfo(scheme=config.auth_scheme))
+    return wire
+
+
+def push_config_create(
+    *,
+    subject: Subject,
+    task_id: str,
+    url: str,
+    token: str | None = None,
+    authentication: dict[str, Any] | None = None,
+) -> PushConfig:
+    """Register a push config on a readable task. Raises NotFound (task), EgressRefused (url,
+    400 webhook_url_rejected on REST) or ValidationFailed (authentication shape)."""
+    run = _task_readable(subject=subject, task_id=task_id)
+    egress_check_url(url)
+    scheme, credentials = "", None
+    if authentication:
+        scheme = str(authentication.get("scheme") or "")
+        raw = authentication.get("credentials")
+        if not scheme or not isinstance(scheme, str) or (raw is not None and not isinstance(raw, str)):
+            raise ValidationFailed("authentication needs a scheme and string credentials.")
+        credentials = raw or None
+    if token is not None and not isinstance(token, str):
+        raise ValidationFailed("token must be a string.")
+    if credentials is None and token:
+        scheme, credentials = scheme or "Bearer", token  # interop.md: token alone -> `Bearer <token>`
+    if run.is_terminal:
+        credentials = None  # a finished task pushes nothing more: its credential is never kept
+    with transaction.atomic():
+        return PushConfig.objects.create(
+            tenant_id=run.tenant_id,
+            config_id=mint_opaque(),
+            run=run,
+            url=url,
+            auth_scheme=scheme,
+            credentials_sealed=credential_seal(credentials) if credentials else None,
+        )
+
+
+def push_config_get(*, subject: Subject, task_id: str, config_id: str) -> PushConfig:
+    run = _task_readable(subject=subject, task_id=task_id)
+    config = PushConfig.objects.for_tenant(run.tenant_id).select_related("run").filter(
+        run=run, config_id=config_id
+    ).first()
+    if config is None:
+        raise NotFound(NO_SUCH_PUSH_CONFIG)
+    return config
+
+
+def push_config_list(*, subject: Subject, task_id: str) -> list[PushConfig]:
+    run = _task_readable(subject=subject, task_id=task_id)
+    return list(PushConfig.objects.for_tenant(run.tenant_id).select_related("run").filter(run=run))
+
+
+def push_config_delete(*, subject: Subject, task_id: str, config_id: str) -> None:
+    """Idempotent: deleting an absent config of a readable task succeeds. The row goes, and with
+    it the sealed credential and every pending delivery (no further attempt starts)."""
+    run = _task_readable(subject=subject, task_id=task_id)
+    with transaction.atomic():
+        PushConfig.objects.for_tenant(run.tenant_id).filter(run=run, config_id=config_id).delete()
+
+
+def push_config_credentials_wipe(*, config_pk: int) -> None:
+    PushConfig.unscoped_all_tenants.filter(pk=config_pk, credentials_sealed__isnull=False).update(
+        credentials_sealed=None, credentials_wiped_at=timezone.now()
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Webhooks
+
+
+def webhook_register(*, subject: Subject, url: str, events: list[str], secret: str | None = None) -> Webhook:
+    egress_check_url(url)
+    if not events or not all(isinstance(e, str) and e for e in events):
+        raise ValidationFailed("events must be a non-empty list of event type names.", details={"field": "events"})
+    if secret is None:
+        secret = mint_opaque(43)
+    if not isinstance(secret, str) or not secret or len(secret) > MAX_SECRET_LENGTH:
+        raise ValidationFailed("secret must be a non-empty string.", details={"field": "secret"})
+    with transaction.atomic(durable=True):
+        return Webhook.objects.create(
+            tenant_id=_tenant_pk(subject),
+            webhook_id=mint_opaque(),
+            url=url,
+            events=sorted(set(events)),
+            secret_sealed=credential_seal(secret),
+        )
+
+
+def webhook_get(*, subject: Subject, webhook_id: str) -> Webhook:
+    webhook = Webhook.objects.for_tenant(_tenant_pk(subject)).filter(webhook_id=webhook_id).first()
+    if webhook is None:
+        raise NotFound(NO_SUCH_WEBHOOK)
+    return webhook
+
+
+def webhook_unregister(*, subject: Subject, webhook_id: str) -> None:
+    """Deleting the row deletes its deliveries, so no further attempt starts, retries included
+    (webhooks.md §Durability, invariant webhook-unregister-stops-delivery)."""
+    with transaction.atomic(durable=True):
+        webhook = webhook_get(subject=subject, webhook_id=webhook_id)
+        webhook.delete()
+
+
+# ---------------------------------------------------------------------------------------------
+# Deliveries
+
+
+def _delivery_new(**fields: Any) -> Delivery:
+    now = timezone.now()
+    return Delivery(
+        delivery_id=mint_opaque(),
+        max_attempts=push_max_attempts(),
+        next_attempt_at=now,
+        queue=settings.CELERY_TASK_DEFAULT_QUEUE,
+        **fields,
+    )
+
+
+def _push_status_update(run: Run, event: RunEvent) -> StreamResponse | None:
+    """The statusUpdate this event produces, if it changes the task's state (wire.StreamProjection
+    folded over the log up to it), else None."""
+    from a2a.types import TaskState
+
+    projection = StreamProjection(
+        task_id=run.run_id, context_id=context_id_of(run), state=TaskState.TASK_STATE_SUBMITTED
+    )
+    earlier = RunEvent.objects.for_tenant(run.tenant_id).filter(run=run, sequence__lt=event.sequence)
+    projection.project(earlier.order_by("sequence"))
+    updates = [r for r in projection.project([event]) if r.HasField("status_update")]
+    return updates[-1] if updates else None
+
+
+def push_deliveries_for_event(*, run: Run, event: RunEvent) -> None:
+    """Called by `runs.log.event_append` inside the appending transaction: the delivery rows commit
+    with the event (or not at all), and the attempts are sent on commit. Two exists-queries when
+    nothing is registered; no push row is touched."""
+    configs = list(PushConfig.objects.for_tenant(run.tenant_id).filter(run=run))
+    webhooks = [w for w in Webhook.objects.for_tenant(run.tenant_id) if event.type in w.events]
+    if not configs and not webhooks:
+        return
+    rows: list[Delivery] = []
+    if configs:
+        update = _push_status_update(run, event)
+        if update is not None:
+            body = json.dumps(to_wire(update), separators=(",", ":"))
+            final = update.status_update.status.state in TERMINAL_STATES
+            for config in configs:
+                rows.append(
+                    _delivery_new(
+                        tenant_id=run.tenant_id, kind=DeliveryKind.A2A_PUSH, push_config=config, run=run,
+                        event=event, event_type=event.type, body=body, is_final=final,
+                    )
+                )
+    if webhooks:
+        # webhooks.md §Delivery: {runId, event} with the event verbatim; no workspaceId (none here).
+        envelope = {"runId": run.run_id, "event": run_event_doc(event, run_id=run.run_id)}
+        body = json.dumps(envelope, separators=(",", ":"))
+        for webhook in webhooks:
+            rows.append(
+                _delivery_new(
+                    tenant_id=run.tenant_id, kind=DeliveryKind.WEBHOOK, webhook=webhook, run=run,
+                    event=event, event_type=event.type, body=body,
+                )
+            )
+    for row in rows:
+        row.save(force_insert=True)
+        transaction.on_commit(partial(delivery_enqueue, delivery_pk=row.pk, queue=row.queue, countdown=0.0))
+
+
+def delivery_enqueue(*, delivery_pk: int, queue: str, countdown: float) -> None:
+    from apps.push.tasks import deliver
+
+    deliver.apply_async(args=[delivery_pk], queue=queue, countdown=countdown)
+
+
+def delivery_redeliver(*, delivery_pk: int) -> Delivery:
+    """Operator action: a dead letter goes back to pending with a fresh attempt budget."""
+    with transaction.atomic(durable=True):
+        delivery = Delivery.unscoped_all_tenants.select_for_update().get(pk=delivery_pk)
+        if delivery.status != DeliveryStatus.DEAD:
+            return delivery
+        delivery.status = DeliveryStatus.PENDING
+        delivery.max_attempts = delivery.attempts + push_max_attempts()
+        delivery.next_attempt_at = timezone.now()
+        delivery.in_flight_until = None
+        delivery.settled_at = None
+        delivery.save(update_fields=["status", "max_attempts", "next_attempt_at", "in_flight_until", "settled_at"])
+        logger.info("delivery %s redelivered by an operator", delivery.delivery_id)
+        transaction.on_commit(partial(delivery_enqueue, delivery_pk=delivery.pk, queue=delivery.queue, countdown=0.0))
+    return delivery
