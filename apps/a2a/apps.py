@@ -14,4 +14,5 @@ class A2AConfig(AppConfig):
         surfaces.register_surface(surfaces.A2A)
         surfaces.register_surface(surfaces.A2A_STREAMING)
         surfaces.register_surface(surfaces.A2A_DURABLE_TASKS)
+        surfaces.register_surface(surfaces.A2A_PUSH)  # push configs (interop.md §A2A push delivery)
         surfaces.register_surface(surfaces.A2A_AGENT_CARDS)  # tenant: R (interop.md §Per-agent cards)

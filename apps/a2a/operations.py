@@ -17,24 +17,31 @@ from typing import Any
 from a2a.types import (
     AgentCard,
     CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
     GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse,
     ListTasksRequest,
     ListTasksResponse,
     Message,
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
+    TaskPushNotificationConfig,
 )
 from a2a.utils.errors import (
     ExtendedAgentCardNotConfiguredError,
     InvalidParamsError,
     PushNotificationNotSupportedError,
+    TaskNotFoundError,
     UnsupportedOperationError,
 )
 from a2a.utils.proto_utils import validate_proto_required_fields
 from asgiref.sync import sync_to_async
 from google.protobuf import json_format
+from google.protobuf.empty_pb2 import Empty
 from google.protobuf.message import Message as ProtoMessage
 
 from apps.a2a.card import A2AFeatures, agent_card, public_card_current
@@ -44,6 +51,9 @@ from apps.a2a.services import agent_skill_resolve, message_continue, message_sta
 from apps.a2a.streams import run_wait_settled
 from apps.a2a.wire import TERMINAL_STATES, task_from_view
 from apps.agents.selectors import InventoryEntry, agent_by_a2a_tenant
+from apps.core.egress import EgressRefused, egress_check_url
+from apps.core.errors import NotFound, ValidationFailed
+from apps.push import services as push_services
 from apps.runs.models import Run
 from apps.tenants.subject import Subject
 
@@ -205,7 +215,15 @@ async def send_message(call: Call, request: SendMessageRequest, *, streaming: bo
     if configuration.HasField("task_push_notification_config") and not call.features.push_notifications:
         raise PushNotificationNotSupportedError()
     history_length = configuration.history_length if configuration.HasField("history_length") else None
+    if configuration.HasField("task_push_notification_config"):
+        # Refuse a bad receiver before any run exists; the config is registered once the run does.
+        await sync_to_async(_push_call)(egress_check_url, url=configuration.task_push_notification_config.url)
     run = await sync_to_async(_send_sync)(call, request)
+    if configuration.HasField("task_push_notification_config"):
+        inline = TaskPushNotificationConfig()
+        inline.CopyFrom(configuration.task_push_notification_config)
+        inline.task_id = run.run_id
+        await sync_to_async(_push_create_sync)(call, inline)
     if streaming:
         run, first, position = await sync_to_async(_snapshot)(call.subject, run.run_id, history_length)
         return StreamPlan(run=run, first=first, position=position, end_when_interrupted=True)
@@ -291,6 +309,75 @@ async def get_extended_card(call: Call, request: GetExtendedAgentCardRequest) ->
     return await sync_to_async(_extended_card_sync)(call)
 
 
-async def push_config_unsupported(call: Call) -> None:
+# --- push-config methods: translation to apps.push services (interop.md §A2A push delivery) ---
+
+
+def _push_features(call: Call) -> None:
     # Map: all four push-config methods answer -32003 while a2a.pushNotifications is unadvertised.
-    raise PushNotificationNotSupportedError()
+    if not call.features.push_notifications:
+        raise PushNotificationNotSupportedError()
+
+
+def _push_call(operation: Any, **kwargs: Any) -> Any:
+    """Run one push service; an unreadable task and a foreign or unknown configId are one
+    TaskNotFoundError (identical bytes), a refused URL or bad authentication is invalid params."""
+    try:
+        return operation(**kwargs)
+    except NotFound:
+        raise TaskNotFoundError() from None
+    except EgressRefused as exc:
+        raise invalid_params(exc.message, field="url") from None
+    except ValidationFailed as exc:
+        raise invalid_params(exc.message, field="authentication") from None
+
+
+def _push_create_sync(call: Call, config: TaskPushNotificationConfig) -> TaskPushNotificationConfig:
+    authentication = None
+    if config.HasField("authentication"):
+        authentication = {"scheme": config.authentication.scheme, "credentials": config.authentication.credentials}
+    created = _push_call(
+        push_services.push_config_create,
+        subject=call.subject,
+        task_id=config.task_id,
+        url=config.url,
+        token=config.token or None,
+        authentication=authentication,
+    )
+    return push_services.push_config_wire(created)
+
+
+async def push_config_create(call: Call, request: TaskPushNotificationConfig) -> TaskPushNotificationConfig:
+    _push_features(call)
+    return await sync_to_async(_push_create_sync)(call, request)
+
+
+async def push_config_get(call: Call, request: GetTaskPushNotificationConfigRequest) -> TaskPushNotificationConfig:
+    _push_features(call)
+
+    def get() -> TaskPushNotificationConfig:
+        config = _push_call(
+            push_services.push_config_get, subject=call.subject, task_id=request.task_id, config_id=request.id
+        )
+        return push_services.push_config_wire(config)
+
+    return await sync_to_async(get)()
+
+
+async def push_config_list(
+    call: Call, request: ListTaskPushNotificationConfigsRequest
+) -> ListTaskPushNotificationConfigsResponse:
+    _push_features(call)
+
+    def listed() -> ListTaskPushNotificationConfigsResponse:
+        configs = _push_call(push_services.push_config_list, subject=call.subject, task_id=request.task_id)
+        return ListTaskPushNotificationConfigsResponse(configs=[push_services.push_config_wire(c) for c in configs])
+
+    return await sync_to_async(listed)()
+
+
+async def push_config_delete(call: Call, request: DeleteTaskPushNotificationConfigRequest) -> Empty:
+    _push_features(call)
+    await sync_to_async(_push_call)(
+        push_services.push_config_delete, subject=call.subject, task_id=request.task_id, config_id=request.id
+    )
+    return Empty()

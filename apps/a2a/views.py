@@ -121,10 +121,6 @@ async def _rpc_stream(call: Call, params: SendMessageRequest) -> Any:
     return await operations.send_message(call, params, streaming=True)
 
 
-async def _rpc_push(call: Call, params: Any) -> Any:
-    return await operations.push_config_unsupported(call)
-
-
 async def _rpc_extended_card(call: Call, params: GetExtendedAgentCardRequest) -> Any:
     return await operations.get_extended_card(call, params)
 
@@ -136,10 +132,10 @@ RPC_METHODS: dict[str, tuple[type[ProtoMessage], Handler]] = {
     "ListTasks": (ListTasksRequest, operations.list_tasks),
     "CancelTask": (CancelTaskRequest, operations.cancel_task),
     "SubscribeToTask": (SubscribeToTaskRequest, operations.subscribe),
-    "CreateTaskPushNotificationConfig": (TaskPushNotificationConfig, _rpc_push),
-    "GetTaskPushNotificationConfig": (GetTaskPushNotificationConfigRequest, _rpc_push),
-    "ListTaskPushNotificationConfigs": (ListTaskPushNotificationConfigsRequest, _rpc_push),
-    "DeleteTaskPushNotificationConfig": (DeleteTaskPushNotificationConfigRequest, _rpc_push),
+    "CreateTaskPushNotificationConfig": (TaskPushNotificationConfig, operations.push_config_create),
+    "GetTaskPushNotificationConfig": (GetTaskPushNotificationConfigRequest, operations.push_config_get),
+    "ListTaskPushNotificationConfigs": (ListTaskPushNotificationConfigsRequest, operations.push_config_list),
+    "DeleteTaskPushNotificationConfig": (DeleteTaskPushNotificationConfigRequest, operations.push_config_delete),
     "GetExtendedAgentCard": (GetExtendedAgentCardRequest, _rpc_extended_card),
 }
 
@@ -331,7 +327,25 @@ async def _rest_subscribe(call: Call, request: HttpRequest, task_ref: str, tenan
 
 
 async def _rest_push(call: Call, request: HttpRequest, task_ref: str, tenant: str) -> Any:
-    return await operations.push_config_unsupported(call)
+    """`/tasks/{id}/pushNotificationConfigs[/{configId}]`: POST create, GET list or get, DELETE."""
+    task_id = _task_id(task_ref)
+    _, _, config_id = request.path.rpartition("/pushNotificationConfigs")
+    config_id = config_id.removeprefix("/")
+    if request.method == "POST" and not config_id:
+        params = _parse_params(TaskPushNotificationConfig, _body(request))
+        params.task_id = task_id  # type: ignore[attr-defined]
+        return await operations.push_config_create(call, params)  # type: ignore[arg-type]
+    if request.method == "GET" and not config_id:
+        listed = _query(request, ListTaskPushNotificationConfigsRequest())
+        listed.task_id = task_id  # type: ignore[attr-defined]
+        return await operations.push_config_list(call, listed)  # type: ignore[arg-type]
+    if request.method == "GET":
+        got = GetTaskPushNotificationConfigRequest(task_id=task_id, id=config_id)
+        return await operations.push_config_get(call, got)
+    if request.method == "DELETE" and config_id:
+        deleted = DeleteTaskPushNotificationConfigRequest(task_id=task_id, id=config_id)
+        return await operations.push_config_delete(call, deleted)
+    raise MethodNotFoundError(f"No A2A operation at {request.method} pushNotificationConfigs.")
 
 
 async def _rest_extended_card(call: Call, request: HttpRequest, task_ref: str, tenant: str) -> Any:

@@ -116,7 +116,8 @@ def test_unknown_malformed_and_foreign_task_ids_are_byte_identical(acme: Caller,
     assert globex.rpc("GetTask", {"id": foreign}).json()["result"]["status"]["state"] == "TASK_STATE_SUBMITTED"
 
 
-def test_push_config_methods_answer_32003_until_push_is_served(acme: Caller) -> None:
+def test_push_config_methods_answer_32003_when_push_is_not_offered(acme: Caller) -> None:
+    facet_update(protocol="a2a", changes={"push_notifications": False}, actor="test")
     task_id = acme.rpc("SendMessage", immediately(user_message("p-1"))).json()["result"]["task"]["id"]
     for method, params in [
         ("CreateTaskPushNotificationConfig", {"taskId": task_id, "url": "https://example.com/hook"}),

@@ -41,9 +41,9 @@ def test_rest_errors_are_google_rpc_status(acme: Caller, globex: Caller) -> None
     _status(acme.rest_get("/tasks?pageSize=500"), 400, "INVALID_ARGUMENT", "INVALID_PARAMS")
     _status(
         acme.rest_post("/tasks/x/pushNotificationConfigs", {"url": "https://e.example/h"}),
-        400,
-        "FAILED_PRECONDITION",
-        "PUSH_NOTIFICATION_NOT_SUPPORTED",
+        404,
+        "NOT_FOUND",
+        "TASK_NOT_FOUND",
     )
 
     foreign = globex.rest_post("/message:send", immediately(user_message("g-1"))).json()["task"]["id"]
@@ -88,7 +88,7 @@ def test_public_card_matches_facets_and_routes(acme: Caller, settings) -> None: 
     assert {i["protocolVersion"] for i in card["supportedInterfaces"]} == set(facet.versions)
     assert card["supportedInterfaces"][0]["url"] == "https://host.example/a2a/jsonrpc"
     assert all("tenant" not in i for i in card["supportedInterfaces"])
-    assert card["capabilities"] == {"streaming": True, "pushNotifications": False, "extendedAgentCard": True}
+    assert card["capabilities"] == {"streaming": True, "pushNotifications": True, "extendedAgentCard": True}
     assert card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "Bearer"
     assert card["skills"][0]["id"] == "conformance-approval"
     assert {s["id"] for s in card["skills"]} == set(SkillRoute.objects.values_list("workflow_id", flat=True))
@@ -123,5 +123,5 @@ def test_discovery_advertises_the_a2a_facet(settings) -> None:  # type: ignore[n
     document = json.loads(Client().get("/.well-known/openwop").content)
     record = document["a2a"]
     assert record["agentCardUrl"] == settings.OPENWOP_PUBLIC_URL + "/.well-known/agent-card.json"
-    assert record["streaming"] is True and record["durableTasks"] is True and record["pushNotifications"] is False
+    assert record["streaming"] is True and record["durableTasks"] is True and record["pushNotifications"] is True
     assert record["agentCards"] is True  # per-agent cards are served (interop.md §Per-agent cards)
