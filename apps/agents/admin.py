@@ -11,6 +11,7 @@ from django.http import HttpRequest
 
 from apps.agents.models import Agent, AgentChange, Workflow
 from apps.agents.services import AGENT_EDITABLE_FIELDS, agent_create, agent_publish, agent_unpublish, agent_update
+from apps.core.admin_read_only import ReadOnlyAdminMixin
 
 
 @admin.register(Workflow)
@@ -94,19 +95,10 @@ class AgentAdmin(admin.ModelAdmin):
 
 
 @admin.register(AgentChange)
-class AgentChangeAdmin(admin.ModelAdmin):
+class AgentChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """The audit trail of agents: read-only (append-only table)."""
 
     list_display = ("at", "tenant", "agent", "action", "actor")
     list_filter = ("action", "tenant")
     search_fields = ("actor", "agent__agent_id", "tenant__slug")
     readonly_fields = ("tenant", "agent", "actor", "action", "before", "after", "at")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: AgentChange | None = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: AgentChange | None = None) -> bool:
-        return False

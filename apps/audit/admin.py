@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import admin
-from django.http import HttpRequest
 
 from apps.audit.models import HostEvent
+from apps.core.admin_read_only import ReadOnlyAdminMixin
 
 
 @admin.register(HostEvent)
-class HostEventAdmin(admin.ModelAdmin):
+class HostEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("at", "tenant", "subject_id", "sequence", "type", "durable", "event_id")
     list_filter = ("durable", "type", "tenant")
     search_fields = ("event_id", "subject_id", "type", "tenant__slug")
@@ -20,12 +18,3 @@ class HostEventAdmin(admin.ModelAdmin):
     date_hierarchy = "at"
     fields = ("tenant", "subject_id", "subject", "sequence", "event_id", "type", "durable", "at", "payload")
     readonly_fields = fields
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False  # with the view permission the detail page renders read-only
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

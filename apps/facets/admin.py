@@ -10,22 +10,14 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html
 
+from apps.core.admin_read_only import ReadOnlyAdminMixin
 from apps.core.errors import ValidationFailed
 from apps.facets.models import Facet, FacetChange, FacetRefresh
 from apps.facets.services import EDITABLE_FIELDS, facet_refresh, facet_update
 
 
-class AppendOnlyAdmin(admin.ModelAdmin):
+class AppendOnlyAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Audit rows are read in the admin, never written or removed there."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(Facet)

@@ -3,28 +3,16 @@ action, which calls a service (STYLE.md habit 15). No body, credential or secret
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from apps.core.admin_read_only import ReadOnlyAdminMixin
 from apps.push.models import DeadLetter, Delivery, DeliveryAttempt, DeliveryStatus, PushConfig, Webhook
 from apps.push.services import delivery_redeliver
 
 
-class _ReadOnly:
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
-class DeliveryAttemptInline(_ReadOnly, admin.TabularInline):
+class DeliveryAttemptInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = DeliveryAttempt
     fields = ("number", "status_code", "latency_ms", "error", "at")
     readonly_fields = fields
@@ -32,7 +20,7 @@ class DeliveryAttemptInline(_ReadOnly, admin.TabularInline):
 
 
 @admin.register(Delivery)
-class DeliveryAdmin(_ReadOnly, admin.ModelAdmin):
+class DeliveryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = (
         "delivery_id", "tenant", "kind", "event_type", "status", "attempts", "max_attempts",
         "last_status_code", "next_attempt_at", "settled_at",
@@ -60,14 +48,14 @@ class DeadLetterAdmin(DeliveryAdmin):
 
 
 @admin.register(PushConfig)
-class PushConfigAdmin(_ReadOnly, admin.ModelAdmin):
+class PushConfigAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("config_id", "tenant", "run", "auth_scheme", "created_at", "credentials_wiped_at")
     search_fields = ("config_id", "run__run_id")
     exclude = ("credentials_sealed", "url")
 
 
 @admin.register(Webhook)
-class WebhookAdmin(_ReadOnly, admin.ModelAdmin):
+class WebhookAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("webhook_id", "tenant", "created_at")
     search_fields = ("webhook_id",)
     exclude = ("secret_sealed", "url")

@@ -3,26 +3,13 @@ so every change is an event in its log (STYLE.md habit 15)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import admin
-from django.http import HttpRequest
 
+from apps.core.admin_read_only import ReadOnlyAdminMixin
 from apps.runs.models import Interrupt, Run, RunEvent
 
 
-class _ReadOnly:
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
-class RunEventInline(_ReadOnly, admin.TabularInline):
+class RunEventInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = RunEvent
     fields = ("sequence", "type", "node_id", "at", "payload")
     readonly_fields = fields
@@ -30,7 +17,7 @@ class RunEventInline(_ReadOnly, admin.TabularInline):
     extra = 0
 
 
-class InterruptInline(_ReadOnly, admin.TabularInline):
+class InterruptInline(ReadOnlyAdminMixin, admin.TabularInline):
     model = Interrupt
     fields = ("interrupt_id", "node_id", "kind", "created_at", "resolved_at", "resolution")
     readonly_fields = fields
@@ -38,7 +25,7 @@ class InterruptInline(_ReadOnly, admin.TabularInline):
 
 
 @admin.register(Run)
-class RunAdmin(_ReadOnly, admin.ModelAdmin):
+class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("run_id", "tenant", "workflow", "status", "transport", "created_at", "completed_at")
     list_filter = ("status", "transport", "tenant")
     search_fields = ("run_id", "context_id", "tenant__slug")
