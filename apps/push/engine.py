@@ -93,7 +93,7 @@ def _claim(delivery_pk: int) -> _Claimed | None:
     now = timezone.now()
     with transaction.atomic():
         delivery = (
-            Delivery.unscoped_all_tenants.select_for_update()
+            Delivery.unscoped_all_tenants.select_for_update(of=("self",))
             .select_related("push_config", "webhook")
             .filter(pk=delivery_pk)
             .first()
