@@ -31,7 +31,7 @@ run: install
 	@echo "  demo key    $$(cat var/demo-api-key)   (tenant demo: Authorization: Bearer <key>)"
 	@echo "  worker log  var/worker.log"
 	@echo ""
-	@$(BIN)/celery -A openwop_host worker --pool threads --concurrency 4 --loglevel info > var/worker.log 2>&1 & \
+	@$(BIN)/celery -A openwop_host worker --pool threads --concurrency 16 --loglevel info > var/worker.log 2>&1 & \
 	  worker=$$!; trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \
 	  $(BIN)/daphne -b $(HOST) -p $(PORT) openwop_host.asgi:application
 
