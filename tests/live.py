@@ -11,8 +11,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 from django.db import connection
@@ -30,6 +32,16 @@ def _database_url() -> str:
     host = db.get("HOST") or "127.0.0.1"
     port = f":{db['PORT']}" if db.get("PORT") else ""
     return f"postgres://{auth}{host}{port}/{db['NAME']}"
+
+
+def wait_until(predicate: Callable[[], Any], what: str, timeout: float = 90) -> Any:
+    """Poll `predicate` until it returns something truthy (returned), or fail naming `what`."""
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+    return value
 
 
 def free_port() -> int:

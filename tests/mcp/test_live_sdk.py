@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import socket
 import time
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -17,19 +16,13 @@ from django.db import connection
 from mcp.shared.exceptions import MCPError
 
 from apps.runs.models import Run, RunEvent
+from tests.live import wait_until
 from tests.mcp.conftest import TASKS, routing_headers, rpc
 from tests.mcp.sdk_client import TasksExtension, mcp_client, task_cancel, task_get
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _until(predicate: Callable[[], Any], what: str, timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-    return value
 
 
 @pytest.fixture
@@ -200,10 +193,10 @@ def _newest_mcp_run(workflow_id: str) -> Run | None:
 def test_disconnect_before_the_response_cancels_the_run(live_url: str, key: str) -> None:
     body = rpc("tools/call", {"name": "conformance-cancellable", "arguments": {"waitMs": 60000}})
     sock = _raw_post(live_url, key, body)
-    run = _until(lambda: _newest_mcp_run("conformance-cancellable"), "the run to exist")
-    _until(lambda: Run.unscoped_all_tenants.get(pk=run.pk).status == "running", "the run to start")
+    run = wait_until(lambda: _newest_mcp_run("conformance-cancellable"), "the run to exist")
+    wait_until(lambda: Run.unscoped_all_tenants.get(pk=run.pk).status == "running", "the run to start")
     sock.close()
-    _until(lambda: Run.unscoped_all_tenants.get(pk=run.pk).status == "cancelled", "the run to be cancelled")
+    wait_until(lambda: Run.unscoped_all_tenants.get(pk=run.pk).status == "cancelled", "the run to be cancelled")
     run.refresh_from_db()
     assert run.cancel_reason == "mcp-request-cancelled"
     cancelled = RunEvent.unscoped_all_tenants.get(run=run, type="run.cancelled")
@@ -228,7 +221,7 @@ def test_disconnect_after_the_response_changes_nothing(live_url: str, key: str) 
     sock.close()
     assert task["resultType"] == "task"
     task_run_id = task["_meta"]["dev.openwop/runId"]
-    _until(lambda: Run.unscoped_all_tenants.get(run_id=task_run_id).status == "running", "the task's run to start")
+    wait_until(lambda: Run.unscoped_all_tenants.get(run_id=task_run_id).status == "running", "the task's run to start")
 
     # Resolving the approval over REST completes it: the disconnect did not cancel it.
     resolved = httpx.post(
@@ -238,12 +231,16 @@ def test_disconnect_after_the_response_changes_nothing(live_url: str, key: str) 
         timeout=30,
     )
     assert resolved.status_code == 200, resolved.text
-    _until(lambda: Run.unscoped_all_tenants.get(run_id=run_id).status == "completed", "the approval run to complete")
+    wait_until(
+        lambda: Run.unscoped_all_tenants.get(run_id=run_id).status == "completed", "the approval run to complete"
+    )
     task_run = Run.unscoped_all_tenants.get(run_id=task_run_id)
     assert task_run.status == "running" and task_run.cancel_reason == ""
     # It ends through tasks/cancel (as cancelRun), not through the connection.
     sock = _raw_post(live_url, key, rpc("tasks/cancel", {"taskId": task["taskId"]}, capabilities=with_tasks))
     assert _read_response(sock)["result"]["resultType"] == "complete"
     sock.close()
-    _until(lambda: Run.unscoped_all_tenants.get(run_id=task_run_id).status == "cancelled", "the task to be cancelled")
+    wait_until(
+        lambda: Run.unscoped_all_tenants.get(run_id=task_run_id).status == "cancelled", "the task to be cancelled"
+    )
     assert Run.unscoped_all_tenants.get(run_id=task_run_id).cancel_reason != "mcp-request-cancelled"

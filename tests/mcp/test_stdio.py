@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from typing import Any
 
 import mcp_types as types
@@ -17,20 +15,13 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from apps.runs.models import Run
-from tests.live import ROOT
+from tests.live import ROOT, wait_until
 from tests.mcp.conftest import rpc
 
 pytestmark = pytest.mark.django_db(transaction=True)
 KEY_VAR = "OPENWOP_TEST_MCP_KEY"
 
 
-def _until(predicate: Callable[[], Any], what: str, timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-    return value
 
 
 @pytest.fixture
@@ -84,12 +75,12 @@ def test_notifications_cancelled_cancels_the_run_and_gets_no_answer(stdio_env: d
             proc.stdin.flush()  # type: ignore[union-attr]
 
         send(rpc("tools/call", {"name": "conformance-cancellable", "arguments": {"waitMs": 60000}}, id=2))
-        run = _until(
+        run = wait_until(
             lambda: Run.unscoped_all_tenants.filter(transport="mcp").order_by("-id").first(), "the run to exist"
         )
-        _until(lambda: Run.unscoped_all_tenants.get(pk=run.pk).status == "running", "the run to start")
+        wait_until(lambda: Run.unscoped_all_tenants.get(pk=run.pk).status == "running", "the run to start")
         send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}})
-        _until(lambda: Run.unscoped_all_tenants.get(pk=run.pk).status == "cancelled", "the run to be cancelled")
+        wait_until(lambda: Run.unscoped_all_tenants.get(pk=run.pk).status == "cancelled", "the run to be cancelled")
         assert Run.unscoped_all_tenants.get(pk=run.pk).cancel_reason == "mcp-request-cancelled"
         send(rpc("tools/list", id=3))
         answer = json.loads(proc.stdout.readline())

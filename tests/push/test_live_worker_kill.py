@@ -6,7 +6,6 @@ HTTPS; the worker is SIGKILLed between attempts and the delivery still arrives (
 from __future__ import annotations
 
 import signal
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -16,15 +15,7 @@ import trustme
 
 from apps.push.models import Delivery, DeliveryAttempt, DeliveryStatus
 from tests.core.https_receivers import Behaviour, https_receiver
-from tests.live import start_celery_worker, start_daphne
-
-
-def _until(predicate: Callable[[], bool], what: str, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
+from tests.live import start_celery_worker, start_daphne, wait_until
 
 
 @pytest.mark.usefixtures("transactional_db")
@@ -61,7 +52,7 @@ def test_a_webhook_delivery_survives_its_worker_being_killed(
             def first_attempt_recorded() -> bool:
                 return DeliveryAttempt.unscoped_all_tenants.exists()
 
-            _until(first_attempt_recorded, f"the first attempt\n{first.log()[-3000:]}")
+            wait_until(first_attempt_recorded, f"the first attempt\n{first.log()[-3000:]}")
             first.proc.send_signal(signal.SIGKILL)
             first.proc.wait(timeout=15)
             row = Delivery.unscoped_all_tenants.get()
@@ -72,7 +63,7 @@ def test_a_webhook_delivery_survives_its_worker_being_killed(
             Delivery.unscoped_all_tenants.filter(pk=row.pk).update(next_attempt_at=row.created_at)
             receiver.behaviour.status = 200
             replacement = start_celery_worker(own_env, var_dir, name="push-replacement")
-            _until(
+            wait_until(
                 lambda: Delivery.unscoped_all_tenants.get(pk=row.pk).status == DeliveryStatus.DELIVERED,
                 f"the replacement worker to deliver\n{replacement.log()[-3000:]}",
             )

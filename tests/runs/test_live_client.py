@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
-from collections.abc import Callable
 
 import httpx
 import pytest
@@ -13,17 +11,12 @@ from openwop_client import OpenwopClient
 from openwop_client.errors import WopError
 from openwop_client.types import CancelRunRequest, CreateRunRequest, ResolveInterruptRequest
 
+from tests.live import wait_until
 from tests.runs.wire_checks import assert_event_doc
 
 TERMINAL = {"completed", "failed", "cancelled"}
 
 
-def _until(predicate: Callable[[], bool], what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -82,7 +75,7 @@ def test_fixture_outcomes_through_the_worker(
 
 def test_cancel_a_running_run_then_a_finished_one(client: OpenwopClient) -> None:
     run_id = client.runs_create(CreateRunRequest(workflowId="conformance-cancellable")).runId
-    _until(lambda: client.runs_get(run_id).currentNodeId == "wait", "the worker to start the node")
+    wait_until(lambda: client.runs_get(run_id).currentNodeId == "wait", "the worker to start the node")
     cancelled = client.runs_cancel(run_id, CancelRunRequest(reason="enough"))
     assert cancelled.status in ("cancelling", "cancelled")
     events = list(client.runs_events(run_id, timeout_seconds=30))
@@ -95,7 +88,7 @@ def test_cancel_a_running_run_then_a_finished_one(client: OpenwopClient) -> None
 
 def test_two_concurrent_resolves_exactly_one_wins(client: OpenwopClient) -> None:
     run_id = client.runs_create(CreateRunRequest(workflowId="conformance-approval")).runId
-    _until(lambda: client.runs_get(run_id).status == "waiting-approval", "the approval gate")
+    wait_until(lambda: client.runs_get(run_id).status == "waiting-approval", "the approval gate")
     barrier = threading.Barrier(2)
     outcomes: list[str] = []
 

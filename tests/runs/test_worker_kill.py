@@ -8,22 +8,12 @@ session can pick the run up: after the kill, only the replacement worker can fin
 from __future__ import annotations
 
 import signal
-import time
-from collections.abc import Callable
 
 from openwop_client import OpenwopClient
 from openwop_client.types import CreateRunRequest
 
 from apps.runs.models import Run, RunEvent, RunStatus
-from tests.live import start_celery_worker, start_daphne
-
-
-def _until(predicate: Callable[[], bool], what: str, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+from tests.live import start_celery_worker, start_daphne, wait_until
 
 
 def test_a_run_survives_its_worker_being_killed_mid_delay(live_env, transactional_db, make_key) -> None:  # type: ignore[no-untyped-def]
@@ -44,7 +34,7 @@ def test_a_run_survives_its_worker_being_killed_mid_delay(live_env, transactiona
             started = RunEvent.unscoped_all_tenants.filter(run=run, type="node.started").exists()
             return started and (run.lease_owner or "").startswith("doomed@")
 
-        _until(doomed_worker_is_inside_the_delay, "the first worker to start the delay node")
+        wait_until(doomed_worker_is_inside_the_delay, "the first worker to start the delay node")
         first.proc.send_signal(signal.SIGKILL)
         first.proc.wait(timeout=15)
         assert first.proc.returncode == -signal.SIGKILL
@@ -52,7 +42,7 @@ def test_a_run_survives_its_worker_being_killed_mid_delay(live_env, transactiona
         assert run.status == RunStatus.RUNNING and run.lease_owner.startswith("doomed@")
 
         replacement = start_celery_worker(own_env, var_dir, name="replacement")
-        _until(
+        wait_until(
             lambda: Run.unscoped_all_tenants.get(run_id=run_id).status == RunStatus.COMPLETED,
             f"the replacement worker to finish the run\n{replacement.log()[-3000:]}",
         )
