@@ -135,6 +135,9 @@ def message_start(
     seen = task_message_find(subject=subject, message_id=message.message_id)
     if seen is not None:
         return seen.run
+    # interop.md §Trace context: metadata.openwop.traceparent seeds the run's trace (malformed: ignored).
+    openwop = (to_wire(message).get("metadata") or {}).get("openwop")
+    trace = openwop if isinstance(openwop, dict) else {}
     try:
         creation = run_create_idempotent(
             subject=subject,
@@ -145,6 +148,8 @@ def message_start(
             transport="a2a",
             context_id=context_id,
             agent_id=agent_id,
+            traceparent=trace.get("traceparent"),
+            tracestate=trace.get("tracestate"),
         )
     except NotFound:
         raise invalid_params(f"Unknown or unroutable skill {workflow_id!r}.", field="skillId") from None

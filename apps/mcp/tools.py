@@ -31,7 +31,6 @@ from apps.mcp.errors import (
     mrtr_rounds_exceeded,
 )
 from apps.mcp.exchange import Exchange
-from apps.mcp.models import RunTraceContext
 from apps.mcp.projection import (
     RUN_ID_META_KEY,
     call_tool_result,
@@ -133,18 +132,18 @@ def _call_start(exchange: Exchange, name: str, arguments: dict[str, Any]) -> str
     refusal = _capability_refusal(exchange, workflow)
     if refusal is not None:
         return refusal
+    trace = exchange.trace
     try:
-        run = run_create(subject=subject, workflow_id=name, inputs=arguments, transport=RunTransport.MCP)
+        run = run_create(
+            subject=subject,
+            workflow_id=name,
+            inputs=arguments,
+            transport=RunTransport.MCP,
+            traceparent=trace.traceparent if trace is not None else None,
+            tracestate=trace.tracestate if trace is not None else None,
+        )
     except OpenWopError as exc:
         raise mcp_error_from(exc) from None
-    if exchange.trace is not None:
-        RunTraceContext.objects.create(
-            tenant_id=run.tenant_id,
-            run=run,
-            traceparent=exchange.trace.traceparent,
-            tracestate=exchange.trace.tracestate,
-            source=exchange.trace.source,
-        )
     return run.run_id
 
 

@@ -117,6 +117,8 @@ class RunCollectionApi(APIView):
         if "tenantId" in data and data["tenantId"] != subject.tenant:
             raise TenantMismatch("tenantId is not the caller's tenant.")
         key = request.headers.get("Idempotency-Key")
+        # interop.md §Trace context: the W3C headers seed the run's trace (ignored when malformed).
+        trace = {"traceparent": request.headers.get("traceparent"), "tracestate": request.headers.get("tracestate")}
         headers: dict[str, str] = {}
         if key is None:
             run = run_create(
@@ -124,6 +126,7 @@ class RunCollectionApi(APIView):
                 workflow_id=data["workflowId"],
                 inputs=data.get("inputs"),
                 transport=RunTransport.REST,
+                **trace,
             )
             created = run_created_doc(run)
         else:
@@ -134,6 +137,7 @@ class RunCollectionApi(APIView):
                 workflow_id=data["workflowId"],
                 inputs=data.get("inputs"),
                 transport=RunTransport.REST,
+                **trace,
             )
             created = creation.created
             if creation.replayed:

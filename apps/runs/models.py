@@ -53,6 +53,10 @@ class Run(TenantOwnedModel):
     context_id = models.CharField(max_length=256, blank=True, default="")
     # The agent a run was started through (A2A `tenant: R`), pinned for RunSnapshot.agent (RFC 0202).
     agent_id = models.CharField(max_length=128, blank=True, default="")
+    # interop.md §Trace context: the caller's W3C trace context, or one minted at creation. Never
+    # authority; outbound calls of the run carry a child of it (apps.peers).
+    traceparent = models.CharField(max_length=55, blank=True, default="")
+    tracestate = models.CharField(max_length=512, blank=True, default="")
     outputs = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
     node_index = models.PositiveIntegerField(default=0, help_text="Position of the next node to execute.")

@@ -34,6 +34,7 @@ from apps.runs.models import (
     RunStatus,
     RunTransport,
 )
+from apps.runs.trace_context import run_trace_from
 from apps.tenants.models import Tenant
 from apps.tenants.subject import Subject
 
@@ -49,11 +50,14 @@ def run_create(
     context_id: str | None = None,
     idempotency: IdempotencyClaim | None = None,
     agent_id: str | None = None,
+    traceparent: str | None = None,
+    tracestate: str | None = None,
 ) -> Run:
     """Create a run of the subject's workflow and hand it to the executor.
 
     Inputs are checked against the workflow's inputSchema before any run exists. The run starts
-    `pending` with its `run.started` event (owner and transport) already in the log.
+    `pending` with its `run.started` event (owner and transport) already in the log. The caller's
+    trace context is kept when well formed; otherwise the run gets a fresh one (§Trace context).
     """
     if transport not in RunTransport.values:
         raise ValueError(f"unknown transport {transport!r}")
@@ -66,6 +70,7 @@ def run_create(
     workflow = workflow_get(tenant=tenant, workflow_id=workflow_id)
     workflow_inputs_check(input_schema=workflow.input_schema, inputs=inputs)
     owner = {"tenant": subject.tenant, "subject": subject.as_wire()}
+    trace = run_trace_from(traceparent, tracestate)
     now = timezone.now()
     with transaction.atomic(durable=True):
         run = Run.objects.create(
@@ -79,6 +84,8 @@ def run_create(
             transport=transport,
             context_id=context_id or "",
             agent_id=agent_id or "",
+            traceparent=trace.traceparent,
+            tracestate=trace.tracestate,
             started_at=now,
             queue=settings.CELERY_TASK_DEFAULT_QUEUE,
         )
@@ -113,6 +120,8 @@ def run_create_idempotent(
     transport: str,
     context_id: str | None = None,
     agent_id: str | None = None,
+    traceparent: str | None = None,
+    tracestate: str | None = None,
 ) -> RunCreation:
     """`run_create` under an Idempotency-Key: a replay returns the first run, never a second one."""
     outcome = idempotency_run(
@@ -128,6 +137,8 @@ def run_create_idempotent(
             context_id=context_id,
             idempotency=claim,
             agent_id=agent_id,
+            traceparent=traceparent,
+            tracestate=tracestate,
         ),
     )
     if isinstance(outcome, IdempotentReplay):
