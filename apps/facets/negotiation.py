@@ -162,23 +162,46 @@ def negotiation_decide(
     subject: Subject | None,
     run: Any = None,
     peer_offers: Sequence[str] | None = None,
+    authenticated: bool | None = None,
 ) -> Decision:
     """Decide, and record the decision in the same transaction. Returns the decision either way;
-    callers raise `NegotiationRefused(decision)` (or their protocol's error) on a refusal."""
+    callers raise `NegotiationRefused(decision)` (or their protocol's error) on a refusal.
+
+    `authenticated` defaults to "a Subject made the request" (inbound); an outbound exchange says
+    whether the host presented its own outbound identity to the peer."""
+    decision = negotiation_precheck(
+        protocol=protocol,
+        requested=requested,
+        peer_offers=peer_offers,
+        authenticated=subject is not None if authenticated is None else authenticated,
+    )
+    negotiation_record(decision, peer_origin=peer_origin, subject=subject, run=run)
+    return decision
+
+
+def negotiation_precheck(
+    *, protocol: Protocol, requested: str | None, peer_offers: Sequence[str] | None, authenticated: bool
+) -> Decision:
+    """The decision against the facet as it stands, recording nothing. A client asks this before
+    it puts a version on the wire, so a version below the floor is never sent."""
     facet = facet_ensure(protocol=protocol)
-    decision = decide(
+    return decide(
         protocol=protocol,
         offered=list(facet.versions),
         preferred=facet.preferred_version,
         floor=facet.minimum_version,
         requested=requested,
         peer_offers=peer_offers,
-        authenticated=subject is not None,
+        authenticated=authenticated,
     )
+
+
+def negotiation_record(decision: Decision, *, peer_origin: str, subject: Subject | None, run: Any = None) -> None:
+    """Write one `negotiation.decided` for `decision`: also how a client records a refusal the
+    peer made after the version was agreed (A2A -32009, MCP -32022 on a later call)."""
     payload = negotiation_payload(decision, peer_digest=peer_origin_digest(peer_origin))
     with transaction.atomic():
         _record(subject=subject, run=run, payload=payload)
-    return decision
 
 
 def _record(*, subject: Subject | None, run: Any, payload: dict[str, Any]) -> None:

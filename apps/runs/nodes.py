@@ -167,6 +167,11 @@ def _render(template: Any, inputs: Mapping[str, Any]) -> Any:
     return template
 
 
+def render_config(template: Any, inputs: Mapping[str, Any]) -> Any:
+    """`{{name}}` placeholders filled from the run's inputs, for node kinds registered elsewhere."""
+    return _render(template, inputs)
+
+
 # ---------------------------------------------------------------------------------------------
 # The kinds
 

@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class PeersAppConfig(AppConfig):
+    name = "apps.peers"
+    label = "peers"
+
+    def ready(self) -> None:
+        from apps.peers import nodes  # noqa: F401 - registers the a2a.call and mcp.call node kinds

@@ -1,0 +1,146 @@
+"""The host as an MCP 2026-07-28 client: `server/discover` naming our revision, the highest common
+revision within [floor, preferred], then `tools/call` following `input_required` rounds up to the
+facet's `mcp.mrtr.maxRounds` (interop.md §The MCP round ceiling).
+
+Each round's `requestState` is echoed byte for byte and never inspected; interim
+InputRequiredResults are never stored (not in the run's log, not as node output): only the final
+result is. Answers to a peer's input requests come from the caller's fixed `elicitationAnswer`
+(a workflow's config, or the seam's body); a request we have no answer for fails the node.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types
+from mcp.shared.inbound import encode_header_value
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
+from mcp_types.jsonrpc import UNSUPPORTED_PROTOCOL_VERSION
+from pydantic import ValidationError
+
+from apps.facets.negotiation import Decision
+from apps.facets.services import facet_ensure
+from apps.peers.outbound import Outbound, PeerFailure, negotiate, peer_jsonrpc, peer_refused_version
+
+ACCEPT = "application/json, text/event-stream"
+ELICITATION = "elicitation/create"
+
+
+def _meta(outbound: Outbound, version: str, capabilities: dict[str, Any]) -> dict[str, Any]:
+    # SEP-414 / interop.md §Trace context: unprefixed traceparent/tracestate in params._meta.
+    return {PROTOCOL_VERSION_META_KEY: version, CLIENT_CAPABILITIES_META_KEY: capabilities, **outbound.trace_fields()}
+
+
+def _post(
+    outbound: Outbound, version: str, method: str, params: dict[str, Any], name: str | None = None
+) -> dict[str, Any]:
+    headers = {"MCP-Protocol-Version": version, "Mcp-Method": method, "Accept": ACCEPT}
+    if name is not None:
+        headers["Mcp-Name"] = encode_header_value(name)
+    return peer_jsonrpc(outbound, outbound.peer_url, headers=headers, method=method, params=params)
+
+
+def mcp_call(
+    outbound: Outbound,
+    *,
+    requested: str | None,
+    tool: str | None,
+    arguments: dict[str, Any],
+    elicitation_answer: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """One exchange; returns `{negotiatedVersion, peerDigest, result}` where result is the final
+    CallToolResult verbatim (an `isError` result included), or the DiscoverResult without a tool."""
+    capabilities: dict[str, Any] = {"elicitation": {"form": {}}} if elicitation_answer is not None else {}
+    discovered: dict[str, Any] = {}
+
+    def offers_of(candidate: str) -> list[str]:
+        document = _post(outbound, candidate, "server/discover", {"_meta": _meta(outbound, candidate, capabilities)})
+        error = document.get("error")
+        if isinstance(error, dict):
+            data = error.get("data") if isinstance(error.get("data"), dict) else {}
+            if error.get("code") == UNSUPPORTED_PROTOCOL_VERSION and isinstance(data.get("supported"), list):
+                return [v for v in data["supported"] if isinstance(v, str)]
+            raise PeerFailure("peer_error", "The peer refused server/discover.", {"code": error.get("code")})
+        try:
+            result = mcp_types.DiscoverResult.model_validate(document.get("result"))
+        except ValidationError:
+            raise PeerFailure("peer_protocol_error", "The peer's DiscoverResult is not valid.") from None
+        discovered.update(document["result"])
+        return list(result.supported_versions)
+
+    decision = negotiate(outbound, protocol="mcp", requested=requested, offers_of=offers_of)
+    version = decision.version
+    assert version is not None
+    outcome = {"negotiatedVersion": version, "peerDigest": outbound.peer_digest}
+    if tool is None:
+        return {**outcome, "result": discovered}
+    result = _call_tool(outbound, decision, version, tool, arguments, capabilities, elicitation_answer)
+    return {**outcome, "result": result}
+
+
+def _call_tool(
+    outbound: Outbound,
+    decision: Decision,
+    version: str,
+    tool: str,
+    arguments: dict[str, Any],
+    capabilities: dict[str, Any],
+    elicitation_answer: dict[str, Any] | None,
+) -> dict[str, Any]:
+    max_rounds = facet_ensure(protocol="mcp").mrtr_max_rounds
+    params: dict[str, Any] = {"name": tool, "arguments": arguments, "_meta": _meta(outbound, version, capabilities)}
+    rounds = 0
+    while True:
+        if outbound.cancel_requested():
+            raise PeerFailure("cancelled", "The run was cancelled during its MCP call.")
+        document = _post(outbound, version, "tools/call", params, name=tool)
+        error = document.get("error")
+        if isinstance(error, dict):
+            if error.get("code") == UNSUPPORTED_PROTOCOL_VERSION:
+                data = error.get("data") if isinstance(error.get("data"), dict) else {}
+                raise peer_refused_version(outbound, decision, data.get("supported") or ())
+            raise PeerFailure("peer_error", "The peer refused tools/call.", {"code": error.get("code")})
+        result = document.get("result")
+        if not isinstance(result, dict):
+            raise PeerFailure("peer_protocol_error", "The peer's tools/call answer has no result.")
+        if result.get("resultType", "complete") != "input_required":
+            try:
+                mcp_types.CallToolResult.model_validate(result)
+            except ValidationError:
+                raise PeerFailure("peer_protocol_error", "The peer's CallToolResult is not valid.") from None
+            return result
+        rounds += 1
+        if rounds > max_rounds:
+            raise PeerFailure(
+                "mcp_mrtr_rounds_exceeded",
+                f"The peer asked for input more than {max_rounds} times (mcp.mrtr.maxRounds).",
+                {"maxRounds": max_rounds},
+            )
+        params = _next_round(params, result, elicitation_answer)
+
+
+def _next_round(
+    params: dict[str, Any], result: dict[str, Any], elicitation_answer: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The retry: same method and arguments, our answers, the peer's requestState as it came."""
+    try:
+        interim = mcp_types.InputRequiredResult.model_validate(result)
+    except ValidationError:
+        raise PeerFailure("peer_protocol_error", "The peer's InputRequiredResult is not valid.") from None
+    requests = result.get("inputRequests") if isinstance(result.get("inputRequests"), dict) else {}
+    if interim.request_state is None and not requests:
+        raise PeerFailure("peer_protocol_error", "An InputRequiredResult must carry inputRequests or requestState.")
+    responses: dict[str, Any] = {}
+    for key, request in requests.items():
+        method = request.get("method") if isinstance(request, dict) else None
+        if method != ELICITATION or elicitation_answer is None:
+            raise PeerFailure(
+                "mcp_input_unanswerable", "The peer asked for input this call has no answer for.", {"method": method}
+            )
+        responses[key] = elicitation_answer
+    retry = {k: v for k, v in params.items() if k not in ("inputResponses", "requestState")}
+    if responses:
+        retry["inputResponses"] = responses
+    if "requestState" in result:
+        retry["requestState"] = result["requestState"]  # byte for byte; never inspected
+    return retry

@@ -1,0 +1,124 @@
+"""The node kinds that call peers: `a2a.call` (send a message to a peer agent, wait for its task)
+and `mcp.call` (call a tool on a peer MCP server).
+
+A workflow names the peer URL and, optionally, the `credentialId` of a credential its tenant
+registered for that origin (security-defaults §Onward hops: the run's own inbound credential is
+never forwarded). Config strings may take `{{input}}` placeholders, as `echo` does.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from apps.core.errors import NotFound
+from apps.core.ids import split_bound_id
+from apps.peers.a2a_client import a2a_call
+from apps.peers.mcp_client import mcp_call
+from apps.peers.outbound import Outbound, PeerFailure
+from apps.peers.selectors import peer_authorization, peer_credential_get, peer_origin_of
+from apps.runs.models import Run
+from apps.runs.nodes import Completed, Failed, NodeContext, NodeKind, NodeResult, register_node_kind, render_config
+from apps.tenants.models import Tenant
+
+DEFAULT_TIMEOUT_MS = 30_000
+_COMMON: dict[str, Any] = {
+    "url": {"type": "string", "minLength": 1, "maxLength": 2048},
+    "credentialId": {"type": "string", "minLength": 1, "maxLength": 128},
+    "version": {"type": "string", "minLength": 1, "maxLength": 32},
+    "timeoutMs": {"type": "integer", "minimum": 100, "maximum": 300_000},
+}
+
+
+def _outbound(ctx: NodeContext, config: dict[str, Any]) -> Outbound:
+    url = config.get("url")
+    if not isinstance(url, str) or not url:
+        raise PeerFailure("validation_error", "The peer URL is missing.", {"field": "url"})
+    tenant_slug, _ = split_bound_id(ctx.run_id)
+    tenant = Tenant.objects.get(slug=tenant_slug)
+    run = Run.objects.for_tenant(tenant).get(run_id=ctx.run_id)
+    authorization = None
+    if isinstance(config.get("credentialId"), str):
+        try:
+            credential = peer_credential_get(tenant_slug=tenant_slug, credential_id=config["credentialId"])
+        except NotFound:
+            raise PeerFailure("not_found", "No such peer credential.", {"field": "credentialId"}) from None
+        if credential.origin != peer_origin_of(url):
+            # A credential goes only to the origin it was registered for.
+            raise PeerFailure("forbidden", "The credential is not registered for this peer.", {"field": "credentialId"})
+        authorization = peer_authorization(credential)
+    return Outbound(
+        run=run,
+        peer_url=url,
+        authorization=authorization,
+        timeout_seconds=int(config.get("timeoutMs", DEFAULT_TIMEOUT_MS)) / 1000,
+        heartbeat=ctx.heartbeat,
+        cancel_requested=ctx.cancel_requested,
+    )
+
+
+def _optional_str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+class _PeerCallNode(NodeKind):
+    def execute(self, ctx: NodeContext) -> NodeResult:
+        config = render_config(dict(ctx.config), ctx.inputs)
+        try:
+            return Completed(outputs=self.call(_outbound(ctx, config), config))
+        except PeerFailure as failure:
+            return Failed(code=failure.code, message=failure.message, details=failure.details or None)
+
+    def call(self, outbound: Outbound, config: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+@register_node_kind
+class A2ACallNode(_PeerCallNode):
+    """Sends `text` and/or `data` to the peer agent; outputs `{negotiatedVersion, peerDigest, result}`."""
+
+    kind = "a2a.call"
+    config_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {**_COMMON, "text": {"type": "string"}, "data": {}},
+        "required": ["url"],
+        "additionalProperties": False,
+    }
+
+    def call(self, outbound: Outbound, config: dict[str, Any]) -> dict[str, Any]:
+        text = config.get("text")
+        return a2a_call(
+            outbound,
+            requested=_optional_str(config.get("version")),
+            text=text if isinstance(text, str) else None,
+            data=config.get("data"),
+        )
+
+
+@register_node_kind
+class McpCallNode(_PeerCallNode):
+    """Calls `tool` with `arguments` on the peer MCP server (or only negotiates, without a tool);
+    `elicitationAnswer` (an ElicitResult) answers the peer's elicitation rounds."""
+
+    kind = "mcp.call"
+    config_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            **_COMMON,
+            "tool": {"type": "string", "minLength": 1, "maxLength": 256},
+            "arguments": {"type": ["object", "string"]},
+            "elicitationAnswer": {"type": ["object", "string"]},
+        },
+        "required": ["url"],
+        "additionalProperties": False,
+    }
+
+    def call(self, outbound: Outbound, config: dict[str, Any]) -> dict[str, Any]:
+        arguments = config.get("arguments")
+        answer = config.get("elicitationAnswer")
+        return mcp_call(
+            outbound,
+            requested=_optional_str(config.get("version")),
+            tool=_optional_str(config.get("tool")),
+            arguments=arguments if isinstance(arguments, dict) else {},
+            elicitation_answer=answer if isinstance(answer, dict) else None,
+        )

@@ -1,0 +1,196 @@
+"""What every outbound A2A/MCP exchange shares: who is calling (a run), with which credential and
+trace context, the JSON-over-HTTPS leg through the egress guard, and negotiation as a client.
+
+interop.md §Negotiation: the version is decided before any version is put on the wire, so a
+version below the floor is never sent; the peer's offers then settle it, and every outcome,
+refusals included, is one `negotiation.decided` on the calling run's log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import httpx
+
+from apps.core.egress import EgressRefused, sanitize_url
+from apps.core.egress_transport import egress_request
+from apps.facets.negotiation import (
+    Decision,
+    NegotiationRefused,
+    negotiation_decide,
+    negotiation_precheck,
+    negotiation_record,
+    peer_origin_digest,
+)
+from apps.facets.versions import Protocol
+from apps.runs.models import Run
+from apps.runs.trace_context import traceparent_child
+
+logger = logging.getLogger(__name__)
+
+MAX_PEER_BODY_BYTES = 1024 * 1024
+
+
+class PeerFailure(Exception):
+    """The exchange failed; the calling node fails with this error (code, message, details)."""
+
+    def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.details = code, message, details or {}
+
+
+@dataclass(frozen=True)
+class Outbound:
+    """One outbound exchange on behalf of `run`."""
+
+    run: Run
+    peer_url: str
+    authorization: str | None  # the tenant's registered credential for this origin, or None
+    timeout_seconds: float = 30.0
+    heartbeat: Callable[[], None] = lambda: None
+    cancel_requested: Callable[[], bool] = lambda: False
+    traceparent: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        # interop.md §Trace context: the peer joins the run's trace (same trace id, our own span).
+        object.__setattr__(self, "traceparent", traceparent_child(self.run.traceparent))
+
+    @property
+    def authenticated(self) -> bool:
+        """The host presents its own outbound identity only with a registered credential."""
+        return self.authorization is not None
+
+    @property
+    def peer_digest(self) -> str:
+        return peer_origin_digest(self.peer_url)
+
+    def trace_fields(self) -> dict[str, str]:
+        fields = {"traceparent": self.traceparent}
+        if self.run.tracestate:
+            fields["tracestate"] = self.run.tracestate
+        return fields
+
+
+@dataclass(frozen=True)
+class PeerReply:
+    status: int
+    document: Any  # the JSON body (the last JSON-RPC message of an SSE stream), or None
+
+
+def _json_from(body: bytes, content_type: str) -> Any:
+    if content_type.startswith("text/event-stream"):
+        # Streamable HTTP may answer as SSE: the response is the last message that has an id.
+        last: Any = None
+        for line in body.decode("utf-8", "replace").splitlines():
+            if line.startswith("data:"):
+                try:
+                    message = json.loads(line[5:].strip())
+                except ValueError:
+                    continue
+                if isinstance(message, dict) and "id" in message:
+                    last = message
+        return last
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None
+
+
+def peer_send(outbound: Outbound, method: str, url: str, *, headers: Mapping[str, str], body: Any = None) -> PeerReply:
+    """One HTTP exchange with the peer, through the egress guard (resolve, check, pin, no redirects)."""
+    outbound.heartbeat()
+    sent = dict(headers)
+    if outbound.authorization is not None:
+        sent["Authorization"] = outbound.authorization
+    content = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+    if content is not None:
+        sent.setdefault("Content-Type", "application/json")
+    timeout = httpx.Timeout(outbound.timeout_seconds, connect=min(outbound.timeout_seconds, 5.0))
+    try:
+        response = egress_request(
+            method, url, headers=sent, content=content, timeout=timeout, max_body_bytes=MAX_PEER_BODY_BYTES
+        )
+    except EgressRefused as exc:
+        raise PeerFailure("peer_unreachable", "The egress guard refused the peer.", {"reason": exc.reason}) from None
+    if response.status_code is None:
+        logger.info("peer %s %s: %s", method, sanitize_url(url), response.error)
+        raise PeerFailure("peer_unreachable", "The peer did not answer.", {"reason": response.error})
+    if response.body_truncated:
+        raise PeerFailure("peer_protocol_error", "The peer's answer is too large.")
+    content_type = str(response.headers.get("content-type", ""))
+    return PeerReply(status=response.status_code, document=_json_from(response.body, content_type))
+
+
+# --- negotiation as a client ----------------------------------------------------------------------
+
+
+def negotiate(
+    outbound: Outbound,
+    *,
+    protocol: Protocol,
+    requested: str | None,
+    offers_of: Callable[[str], Sequence[str]],
+) -> Decision:
+    """Agree a version with the peer. `offers_of(candidate)` asks the peer for its versions, naming
+    `candidate` (the only version that ever goes on the wire before agreement)."""
+    pre = negotiation_precheck(
+        protocol=protocol, requested=requested, peer_offers=None, authenticated=outbound.authenticated
+    )
+    candidate = requested if requested is not None else pre.preferred
+    if not pre.accepted:  # below the floor, or not ours: refused before a byte is sent
+        _record(outbound, replace(pre, requested=candidate))
+        raise _refused(outbound, replace(pre, requested=candidate))
+    try:
+        offers = list(offers_of(candidate))
+    except PeerFailure:
+        # No offers came: the exchange failed, and the record says so (outcome refused).
+        _record(outbound, replace(pre, outcome="refused", reason="unsupported", version=None, requested=candidate))
+        raise
+    decision = negotiation_decide(
+        protocol=protocol,
+        requested=candidate,
+        peer_origin=outbound.peer_url,
+        subject=None,
+        run=outbound.run,
+        peer_offers=offers,
+        authenticated=outbound.authenticated,
+    )
+    if not decision.accepted:
+        raise _refused(outbound, decision)
+    return decision
+
+
+def peer_refused_version(outbound: Outbound, decision: Decision, supported: Sequence[str] = ()) -> PeerFailure:
+    """The peer refused the agreed version after all (A2A -32009, MCP -32022): recorded as refused."""
+    refused = replace(decision, outcome="refused", reason="unsupported", version=None)
+    _record(outbound, refused)
+    failure = _refused(outbound, refused)
+    if supported:
+        failure.details["peerSupported"] = [str(v) for v in supported][:20]
+    return failure
+
+
+def _record(outbound: Outbound, decision: Decision) -> None:
+    negotiation_record(decision, peer_origin=outbound.peer_url, subject=None, run=outbound.run)
+
+
+def _refused(outbound: Outbound, decision: Decision) -> PeerFailure:
+    error = NegotiationRefused(decision, run_id=outbound.run.run_id)
+    return PeerFailure(error.code, error.message, dict(error.details or {}))
+
+
+def peer_jsonrpc(
+    outbound: Outbound, url: str, *, headers: Mapping[str, str], method: str, params: Any
+) -> dict[str, Any]:
+    """POST one JSON-RPC request (a fresh id each time) and return the response object."""
+    body = {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": method, "params": params}
+    reply = peer_send(outbound, "POST", url, headers=headers, body=body)
+    if not isinstance(reply.document, dict):
+        details = {"status": reply.status}
+        raise PeerFailure("peer_protocol_error", f"The peer's {method} answer is not JSON-RPC.", details)
+    return reply.document
