@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import mcp_types as types
+from a2a.helpers.proto_helpers import new_task
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers.default_request_handler_v2 import DefaultRequestHandlerV2
 from a2a.server.routes.agent_card_routes import create_agent_card_routes
 from a2a.server.routes.jsonrpc_routes import create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
-from a2a.helpers.proto_helpers import new_task
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Message, Part, TaskState
 from google.protobuf import json_format
 from mcp.server import MCPServer
@@ -51,7 +51,9 @@ def a2a_agent_app(base_url: str, agent: EchoAgent) -> Starlette:
         name="Echo peer",
         description="Echoes.",
         version="1.0.0",
-        supported_interfaces=[AgentInterface(url=f"{base_url}/a2a", protocol_binding="JSONRPC", protocol_version="1.0")],
+        supported_interfaces=[
+            AgentInterface(url=f"{base_url}/a2a", protocol_binding="JSONRPC", protocol_version="1.0")
+        ],
         capabilities=AgentCapabilities(streaming=False),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],

@@ -16,10 +16,10 @@ from starlette.routing import Route
 
 from apps.runs.models import RunStatus
 from apps.runs.trace_context import trace_id_of
+from tests.live import free_port
 from tests.peers.conftest import Caller, credential_for, decisions, run_node
 from tests.peers.peer_apps import EchoAgent, a2a_agent_app
 from tests.peers.peer_servers import Peer
-from tests.live import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -56,7 +56,7 @@ def test_a_1_0_peer_gets_one_message_with_our_credential_and_trace(
     card_get, *posts = peer.seen
     assert (card_get.method, card_get.path, card_get.headers["a2a-version"]) == (
         "GET", "/.well-known/agent-card.json", "1.0")
-    assert [p.json()["method"] for p in posts][0] == "SendMessage"
+    assert posts[0].json()["method"] == "SendMessage"
     assert all(p.headers["a2a-version"] == "1.0" for p in posts)
     # The negotiation is authenticated too (interop.md §Negotiation): the card fetch carries it.
     assert all(s.headers["authorization"] == "Bearer s3cret-for-peer" for s in peer.seen)
