@@ -31,4 +31,5 @@ urlpatterns = [
     path("", include("apps.a2a.urls")),
     path("", include("apps.mcp.urls")),
     path("", include("apps.push.urls")),
+    path("", include("apps.peers.urls")),
 ]

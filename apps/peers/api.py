@@ -1,0 +1,115 @@
+"""REST for peer credentials (`/host/openwop-host/api/peer-credentials`) and the client seams
+(`/conformance/seams/sample/{a2a,mcp}/invoke`). Thin views over services and selectors.
+
+credentialIds are opaque and name no tenant: another tenant's id and an unknown one take the same
+NotFound path (STYLE.md habit 5). A secret goes in once and never comes back out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.core.errors import NotFound
+from apps.peers.seams import conformance_seams_on, seam_invoke
+from apps.peers.selectors import peer_credential_doc, peer_credential_list
+from apps.peers.services import peer_credential_create, peer_credential_delete
+from apps.runs.api import ClosedSerializer, StrictCharField
+
+
+class PeerCredentialCollectionApi(APIView):
+    class InputSerializer(ClosedSerializer):
+        class Meta:
+            ref_name = "CreatePeerCredentialRequest"
+
+        url = StrictCharField(max_length=2048)
+        secret = StrictCharField(max_length=4096, trim_whitespace=False)
+        scheme = StrictCharField(required=False, max_length=32)
+        label = StrictCharField(required=False, max_length=200, allow_blank=True)
+
+    @extend_schema(operation_id="createPeerCredential", request=InputSerializer, responses={201: OpenApiTypes.OBJECT})
+    def post(self, request: Request) -> Response:
+        body = self.InputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        credential = peer_credential_create(
+            subject=request.auth,
+            url=data["url"],
+            secret=data["secret"],
+            scheme=data.get("scheme", "Bearer"),
+            label=data.get("label", ""),
+        )
+        return Response(peer_credential_doc(credential), status=201)
+
+    @extend_schema(operation_id="listPeerCredentials", responses=OpenApiTypes.OBJECT)
+    def get(self, request: Request) -> Response:
+        credentials = peer_credential_list(tenant_slug=request.auth.tenant)
+        return Response({"peerCredentials": [peer_credential_doc(c) for c in credentials]})
+
+
+class PeerCredentialDetailApi(APIView):
+    @extend_schema(operation_id="deletePeerCredential", responses={204: None})
+    def delete(self, request: Request, credential_id: str) -> Response:
+        peer_credential_delete(subject=request.auth, credential_id=credential_id)
+        return Response(status=204)
+
+
+class _SeamApi(APIView):
+    """A seam exists only while the seams are on: otherwise 404 for everyone, before authentication."""
+
+    protocol = ""
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        if not conformance_seams_on():
+            raise NotFound(f"No resource at {request.path}.")
+        super().initial(request, *args, **kwargs)
+
+
+class A2AInvokeSeamApi(_SeamApi):
+    class InputSerializer(serializers.Serializer):
+        peerUrl = StrictCharField(max_length=2048)
+        version = StrictCharField(required=False, max_length=32)
+        requestVersion = StrictCharField(required=False, max_length=32)
+        text = StrictCharField(required=False, max_length=10_000, allow_blank=True)
+
+    @extend_schema(operation_id="seamSampleA2AInvoke", request=InputSerializer, responses=OpenApiTypes.OBJECT)
+    def post(self, request: Request) -> Response:
+        body = self.InputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        inputs = {
+            "peerUrl": data["peerUrl"],
+            "version": data.get("version") or data.get("requestVersion"),
+            "text": data.get("text") or "conformance",
+        }
+        return Response(seam_invoke(subject=request.auth, protocol="a2a", inputs=inputs))
+
+
+class McpInvokeSeamApi(_SeamApi):
+    class InputSerializer(serializers.Serializer):
+        serverUrl = StrictCharField(max_length=2048)
+        tool = StrictCharField(required=False, max_length=256)
+        arguments = serializers.DictField(required=False)
+        version = StrictCharField(required=False, max_length=32)
+        requestVersion = StrictCharField(required=False, max_length=32)
+        elicitationAnswer = serializers.DictField(required=False)
+
+    @extend_schema(operation_id="seamSampleMcpInvoke", request=InputSerializer, responses=OpenApiTypes.OBJECT)
+    def post(self, request: Request) -> Response:
+        body = self.InputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        inputs = {
+            "peerUrl": data["serverUrl"],
+            "version": data.get("version") or data.get("requestVersion"),
+            "tool": data.get("tool"),
+            "arguments": data.get("arguments") or {},
+            "elicitationAnswer": data.get("elicitationAnswer"),
+        }
+        return Response(seam_invoke(subject=request.auth, protocol="mcp", inputs=inputs))

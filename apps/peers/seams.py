@@ -1,0 +1,110 @@
+"""The conformance seams that drive the host's real client path (openwop-v2 reference (g)):
+`sample/a2a/invoke` and `sample/mcp/invoke` run one exchange as a caller would and report it.
+
+Each invocation is a run of a small workflow in the caller's tenant whose one node is the real
+`a2a.call` / `mcp.call`, so the `negotiation.decided` record lands on that run's log, which the
+suite then reads from `/runs/{runId}/events/poll`. The run is advanced inline (a worker that takes
+it first is simply waited for). Served only with OPENWOP_CONFORMANCE_SEAMS on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any
+
+from django.conf import settings
+
+from apps.agents.models import Workflow
+from apps.agents.services import workflow_create
+from apps.core.errors import REGISTERED_STATUS, Conflict, OpenWopError
+from apps.core.ids import mint_opaque
+from apps.runs.engine import run_advance
+from apps.runs.models import Run
+from apps.runs.services import run_create
+from apps.tenants.models import Tenant
+from apps.tenants.subject import Subject
+
+SEAMS_PROFILE = "openwop-conformance-seams-v2"
+SEAM_TIMEOUT_SECONDS = 60.0
+_SEAM_WORKFLOWS: dict[str, dict[str, Any]] = {
+    "a2a": {
+        "workflow_id": "openwop-host.seam.a2a-invoke",
+        "node": {"id": "invoke", "kind": "a2a.call",
+                 "config": {"url": "{{peerUrl}}", "version": "{{version}}", "text": "{{text}}"}},
+    },
+    "mcp": {
+        "workflow_id": "openwop-host.seam.mcp-invoke",
+        "node": {"id": "invoke", "kind": "mcp.call",
+                 "config": {"url": "{{peerUrl}}", "version": "{{version}}", "tool": "{{tool}}",
+                            "arguments": "{{arguments}}", "elicitationAnswer": "{{elicitationAnswer}}"}},
+    },
+}
+
+
+def conformance_seams_on() -> bool:
+    return bool(getattr(settings, "OPENWOP_CONFORMANCE_SEAMS", False))
+
+
+def conformance_capability() -> dict[str, Any] | None:
+    """Discovery's root `conformance` block: present exactly while the seams are served."""
+    return {"seamsProfile": SEAMS_PROFILE} if conformance_seams_on() else None
+
+
+class SeamExchangeFailed(OpenWopError):
+    """The exchange failed for a reason other than negotiation; the envelope names the run."""
+
+    def __init__(self, error: dict[str, Any], run_id: str) -> None:
+        self.code = str(error.get("code") or "internal_error")
+        details = {**(error.get("details") or {}), "runId": run_id}
+        super().__init__(str(error.get("message") or "The exchange failed."), details=details)
+
+    @property
+    def status(self) -> int:
+        # A registered code keeps its status (interop_version_unsupported 400, mcp_mrtr_rounds_exceeded
+        # 422); a peer that failed otherwise is a bad gateway.
+        return REGISTERED_STATUS.get(self.code, 502)
+
+
+def _seam_workflow(tenant: Tenant, protocol: str) -> str:
+    spec = _SEAM_WORKFLOWS[protocol]
+    if not Workflow.objects.for_tenant(tenant).filter(workflow_id=spec["workflow_id"]).exists():
+        with contextlib.suppress(Conflict):  # created concurrently
+            workflow_create(
+                tenant=tenant,
+                workflow_id=spec["workflow_id"],
+                definition={"nodes": [spec["node"]]},
+                input_schema={"type": "object"},
+                name=f"Conformance seam: {protocol} invoke",
+                description="Drives one outbound exchange for the conformance seams.",
+            )
+    return str(spec["workflow_id"])
+
+
+def seam_invoke(*, subject: Subject, protocol: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    """Run one exchange; 200 body on success, else raise the error envelope naming the run."""
+    tenant = Tenant.objects.get(slug=subject.tenant)
+    run = run_create(
+        subject=subject, workflow_id=_seam_workflow(tenant, protocol), inputs=inputs, transport="rest"
+    )
+    run_advance(run_id=run.run_id, worker=f"seam-{mint_opaque(22)}")
+    deadline = time.monotonic() + SEAM_TIMEOUT_SECONDS
+    run.refresh_from_db()
+    while not run.is_terminal and time.monotonic() < deadline:
+        time.sleep(0.1)  # a worker took the run first: it finishes it
+        run.refresh_from_db()
+    return _seam_answer(run, protocol)
+
+
+def _seam_answer(run: Run, protocol: str) -> dict[str, Any]:
+    outputs = run.outputs if isinstance(run.outputs, dict) else {}
+    if run.status == "completed" and "negotiatedVersion" in outputs:
+        return {
+            "negotiatedVersion": outputs["negotiatedVersion"],
+            "protocol": protocol,
+            "runId": run.run_id,
+            "peerDigest": outputs["peerDigest"],
+            "result": outputs.get("result"),
+        }
+    error = run.error if isinstance(run.error, dict) else {"code": "internal_error", "message": "No outcome."}
+    raise SeamExchangeFailed(error, run.run_id)
