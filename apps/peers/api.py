@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -64,34 +64,46 @@ class _SeamApi(APIView):
     """A seam exists only while the seams are on: otherwise 404 for everyone, before authentication."""
 
     protocol = ""
+    InputSerializer: type[serializers.Serializer]
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         if not conformance_seams_on():
             raise NotFound(f"No resource at {request.path}.")
         super().initial(request, *args, **kwargs)
 
+    def post(self, request: Request) -> Response:
+        # Bodies are open: the suite may send members we ignore (authenticated, peerOffersOnly, ...).
+        body = self.InputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        inputs = self.inputs_of(body.validated_data)
+        return Response(seam_invoke(subject=request.auth, protocol=self.protocol, inputs=inputs))
 
+    def inputs_of(self, data: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+@extend_schema_view(post=extend_schema(operation_id="seamSampleA2AInvoke", responses=OpenApiTypes.OBJECT))
 class A2AInvokeSeamApi(_SeamApi):
+    protocol = "a2a"
+
     class InputSerializer(serializers.Serializer):
         peerUrl = StrictCharField(max_length=2048)
         version = StrictCharField(required=False, max_length=32)
         requestVersion = StrictCharField(required=False, max_length=32)
         text = StrictCharField(required=False, max_length=10_000, allow_blank=True)
 
-    @extend_schema(operation_id="seamSampleA2AInvoke", request=InputSerializer, responses=OpenApiTypes.OBJECT)
-    def post(self, request: Request) -> Response:
-        body = self.InputSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        data = body.validated_data
-        inputs = {
+    def inputs_of(self, data: dict[str, Any]) -> dict[str, Any]:
+        return {
             "peerUrl": data["peerUrl"],
             "version": data.get("version") or data.get("requestVersion"),
             "text": data.get("text") or "conformance",
         }
-        return Response(seam_invoke(subject=request.auth, protocol="a2a", inputs=inputs))
 
 
+@extend_schema_view(post=extend_schema(operation_id="seamSampleMcpInvoke", responses=OpenApiTypes.OBJECT))
 class McpInvokeSeamApi(_SeamApi):
+    protocol = "mcp"
+
     class InputSerializer(serializers.Serializer):
         serverUrl = StrictCharField(max_length=2048)
         tool = StrictCharField(required=False, max_length=256)
@@ -100,16 +112,11 @@ class McpInvokeSeamApi(_SeamApi):
         requestVersion = StrictCharField(required=False, max_length=32)
         elicitationAnswer = serializers.DictField(required=False)
 
-    @extend_schema(operation_id="seamSampleMcpInvoke", request=InputSerializer, responses=OpenApiTypes.OBJECT)
-    def post(self, request: Request) -> Response:
-        body = self.InputSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        data = body.validated_data
-        inputs = {
+    def inputs_of(self, data: dict[str, Any]) -> dict[str, Any]:
+        return {
             "peerUrl": data["serverUrl"],
             "version": data.get("version") or data.get("requestVersion"),
             "tool": data.get("tool"),
             "arguments": data.get("arguments") or {},
             "elicitationAnswer": data.get("elicitationAnswer"),
         }
-        return Response(seam_invoke(subject=request.auth, protocol="mcp", inputs=inputs))

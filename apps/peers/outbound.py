@@ -12,13 +12,15 @@ import json
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
 
 from apps.core.egress import EgressRefused, sanitize_url
-from apps.core.egress_transport import egress_request
+from apps.core.egress_transport import EgressResponse, egress_request
 from apps.facets.negotiation import (
     Decision,
     NegotiationRefused,
@@ -34,6 +36,7 @@ from apps.runs.trace_context import traceparent_child
 logger = logging.getLogger(__name__)
 
 MAX_PEER_BODY_BYTES = 1024 * 1024
+HEARTBEAT_SECONDS = 1.0
 
 
 class PeerFailure(Exception):
@@ -112,8 +115,11 @@ def peer_send(outbound: Outbound, method: str, url: str, *, headers: Mapping[str
         sent.setdefault("Content-Type", "application/json")
     timeout = httpx.Timeout(outbound.timeout_seconds, connect=min(outbound.timeout_seconds, 5.0))
     try:
-        response = egress_request(
-            method, url, headers=sent, content=content, timeout=timeout, max_body_bytes=MAX_PEER_BODY_BYTES
+        response = _while_heartbeating(
+            outbound,
+            lambda: egress_request(
+                method, url, headers=sent, content=content, timeout=timeout, max_body_bytes=MAX_PEER_BODY_BYTES
+            ),
         )
     except EgressRefused as exc:
         raise PeerFailure("peer_unreachable", "The egress guard refused the peer.", {"reason": exc.reason}) from None
@@ -124,6 +130,24 @@ def peer_send(outbound: Outbound, method: str, url: str, *, headers: Mapping[str
         raise PeerFailure("peer_protocol_error", "The peer's answer is too large.")
     content_type = str(response.headers.get("content-type", ""))
     return PeerReply(status=response.status_code, document=_json_from(response.body, content_type))
+
+
+def _while_heartbeating(outbound: Outbound, send: Callable[[], EgressResponse]) -> EgressResponse:
+    """Send in a helper thread while this one keeps the run's lease and watches for a cancel: a
+    slow peer must not cost the run its lease (engine.py), and a cancel must not wait for it."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="peer-send")
+    future = pool.submit(send)
+    try:
+        while True:
+            try:
+                return future.result(timeout=HEARTBEAT_SECONDS)
+            except FutureTimeout:
+                outbound.heartbeat()
+                if outbound.cancel_requested():
+                    # The request ends on its own (bounded by its timeout); its answer is discarded.
+                    raise PeerFailure("cancelled", "The run was cancelled during its peer call.") from None
+    finally:
+        pool.shutdown(wait=False)
 
 
 # --- negotiation as a client ----------------------------------------------------------------------

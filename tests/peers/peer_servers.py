@@ -86,7 +86,7 @@ def https_asgi_peer(ca: trustme.CA, name: str, app: Any, tmp: Path, *, port: int
     recorder = Recorder(app)
     config = uvicorn.Config(
         recorder, host="127.0.0.1", port=port, ssl_certfile=str(pem), ssl_keyfile=str(pem),
-        log_level="warning", lifespan="auto",
+        log_level="warning", lifespan="auto", timeout_graceful_shutdown=1,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

@@ -4,8 +4,11 @@ below the floor ever sent), and peers answering -32009 in both error-data shapes
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import threading
+import time
 from collections.abc import Callable
 
 import pytest
@@ -14,7 +17,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from apps.runs.models import RunStatus
+from apps.runs.models import Run, RunStatus
+from apps.runs.services import run_cancel
 from apps.runs.trace_context import trace_id_of
 from tests.live import free_port
 from tests.peers.conftest import Caller, credential_for, decisions, run_node
@@ -159,3 +163,32 @@ def test_another_tenants_credential_is_not_found(acme: Caller, globex: Caller, s
     run = run_node(acme, "a2a.call", {"url": peer.origin, "text": "hi", "credentialId": theirs})
     assert run.status == RunStatus.FAILED and run.error["code"] == "not_found"
     assert peer.seen == []
+
+
+def test_a_cancel_does_not_wait_for_a_slow_peer(acme: Caller, serve: Callable[..., Peer]) -> None:
+    """The call runs beside a watcher that keeps the lease and sees the cancel (engine.py)."""
+
+    async def slow_card(request: Request) -> JSONResponse:
+        await asyncio.sleep(4)
+        return JSONResponse({})
+
+    peer = serve("slow-peer.test", Starlette(routes=[Route("/.well-known/agent-card.json", slow_card)]))
+    started = time.monotonic()
+    run_ids: list[str] = []
+
+    def cancel_soon() -> None:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not peer.seen:
+            time.sleep(0.05)
+        run = Run.unscoped_all_tenants.filter(status="running").first()
+        if run is not None:
+            run_ids.append(run.run_id)
+            run_cancel(subject=acme.subject, run_id=run.run_id, reason="test")
+
+    canceller = threading.Thread(target=cancel_soon)
+    canceller.start()
+    run = run_node(acme, "a2a.call", {"url": peer.origin, "text": "hi", "timeoutMs": 10_000})
+    canceller.join()
+    assert run_ids == [run.run_id]
+    assert run.status == RunStatus.CANCELLED
+    assert time.monotonic() - started < 3.5  # the peer answers only after 4 s
