@@ -40,9 +40,11 @@ def seams_host(live_env: Any, ca_bundle: str) -> Iterator[str]:
 def peers(ca: trustme.CA, tmp_path: Path) -> Iterator[tuple[Peer, Peer]]:
     port = free_port()
     agent = a2a_agent_app(f"https://{LOOPBACK}:{port}", EchoAgent())
-    with https_asgi_peer(ca, LOOPBACK, agent, tmp_path, port=port) as a2a_peer:
-        with https_asgi_peer(ca, LOOPBACK, mcp_adder_app(), tmp_path) as mcp_peer:
-            yield a2a_peer, mcp_peer
+    with (
+        https_asgi_peer(ca, LOOPBACK, agent, tmp_path, port=port) as a2a_peer,
+        https_asgi_peer(ca, LOOPBACK, mcp_adder_app(), tmp_path) as mcp_peer,
+    ):
+        yield a2a_peer, mcp_peer
 
 
 @pytest.mark.usefixtures("transactional_db")
