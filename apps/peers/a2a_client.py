@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from typing import Any, TypeVar
 
 from a2a.types import (
     AgentCard,
@@ -23,6 +23,7 @@ from a2a.types import (
     TaskState,
 )
 from google.protobuf import json_format
+from google.protobuf.message import Message as ProtoMessage
 from google.protobuf.struct_pb2 import Struct, Value
 
 from apps.peers.outbound import Outbound, PeerFailure, negotiate, peer_jsonrpc, peer_refused_version, peer_send
@@ -34,6 +35,7 @@ _ENDED = {TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED, TaskState
           TaskState.TASK_STATE_REJECTED}
 _NEEDS_INPUT = {TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED}
 POLL_SECONDS = 0.25
+ProtoT = TypeVar("ProtoT", bound=ProtoMessage)
 
 
 def card_url_of(peer_url: str) -> str:
@@ -117,12 +119,14 @@ def a2a_call(outbound: Outbound, *, requested: str | None, text: str | None, dat
         raise PeerFailure("peer_protocol_error", f"The peer's card lists no JSON-RPC interface for A2A {version}.")
     request = SendMessageRequest(message=_message(outbound, text=text, data=data))
     result = _rpc(outbound, endpoint, version, decision, "SendMessage", json_format.MessageToDict(request))
-    response = json_format.ParseDict(result, SendMessageResponse(), ignore_unknown_fields=True)
+    response = _parsed(result, SendMessageResponse())
     if response.HasField("task"):
-        task = _follow(outbound, endpoint, version, decision, response.task)
+        task = _follow(outbound, endpoint, version, decision, _checked(response.task))
         doc: dict[str, Any] = {"task": json_format.MessageToDict(task)}
-    else:
+    elif response.HasField("message"):
         doc = {"message": json_format.MessageToDict(response.message)}
+    else:
+        raise PeerFailure("peer_protocol_error", "The peer's SendMessage answer is neither a task nor a message.")
     return {"negotiatedVersion": version, "peerDigest": outbound.peer_digest, "result": doc}
 
 
@@ -136,10 +140,23 @@ def _follow(outbound: Outbound, endpoint: str, version: str, decision: Any, task
             raise PeerFailure("peer_timeout", "The peer's task did not end in time.", {"taskId": task.id})
         time.sleep(POLL_SECONDS)
         params = json_format.MessageToDict(GetTaskRequest(id=task.id))
-        task = json_format.ParseDict(
-            _rpc(outbound, endpoint, version, decision, "GetTask", params), Task(), ignore_unknown_fields=True
-        )
+        task = _checked(_parsed(_rpc(outbound, endpoint, version, decision, "GetTask", params), Task()))
     return task
+
+
+def _checked(task: Task) -> Task:
+    # Unknown enum values parse as UNSPECIFIED: a task we cannot follow is the peer's error.
+    if not task.id or task.status.state == TaskState.TASK_STATE_UNSPECIFIED:
+        raise PeerFailure("peer_protocol_error", "The peer's task has no id or no known state.")
+    return task
+
+
+def _parsed(result: dict[str, Any], message: ProtoT) -> ProtoT:
+    """A peer's result as an a2a-sdk type; a shape the type refuses is the peer's protocol error."""
+    try:
+        return json_format.ParseDict(result, message, ignore_unknown_fields=True)
+    except json_format.ParseError:
+        raise PeerFailure("peer_protocol_error", f"The peer's {type(message).__name__} is not valid.") from None
 
 
 def _rpc(outbound: Outbound, endpoint: str, version: str, decision: Any, method: str, params: Any) -> dict[str, Any]:

@@ -103,7 +103,11 @@ def _call_tool(
         result = document.get("result")
         if not isinstance(result, dict):
             raise PeerFailure("peer_protocol_error", "The peer's tools/call answer has no result.")
-        if result.get("resultType", "complete") != "input_required":
+        result_type = result.get("resultType", "complete")  # absent means complete (2026-07-28)
+        if result_type not in ("complete", "input_required"):
+            # Unknown values are invalid; we never declare the tasks extension, so "task" is too.
+            raise PeerFailure("peer_protocol_error", f"The peer answered an unknown resultType {result_type!r}.")
+        if result_type == "complete":
             try:
                 mcp_types.CallToolResult.model_validate(result)
             except ValidationError:

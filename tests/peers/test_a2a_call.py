@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+from google.protobuf import json_format
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -192,3 +193,40 @@ def test_a_cancel_does_not_wait_for_a_slow_peer(acme: Caller, serve: Callable[..
     assert run_ids == [run.run_id]
     assert run.status == RunStatus.CANCELLED
     assert time.monotonic() - started < 3.5  # the peer answers only after 4 s
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"result": {"task": {"id": "t", "status": {"state": "NOT_A_STATE"}}}},
+        {"result": "not an object"},
+        {"nothing": True},
+    ],
+    ids=["bad-task", "bad-result", "no-result"],
+)
+def test_a_peer_answering_nonsense_fails_the_node_cleanly(
+    acme: Caller, serve: Callable[..., Peer], answer: dict  # type: ignore[type-arg]
+) -> None:
+    port = free_port()
+    origin = f"https://odd-peer.test:{port}"
+
+    async def odd(request: Request) -> JSONResponse:
+        body = await request.json()
+        return JSONResponse({"jsonrpc": "2.0", "id": body["id"], **answer})
+
+    serve("odd-peer.test", Starlette(routes=[
+        Route("/.well-known/agent-card.json", lambda request: JSONResponse(_card(origin))),
+        Route("/a2a", odd, methods=["POST"]),
+    ]), port=port)
+    run = run_node(acme, "a2a.call", {"url": origin, "text": "hi"})
+    assert run.status == RunStatus.FAILED and run.error["code"] == "peer_protocol_error", run.error
+
+
+def test_data_goes_as_a_data_part(acme: Caller, serve: Callable[..., Peer]) -> None:
+    port = free_port()
+    agent = EchoAgent()
+    peer = serve("a2a-peer.test", a2a_agent_app(f"https://a2a-peer.test:{port}", agent), port=port)
+    run = run_node(acme, "a2a.call", {"url": peer.origin, "data": {"order": "{{order}}", "n": 2}}, {"order": 7})
+    assert run.status == RunStatus.COMPLETED, run.error
+    parts = json_format.MessageToDict(agent.messages[0])["parts"]
+    assert parts == [{"data": {"order": 7, "n": 2}}]
