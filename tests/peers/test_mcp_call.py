@@ -107,3 +107,26 @@ def test_a_peer_below_the_floor_is_refused_and_never_called(acme: Caller, serve:
     assert (decided["outcome"], decided["reason"], decided["requested"]) == ("refused", "below-floor", "2026-07-28")
     assert [s.json()["method"] for s in peer.seen] == ["server/discover"]
     assert {s.headers["mcp-protocol-version"] for s in peer.seen} == {"2026-07-28"}
+
+
+@pytest.mark.parametrize(
+    "result",
+    [{"resultType": "task", "taskId": "t"}, {"resultType": "complete"}, {"resultType": "input_required"}],
+    ids=["unknown-result-type", "complete-without-content", "input-required-with-nothing"],
+)
+def test_a_peer_answering_nonsense_fails_the_node_cleanly(
+    acme: Caller, serve: Callable[..., Peer], result: dict  # type: ignore[type-arg]
+) -> None:
+    async def odd(request: Request) -> JSONResponse:
+        body = await request.json()
+        if body["method"] == "server/discover":
+            answer = {"resultType": "complete", "supportedVersions": ["2026-07-28"], "capabilities": {},
+                      "ttlMs": 0, "cacheScope": "public"}
+        else:
+            answer = result
+        return JSONResponse({"jsonrpc": "2.0", "id": body["id"], "result": answer})
+
+    peer = serve("odd-mcp.test", Starlette(routes=[Route("/mcp", odd, methods=["POST"])]))
+    run = run_node(acme, "mcp.call", {"url": f"{peer.origin}/mcp", "tool": "x", "elicitationAnswer": ACCEPT})
+    assert run.status == RunStatus.FAILED and run.error["code"] == "peer_protocol_error", run.error
+    assert [s.json()["method"] for s in peer.seen] == ["server/discover", "tools/call"]
