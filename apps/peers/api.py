@@ -76,7 +76,14 @@ class _SeamApi(APIView):
         body = self.InputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         inputs = self.inputs_of(body.validated_data)
-        return Response(seam_invoke(subject=request.auth, protocol=self.protocol, inputs=inputs))
+        answer = seam_invoke(
+            subject=request.auth,
+            protocol=self.protocol,
+            inputs=inputs,
+            traceparent=request.headers.get("traceparent"),
+            tracestate=request.headers.get("tracestate"),
+        )
+        return Response(answer)
 
     def inputs_of(self, data: dict[str, Any]) -> dict[str, Any]:
         raise NotImplementedError

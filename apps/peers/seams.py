@@ -81,11 +81,26 @@ def _seam_workflow(tenant: Tenant, protocol: str) -> str:
     return str(spec["workflow_id"])
 
 
-def seam_invoke(*, subject: Subject, protocol: str, inputs: dict[str, Any]) -> dict[str, Any]:
-    """Run one exchange; 200 body on success, else raise the error envelope naming the run."""
+def seam_invoke(
+    *,
+    subject: Subject,
+    protocol: str,
+    inputs: dict[str, Any],
+    traceparent: str | None = None,
+    tracestate: str | None = None,
+) -> dict[str, Any]:
+    """Run one exchange; 200 body on success, else raise the error envelope naming the run.
+
+    The seam request's own W3C trace context seeds the run, as a production run's would, so the
+    outbound call carries the caller's trace (interop.md §Trace context)."""
     tenant = Tenant.objects.get(slug=subject.tenant)
     run = run_create(
-        subject=subject, workflow_id=_seam_workflow(tenant, protocol), inputs=inputs, transport="rest"
+        subject=subject,
+        workflow_id=_seam_workflow(tenant, protocol),
+        inputs=inputs,
+        transport="rest",
+        traceparent=traceparent,
+        tracestate=tracestate,
     )
     run_advance(run_id=run.run_id, worker=f"seam-{mint_opaque(22)}")
     deadline = time.monotonic() + SEAM_TIMEOUT_SECONDS

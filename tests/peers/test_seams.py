@@ -14,6 +14,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from apps.runs.trace_context import trace_id_of
 from tests.live import free_port
 from tests.peers.conftest import Caller
 from tests.peers.peer_apps import AskingTool, EchoAgent, a2a_agent_app, mcp_adder_app, mcp_asking_app
@@ -130,3 +131,18 @@ def test_another_tenant_cannot_read_the_seam_run(acme: Caller, globex: Caller, s
     run_id = acme.post(A2A_SEAM, {"peerUrl": peer.origin}).json()["runId"]
     response = globex.get(f"/runs/{run_id.replace('/', '~2F')}/events/poll?afterSequence=0&timeout=1")
     assert response.status_code == 403 and response.json()["error"] == "id_tenant_mismatch"
+
+
+@seams_on
+def test_the_seam_carries_the_callers_trace_to_the_peer(acme: Caller, serve: Callable[..., Peer]) -> None:
+    """The suite sends its own traceparent on the seam request and reads it at its peer."""
+    theirs = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    a2a = _a2a_peer(serve)
+    assert acme.post(A2A_SEAM, {"peerUrl": a2a.origin}, traceparent=theirs).status_code == 200
+    [sent] = [s for s in a2a.seen if s.method == "POST"]
+    carried = sent.json()["params"]["message"]["metadata"]["openwop"]["traceparent"]
+    mcp = serve("mcp-peer.test", mcp_adder_app())
+    assert acme.post(MCP_SEAM, {"serverUrl": f"{mcp.origin}/mcp"}, traceparent=theirs).status_code == 200
+    [discover] = [s for s in mcp.seen if s.method == "POST"]
+    for value in (carried, discover.json()["params"]["_meta"]["traceparent"]):
+        assert trace_id_of(value) == "4bf92f3577b34da6a3ce929d0e0e4736"
