@@ -8,6 +8,8 @@ import logging
 
 import pytest
 from cryptography.fernet import InvalidToken
+from django.contrib.auth import get_user_model
+from django.test import Client
 
 from apps.core.sealing import PUSH_CREDENTIALS, unseal
 from apps.peers.models import PeerCredential
@@ -72,3 +74,18 @@ def test_another_tenants_credential_is_not_found(acme: Caller, globex: Caller) -
 
 def test_unauthenticated_is_401(client) -> None:  # type: ignore[no-untyped-def]
     assert client.get(PATH).status_code == 401
+
+
+def test_the_admin_shows_credentials_but_never_their_secret(acme: Caller) -> None:
+    credential_id = acme.post(PATH, {"url": "https://peer.example.com/", "secret": SECRET}).json()["credentialId"]
+    row = PeerCredential.unscoped_all_tenants.get(credential_id=credential_id)
+    admin = Client()
+    admin.force_login(get_user_model().objects.create_superuser("op", "op@example.com", "pw-123456789"))
+    listing = admin.get("/admin/peers/peercredential/")
+    page = admin.get(f"/admin/peers/peercredential/{row.pk}/change/")
+    assert listing.status_code == page.status_code == 200
+    assert credential_id in listing.content.decode()
+    for response in (listing, page):
+        body = response.content.decode()
+        assert SECRET not in body and bytes(row.secret_sealed).decode() not in body
+    assert admin.post(f"/admin/peers/peercredential/{row.pk}/delete/", {"post": "yes"}).status_code == 403
