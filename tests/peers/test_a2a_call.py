@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -38,8 +39,9 @@ def _no_clear_peer(payload: dict, name: str) -> None:  # type: ignore[type-arg]
 
 
 def test_a_1_0_peer_gets_one_message_with_our_credential_and_trace(
-    acme: Caller, serve: Callable[..., Peer]
+    acme: Caller, serve: Callable[..., Peer], caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG)
     port = free_port()
     agent = EchoAgent()
     peer = serve("a2a-peer.test", a2a_agent_app(f"https://a2a-peer.test:{port}", agent), port=port)
@@ -66,6 +68,10 @@ def test_a_1_0_peer_gets_one_message_with_our_credential_and_trace(
     # The negotiation is authenticated too (interop.md §Negotiation): the card fetch carries it.
     assert all(s.headers["authorization"] == "Bearer s3cret-for-peer" for s in peer.seen)
     assert not any(acme.key in str(seen.headers) for seen in peer.seen)  # never the inbound key
+    # Nor is the credential logged by the host's side at any level (the in-process peer's own
+    # a2a-sdk debug logs print its inbound headers; they are the peer's, not ours).
+    ours = [r.getMessage() for r in caplog.records if r.name.startswith(("apps", "httpx", "httpcore", "django"))]
+    assert ours and not any("s3cret-for-peer" in line for line in ours)
     # The trace id the peer sees is the run's (interop.md §Trace context), in the message metadata.
     sent = agent.metadata_of(0)["openwop"]["traceparent"]
     assert trace_id_of(sent) == trace_id_of(run.traceparent) and sent != run.traceparent
