@@ -236,3 +236,19 @@ def test_data_goes_as_a_data_part(acme: Caller, serve: Callable[..., Peer]) -> N
     assert run.status == RunStatus.COMPLETED, run.error
     parts = json_format.MessageToDict(agent.messages[0])["parts"]
     assert parts == [{"data": {"order": 7, "n": 2}}]
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://a2a-peer.test/", "scheme_not_https"),
+        ("https://10.1.2.3/", "address_not_allowed"),
+        ("https://metadata.google.internal/", "host_not_allowed"),
+    ],
+)
+def test_the_egress_guard_stands_between_a_node_and_its_peer(acme: Caller, url: str, reason: str) -> None:
+    run = run_node(acme, "a2a.call", {"url": url, "text": "hi"})
+    assert run.status == RunStatus.FAILED
+    assert run.error["code"] == "peer_unreachable" and run.error["details"] == {"reason": reason}
+    [decided] = decisions(run)  # the failed exchange is still recorded, content-free
+    assert decided["outcome"] == "refused" and "10.1.2.3" not in json.dumps(decided)
