@@ -43,7 +43,7 @@ from a2a.utils.errors import (
 )
 from a2a.utils.proto_utils import parse_params
 from asgiref.sync import sync_to_async
-from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.utils.http import http_date
 from django.views.decorators.csrf import csrf_exempt
 from google.protobuf import json_format
@@ -65,6 +65,7 @@ from apps.core.errors import OpenWopError, ValidationFailed
 from apps.core.ids import unproject_id
 from apps.core.sse import sse_response
 from apps.facets.negotiation import inbound_peer_origin, negotiation_decide
+from apps.facets.services import facet_ensure
 from apps.tenants.selectors import subject_from_authorization
 
 logger = logging.getLogger(__name__)
@@ -433,6 +434,18 @@ def _etag_hit(header: str | None, etag: str) -> bool:
     if not header:
         return False
     return header.strip() == "*" or etag in [c.strip().removeprefix("W/") for c in header.split(",")]
+
+
+def _facet_card_path() -> str:
+    return facet_ensure(protocol="a2a").agent_card_path
+
+
+async def agent_card_at_facet_path(request: HttpRequest, card_path: str) -> HttpResponseBase:
+    """The card at a moved `facet.agent_card_path` (card_path_urls.py); any other path that
+    reached this catch-all is the 404 it would have been without it."""
+    if "/" + card_path != await sync_to_async(_facet_card_path)():
+        raise Http404()
+    return await agent_card(request)
 
 
 async def agent_card(request: HttpRequest) -> HttpResponseBase:
