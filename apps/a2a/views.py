@@ -43,6 +43,7 @@ from a2a.utils.errors import (
 )
 from a2a.utils.proto_utils import parse_params
 from asgiref.sync import sync_to_async
+from django.core.handlers.exception import response_for_exception
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.utils.http import http_date
 from django.views.decorators.csrf import csrf_exempt
@@ -444,7 +445,10 @@ async def agent_card_at_facet_path(request: HttpRequest, card_path: str) -> Http
     """The card at a moved `facet.agent_card_path` (card_path_urls.py); any other path that
     reached this catch-all is the 404 it would have been without it."""
     if "/" + card_path != await sync_to_async(_facet_card_path)():
-        raise Http404()
+        # Django's own answer to an unmatched path (handler404, the debug page under DEBUG), which
+        # the protocol middleware then envelopes where it envelopes any 404 page. Raising Http404
+        # here instead would reach that middleware as a view exception.
+        return response_for_exception(request, Http404())
     return await agent_card(request)
 
 
