@@ -18,6 +18,7 @@ from apps.a2a.errors import invalid_params
 from apps.a2a.models import SkillRoute, TaskMessage
 from apps.a2a.wire import InterruptView, TaskView
 from apps.core.errors import NotFound, ValidationFailed
+from apps.facets.models import Facet
 from apps.runs.models import InterruptKind, Run, RunStatus
 from apps.runs.selectors import RunOrder, run_events_after, run_get_readable, run_list, run_open_interrupt
 from apps.tenants.models import Tenant
@@ -72,6 +73,12 @@ def task_message_find(*, subject: Subject, message_id: str) -> TaskMessage | Non
         .filter(principal=subject.subject_id, message_id=message_id)
         .first()
     )
+
+
+def card_path_configured() -> str | None:
+    """The facet's `agent_card_path`, read only (one primary-key read; a missing facet is not
+    created here): the catch-all that serves a moved card asks on every unrouted path."""
+    return Facet.objects.filter(pk="a2a").values_list("agent_card_path", flat=True).first()
 
 
 def skill_routes_enabled() -> list[SkillRoute]:

@@ -60,13 +60,13 @@ from apps.a2a.errors import (
     rest_error_body,
 )
 from apps.a2a.operations import Call, StreamPlan
+from apps.a2a.selectors import card_path_configured
 from apps.a2a.streams import jsonrpc_frame, rest_frame, task_stream
 from apps.a2a.wire import to_wire
 from apps.core.errors import OpenWopError, ValidationFailed
 from apps.core.ids import unproject_id
 from apps.core.sse import sse_response
 from apps.facets.negotiation import inbound_peer_origin, negotiation_decide
-from apps.facets.services import facet_ensure
 from apps.tenants.selectors import subject_from_authorization
 
 logger = logging.getLogger(__name__)
@@ -437,14 +437,10 @@ def _etag_hit(header: str | None, etag: str) -> bool:
     return header.strip() == "*" or etag in [c.strip().removeprefix("W/") for c in header.split(",")]
 
 
-def _facet_card_path() -> str:
-    return facet_ensure(protocol="a2a").agent_card_path
-
-
 async def agent_card_at_facet_path(request: HttpRequest, card_path: str) -> HttpResponseBase:
     """The card at a moved `facet.agent_card_path` (card_path_urls.py); any other path that
     reached this catch-all is the 404 it would have been without it."""
-    if "/" + card_path != await sync_to_async(_facet_card_path)():
+    if "/" + card_path != await sync_to_async(card_path_configured)():
         # Django's own answer to an unmatched path (handler404, the debug page under DEBUG), which
         # the protocol middleware then envelopes where it envelopes any 404 page. Raising Http404
         # here instead would reach that middleware as a view exception.
