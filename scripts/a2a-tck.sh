@@ -59,7 +59,7 @@ echo "host on $BASE (logs in $WORK); running the TCK from $TCK_DIR"
 
 set +e
 (cd "$TCK_DIR" && A2A_TCK_BEARER="$KEY" PYTHONPATH="$ROOT/scripts${PYTHONPATH:+:$PYTHONPATH}" \
-  "$TCK_PYTHON" run_tck.py --sut-host "$BASE" "$@" -- -p a2a_tck_auth -rfE) | tee "$WORK/tck.log"
+  "$TCK_PYTHON" run_tck.py --sut-host "$BASE" "$@" -- -p a2a_tck_auth --webhook-host 127.0.0.1 -rfE) | tee "$WORK/tck.log"
 status=${PIPESTATUS[0]}
 set -e
 
