@@ -92,4 +92,12 @@ for area in sorted(counts):
     print(f"{area:48} {c['passed']:7} {c['failed']:7} {c['xfailed']:7} {c['skipped']:7}")
 print(f"{'TOTAL':48} {total['passed']:7} {total['failed']:7} {total['xfailed']:7} {total['skipped']:7}")
 PYEOF
+"$PY" - "$TCK_DIR/reports/compatibility.json" <<'PYEOF'
+"""The TCK's own per-level compatibility figures."""
+import json
+import sys
+
+summary = json.load(open(sys.argv[1]))["summary"]
+print("compatibility: " + ", ".join(f"{k.removesuffix('_compatibility')} {v}" for k, v in summary.items() if k.endswith("compatibility")))
+PYEOF
 exit "$status"
