@@ -437,6 +437,7 @@ def _etag_hit(header: str | None, etag: str) -> bool:
     return header.strip() == "*" or etag in [c.strip().removeprefix("W/") for c in header.split(",")]
 
 
+@csrf_exempt  # it changes nothing; an unrouted POST stays the plain 404 it was, not a CSRF 403
 async def agent_card_at_facet_path(request: HttpRequest, card_path: str) -> HttpResponseBase:
     """The card at a moved `facet.agent_card_path` (card_path_urls.py); any other path that
     reached this catch-all is the 404 it would have been without it."""

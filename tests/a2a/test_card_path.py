@@ -39,5 +39,6 @@ async def test_card_is_served_at_a_moved_facet_path(live_url: str, make_key) -> 
         # protocol path keeps its OpenWOP envelope.
         assert (await http.get(f"{live_url}/agents/host/other.json")).status_code == 404
         assert (await http.get(f"{live_url}{CARD_PATH}x")).status_code == 404
+        assert (await http.post(f"{live_url}/host/openwop-host/nothing")).status_code == 404  # no CSRF 403
         missing = await http.get(f"{live_url}/runs/x/y/z", headers={"Authorization": f"Bearer {keys['acme']}"})
         assert missing.status_code == 404 and missing.json()["error"] == "not_found"
