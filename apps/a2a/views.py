@@ -415,7 +415,10 @@ async def rest_endpoint(request: HttpRequest, route: str) -> HttpResponseBase:
 
 @csrf_exempt
 async def a2a_unknown(request: HttpRequest, rest: str = "") -> HttpResponseBase:
-    """Any other path under /a2a: a Status, never Django's HTML page or the OpenWOP envelope."""
+    """Any other path under /a2a: the card when an operator moved it here (`/a2a/...` never
+    reaches the root catch-all), else a Status, never Django's HTML page or the OpenWOP envelope."""
+    if request.path == await sync_to_async(card_path_configured)():
+        return await agent_card(request)
     return _rest_error(MethodNotFoundError(f"No A2A interface at {request.path[:100]!r}."))
 
 

@@ -29,6 +29,13 @@ async def test_card_is_served_at_a_moved_facet_path(live_url: str, make_key) -> 
         kept = await A2ACardResolver(http, live_url).get_agent_card()  # the default path still serves
         assert json_format.MessageToDict(kept) == json_format.MessageToDict(default)
 
+        # Under /a2a (its own catch-all answers unknown paths) a moved card is served too.
+        await db_read(lambda: facet_update(protocol="a2a", changes={"agent_card_path": "/a2a/card.json"}, actor="t"))
+        under_a2a = await A2ACardResolver(http, live_url, agent_card_path="/a2a/card.json").get_agent_card()
+        assert json_format.MessageToDict(under_a2a) == json_format.MessageToDict(default)
+        assert (await http.get(f"{live_url}/a2a/other.json")).json()["error"]["status"] == "NOT_FOUND"
+        await db_read(lambda: facet_update(protocol="a2a", changes={"agent_card_path": MOVED}, actor="test"))
+
         # The public card is one document: anonymous and every tenant's caller get the same bytes.
         bodies = {(await http.get(f"{live_url}{MOVED}")).content}
         for key in keys.values():
