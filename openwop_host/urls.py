@@ -32,4 +32,5 @@ urlpatterns = [
     path("", include("apps.mcp.urls")),
     path("", include("apps.push.urls")),
     path("", include("apps.peers.urls")),
+    path("", include("apps.a2a.card_path_urls")),  # last: the card at a moved facet.agent_card_path
 ]

@@ -7,6 +7,7 @@ class A2AConfig(AppConfig):
     verbose_name = "A2A"
 
     def ready(self) -> None:
+        from apps.a2a import tck  # noqa: F401  registers the TCK fixture agent's node kind
         from apps.facets import surfaces
 
         # What discovery may advertise (capabilities.md: the record is the claim). Push (issue 6)

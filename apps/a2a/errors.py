@@ -71,7 +71,11 @@ ERROR_ROWS: dict[type[A2AError], ErrorRow] = {
     MethodNotFoundError: ErrorRow(-32601, 404, "NOT_FOUND", "METHOD_NOT_FOUND"),
     InvalidParamsError: ErrorRow(-32602, 400, "INVALID_ARGUMENT", "INVALID_PARAMS"),
     InternalError: ErrorRow(-32603, 500, "INTERNAL", "INTERNAL_ERROR"),
-    # Not an A2A error type: JSON-RPC's invalid-request code, HTTP 401, its own reason.
+    # Not an A2A error type. A2A §3.3.2 requires refusing bad credentials and gives HTTP 401 (with a
+    # challenge: WWW-Authenticate) as the example; a2a-sdk clients act on that status before reading
+    # any body. The JSON-RPC body needs some code: -32600 (the request is not acceptable as sent)
+    # rather than a custom -32000-range code no client maps, with reason UNAUTHENTICATED naming
+    # the cause. The A2A TCK (1.0-dev) sends no credentials and has no test of this answer.
     AuthenticationRequired: ErrorRow(-32600, 401, "UNAUTHENTICATED", "UNAUTHENTICATED"),
 }
 

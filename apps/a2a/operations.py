@@ -47,8 +47,16 @@ from google.protobuf.message import Message as ProtoMessage
 from apps.a2a.card import A2AFeatures, agent_card, public_card_current
 from apps.a2a.errors import invalid_params
 from apps.a2a.selectors import task_page, task_run_readable, task_view_of
-from apps.a2a.services import agent_skill_resolve, message_continue, message_start, skill_resolve, task_cancel
+from apps.a2a.services import (
+    agent_skill_resolve,
+    message_continue,
+    message_start,
+    skill_resolve,
+    skill_route_enabled,
+    task_cancel,
+)
 from apps.a2a.streams import run_wait_settled
+from apps.a2a.tck import TCK_WORKFLOW_ID, tck_route
 from apps.a2a.wire import TERMINAL_STATES, task_from_view
 from apps.agents.selectors import InventoryEntry, agent_by_a2a_tenant
 from apps.core.egress import EgressRefused, egress_check_url
@@ -146,19 +154,29 @@ def skill_id_of(request: SendMessageRequest) -> str | None:
     return None
 
 
+def _text_of(message: Message) -> dict[str, Any] | None:
+    texts = [part.text for part in message.parts if part.HasField("text")]
+    return {"text": "\n".join(texts)} if texts else None
+
+
 def inputs_of(message: Message) -> dict[str, Any]:
     """The run's inputs: the first data part when it is an object, else the text parts."""
     data = _first_data(message)
     if isinstance(data, dict):
         return data
-    texts = [part.text for part in message.parts if part.HasField("text")]
-    return {"text": "\n".join(texts)} if texts else {}
+    return _text_of(message) or {}
 
 
 def resume_value_of(message: Message) -> Any:
-    """metadata.openwop.interrupt, else the first data part (map SendMessage row with taskId)."""
+    """metadata.openwop.interrupt, else the first data part (map SendMessage row with taskId), else
+    the text parts as `{"text": ...}`, the shape `inputs_of` gives them: a plain-text answer to an
+    INPUT_REQUIRED task (what most A2A clients, the TCK included, send) reaches the interrupt, whose
+    resumeSchema then accepts or refuses it (-32602)."""
     value = _openwop(_struct(message, "metadata")).get("interrupt")
-    return value if value is not None else _first_data(message)
+    if value is not None:
+        return value
+    data = _first_data(message)
+    return data if data is not None else _text_of(message)
 
 
 def _validated(request: ProtoMessage) -> None:
@@ -188,8 +206,14 @@ def _send_sync(call: Call, request: SendMessageRequest) -> Run:
     if message.context_id and len(message.context_id) > CONTEXT_ID_MAX:
         raise invalid_params(f"contextId is at most {CONTEXT_ID_MAX} characters.", field="message.contextId")
     skill_id = skill_id_of(request)
+    inputs = inputs_of(message)
+    tck = None
+    if call.agent is None and skill_id is None:
+        tck = tck_route(message, route_enabled=skill_route_enabled(TCK_WORKFLOW_ID))
     if call.agent is not None:
         workflow_id = agent_skill_resolve(entry=call.agent, skill_id=skill_id)
+    elif tck is not None:
+        workflow_id, inputs = tck
     else:
         workflow_id = skill_resolve(skill_id).workflow_id
     # The run is the caller's, in the caller's tenant, whatever `tenant` said (tenant-of-record).
@@ -197,7 +221,7 @@ def _send_sync(call: Call, request: SendMessageRequest) -> Run:
         subject=call.subject,
         message=message,
         workflow_id=workflow_id,
-        inputs=inputs_of(message),
+        inputs=inputs,
         context_id=message.context_id or uuid.uuid4().hex,
         agent_id=call.agent.agent.agent_id if call.agent is not None else None,
     )

@@ -1,9 +1,8 @@
 """Reads for the A2A door. Every task read starts at `run_get_readable` (interop.md §Isolation).
 
-`task_page` is the one read that cannot go through `runs.selectors.run_list` as it stands: ListTasks
-filters on contextId, on a task state (several run statuses, and the open interrupt's kind) and on
-the status timestamp, and answers a total. Its visibility rule is run_list's, stated once here:
-every run of the caller's tenant, nothing else (`tenant` / `contextId` never widen it).
+`task_page` (ListTasks) is `runs.selectors.run_list`, the listRuns read, with the A2A filters
+translated: contextId, the inverse task-state projection and the status timestamp; so ListTasks
+returns exactly what listRuns returns to the same Subject (interop.md §Isolation).
 """
 
 from __future__ import annotations
@@ -14,22 +13,19 @@ from typing import Any
 
 from a2a.types import TaskState
 from a2a.utils.errors import TaskNotFoundError
-from django.core import signing
-from django.db.models import Exists, OuterRef, Q, QuerySet
-from django.utils.dateparse import parse_datetime
 
 from apps.a2a.errors import invalid_params
 from apps.a2a.models import SkillRoute, TaskMessage
 from apps.a2a.wire import InterruptView, TaskView
-from apps.core.errors import NotFound
-from apps.runs.models import Interrupt, InterruptKind, Run, RunStatus
-from apps.runs.selectors import run_events_after, run_get_readable, run_open_interrupt
+from apps.core.errors import NotFound, ValidationFailed
+from apps.facets.models import Facet
+from apps.runs.models import InterruptKind, Run, RunStatus
+from apps.runs.selectors import RunOrder, run_events_after, run_get_readable, run_list, run_open_interrupt
 from apps.tenants.models import Tenant
 from apps.tenants.subject import Subject
 
 LIST_DEFAULT_PAGE_SIZE = 50
 LIST_MAX_PAGE_SIZE = 100
-_PAGE_CURSOR_SALT = "openwop.a2a.list-tasks.page-token"
 
 
 def task_run_readable(*, subject: Subject, task_id: str) -> Run:
@@ -79,6 +75,12 @@ def task_message_find(*, subject: Subject, message_id: str) -> TaskMessage | Non
     )
 
 
+def card_path_configured() -> str | None:
+    """The facet's `agent_card_path`, read only (one primary-key read; a missing facet is not
+    created here): the catch-all that serves a moved card asks on every unrouted path."""
+    return Facet.objects.filter(pk="a2a").values_list("agent_card_path", flat=True).first()
+
+
 def skill_routes_enabled() -> list[SkillRoute]:
     """The card's skills, the default first (SkillRoute.Meta.ordering)."""
     return list(SkillRoute.objects.filter(enabled=True))
@@ -96,29 +98,28 @@ class TaskPage:
     total_size: int
 
 
-def _state_filters(state: int) -> list[Any]:
-    """The inverse task-state projection (map `a2a.ops` ListTasks: status filter)."""
-    credential_open = Exists(
-        Interrupt.unscoped_all_tenants.filter(
-            run=OuterRef("pk"), resolved_at__isnull=True, kind=InterruptKind.CREDENTIAL
-        )
-    )
-    waiting = [RunStatus.WAITING_APPROVAL, RunStatus.WAITING_INPUT, RunStatus.WAITING_EXTERNAL]
-    if state == TaskState.TASK_STATE_SUBMITTED:
-        return [Q(status=RunStatus.PENDING)]
-    if state == TaskState.TASK_STATE_WORKING:
-        return [Q(status__in=[RunStatus.RUNNING, RunStatus.CANCELLING])]
-    if state == TaskState.TASK_STATE_INPUT_REQUIRED:
-        return [Q(status__in=waiting), ~credential_open]
-    if state == TaskState.TASK_STATE_AUTH_REQUIRED:
-        return [Q(status=RunStatus.WAITING_INPUT), credential_open]
-    if state == TaskState.TASK_STATE_COMPLETED:
-        return [Q(status=RunStatus.COMPLETED)]
-    if state == TaskState.TASK_STATE_FAILED:
-        return [Q(status=RunStatus.FAILED)]
-    if state == TaskState.TASK_STATE_CANCELED:
-        return [Q(status=RunStatus.CANCELLED)]
-    return [Q(pk__in=[])]  # REJECTED: never produced by the forward projection
+_WAITING = (RunStatus.WAITING_APPROVAL, RunStatus.WAITING_INPUT, RunStatus.WAITING_EXTERNAL)
+
+
+def _state_filters(state: int) -> dict[str, Any] | None:
+    """The inverse task-state projection (map `a2a.ops` ListTasks: status filter) as `run_list`
+    arguments; None for a state the forward projection never produces (REJECTED)."""
+    by_state: dict[int, dict[str, Any]] = {
+        TaskState.TASK_STATE_SUBMITTED: {"statuses": [RunStatus.PENDING]},
+        TaskState.TASK_STATE_WORKING: {"statuses": [RunStatus.RUNNING, RunStatus.CANCELLING]},
+        TaskState.TASK_STATE_INPUT_REQUIRED: {
+            "statuses": _WAITING,
+            "exclude_open_interrupt_kind": InterruptKind.CREDENTIAL,
+        },
+        TaskState.TASK_STATE_AUTH_REQUIRED: {
+            "statuses": [RunStatus.WAITING_INPUT],
+            "open_interrupt_kind": InterruptKind.CREDENTIAL,
+        },
+        TaskState.TASK_STATE_COMPLETED: {"statuses": [RunStatus.COMPLETED]},
+        TaskState.TASK_STATE_FAILED: {"statuses": [RunStatus.FAILED]},
+        TaskState.TASK_STATE_CANCELED: {"statuses": [RunStatus.CANCELLED]},
+    }
+    return by_state.get(state)
 
 
 def task_page(
@@ -131,61 +132,44 @@ def task_page(
     page_token: str | None,
     include_artifacts: bool,
 ) -> TaskPage:
-    """One page of the caller's tasks, newest status first (the row's `updated_at` is the status
-    timestamp every Task shows), keyset-paginated on (updated_at, pk)."""
+    """One page of the caller's tasks through `run_list` (the listRuns read): newest status first,
+    keyset-paginated; its cursor is the nextPageToken, its errors this binding's -32602."""
     size = LIST_DEFAULT_PAGE_SIZE if page_size is None else page_size
     if not 1 <= size <= LIST_MAX_PAGE_SIZE:
         raise invalid_params(f"pageSize must be 1-{LIST_MAX_PAGE_SIZE}.", field="pageSize")
-    tenant_pk = _tenant_pk(subject)
-    runs: QuerySet[Run] = Run.objects.for_tenant(tenant_pk).select_related("workflow")
-    if context_id:
-        runs = runs.filter(Q(context_id=context_id) | Q(context_id="", run_id=context_id))
+    filters: dict[str, Any] = {}
     if state is not None and state != TaskState.TASK_STATE_UNSPECIFIED:
-        runs = runs.filter(*_state_filters(state))
-    if status_after is not None:
-        runs = runs.filter(updated_at__gte=status_after)
-    total = runs.count()
-    if page_token:
-        updated_at, pk = _token_position(page_token, tenant=subject.tenant)
-        runs = runs.filter(Q(updated_at__lt=updated_at) | Q(updated_at=updated_at, pk__lt=pk))
-    page = list(runs.order_by("-updated_at", "-pk")[: size + 1])
-    more = len(page) > size
-    page = page[:size]
+        filters = _state_filters(state) or {}
+        if not filters:
+            return TaskPage(views=[], next_page_token="", page_size=size, total_size=0)
+    try:
+        page = run_list(
+            subject=subject,
+            context_id=context_id or None,
+            updated_after=status_after,
+            order=RunOrder.UPDATED,
+            limit=size,
+            cursor=page_token or None,
+            count_total=True,
+            **filters,
+        )
+    except ValidationFailed:
+        # The only argument left unchecked here is the token: one this host did not mint for
+        # this caller and order.
+        raise invalid_params("The pageToken was not minted by this host.", field="pageToken") from None
     views = [
         task_view_of(run)
         if include_artifacts
         else TaskView(
             run=run,
-            open_interrupt=_open_interrupt_view(run),
+            open_interrupt=InterruptView.of(interrupt) if interrupt is not None else None,
             messages=task_messages(run=run),
         )
-        for run in page
+        for run, interrupt in page.runs
     ]
-    token = _token_mint(page[-1], tenant=subject.tenant) if more else ""
-    return TaskPage(views=views, next_page_token=token, page_size=size, total_size=total)
-
-
-def _open_interrupt_view(run: Run) -> InterruptView | None:
-    interrupt = run_open_interrupt(run=run)
-    return InterruptView.of(interrupt) if interrupt is not None else None
-
-
-def _token_mint(run: Run, *, tenant: str) -> str:
-    return signing.dumps(
-        {"t": tenant, "u": run.updated_at.isoformat(), "i": run.pk}, salt=_PAGE_CURSOR_SALT, compress=True
+    return TaskPage(
+        views=views, next_page_token=page.next_cursor or "", page_size=size, total_size=page.total_size or 0
     )
-
-
-def _token_position(token: str, *, tenant: str) -> tuple[datetime, int]:
-    """A token this host minted for this tenant, or -32602 (never trust a foreign token)."""
-    try:
-        data = signing.loads(token, salt=_PAGE_CURSOR_SALT)
-        updated_at = parse_datetime(data["u"])
-        if data["t"] != tenant or updated_at is None or not isinstance(data["i"], int):
-            raise ValueError("token of another tenant")
-    except (signing.BadSignature, KeyError, TypeError, ValueError):
-        raise invalid_params("The pageToken was not minted by this host.", field="pageToken") from None
-    return updated_at, data["i"]
 
 
 def _tenant_pk(subject: Subject) -> int:

@@ -82,6 +82,11 @@ def skill_resolve(skill_id: str | None) -> SkillRoute:
     return route
 
 
+def skill_route_enabled(workflow_id: str) -> bool:
+    skill_routes_ensure()
+    return SkillRoute.objects.filter(enabled=True, workflow_id=workflow_id).exists()
+
+
 def agent_skill_resolve(*, entry: InventoryEntry, skill_id: str | None) -> str:
     """The workflow a message to an agent (`tenant: R`) starts: the named skill when it is one of
     the workflows routed to the agent, else the agent's default (first routed) workflow. The same

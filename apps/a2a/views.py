@@ -43,7 +43,8 @@ from a2a.utils.errors import (
 )
 from a2a.utils.proto_utils import parse_params
 from asgiref.sync import sync_to_async
-from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
+from django.core.handlers.exception import response_for_exception
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.utils.http import http_date
 from django.views.decorators.csrf import csrf_exempt
 from google.protobuf import json_format
@@ -59,6 +60,7 @@ from apps.a2a.errors import (
     rest_error_body,
 )
 from apps.a2a.operations import Call, StreamPlan
+from apps.a2a.selectors import card_path_configured
 from apps.a2a.streams import jsonrpc_frame, rest_frame, task_stream
 from apps.a2a.wire import to_wire
 from apps.core.errors import OpenWopError, ValidationFailed
@@ -413,7 +415,10 @@ async def rest_endpoint(request: HttpRequest, route: str) -> HttpResponseBase:
 
 @csrf_exempt
 async def a2a_unknown(request: HttpRequest, rest: str = "") -> HttpResponseBase:
-    """Any other path under /a2a: a Status, never Django's HTML page or the OpenWOP envelope."""
+    """Any other path under /a2a: the card when an operator moved it here (`/a2a/...` never
+    reaches the root catch-all), else a Status, never Django's HTML page or the OpenWOP envelope."""
+    if request.path == await sync_to_async(card_path_configured)():
+        return await agent_card(request)
     return _rest_error(MethodNotFoundError(f"No A2A interface at {request.path[:100]!r}."))
 
 
@@ -433,6 +438,18 @@ def _etag_hit(header: str | None, etag: str) -> bool:
     if not header:
         return False
     return header.strip() == "*" or etag in [c.strip().removeprefix("W/") for c in header.split(",")]
+
+
+@csrf_exempt  # it changes nothing; an unrouted POST stays the plain 404 it was, not a CSRF 403
+async def agent_card_at_facet_path(request: HttpRequest, card_path: str) -> HttpResponseBase:
+    """The card at a moved `facet.agent_card_path` (card_path_urls.py); any other path that
+    reached this catch-all is the 404 it would have been without it."""
+    if "/" + card_path != await sync_to_async(card_path_configured)():
+        # Django's own answer to an unmatched path (handler404, the debug page under DEBUG), which
+        # the protocol middleware then envelopes where it envelopes any 404 page. Raising Http404
+        # here instead would reach that middleware as a view exception.
+        return response_for_exception(request, Http404())
+    return await agent_card(request)
 
 
 async def agent_card(request: HttpRequest) -> HttpResponseBase:

@@ -67,6 +67,14 @@ FIXTURE_WORKFLOWS: dict[str, dict[str, Any]] = {
         "input_schema": _ANY_OBJECT,
         "definition": {"nodes": [{"id": "connect", "kind": "credential", "config": {"provider": "conformance"}}]},
     },
+    # The A2A TCK fixture agent (apps/a2a/tck.py): plays the TCK scenario named by `scenario`.
+    "a2a-tck": {
+        "name": "A2A TCK fixture agent",
+        "description": "Plays the A2A TCK scenario its input names; A2A messages whose messageId starts with "
+        "tck- and name no skill are routed here.",
+        "input_schema": {"type": "object", "properties": {"scenario": {"type": "string"}, "text": {"type": "string"}}},
+        "definition": {"nodes": [{"id": "scenario", "kind": "a2a-tck", "config": {}}]},
+    },
     "echo": {
         "name": "Echo",
         "description": "Completes with its inputs as outputs.",

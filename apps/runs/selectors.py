@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 
 from django.core import signing
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils.dateparse import parse_datetime
 
 from apps.core.errors import NotFound, ValidationFailed
@@ -66,6 +68,18 @@ def run_events_after(*, run: Run, after: int) -> list[RunEvent]:
 class RunPage:
     runs: list[tuple[Run, Interrupt | None]]
     next_cursor: str | None
+    total_size: int | None = None  # with `count_total`: every run the filters admit, all pages
+
+
+class RunOrder(StrEnum):
+    """`created`: newest run first (runs.md §List). `updated`: newest status change first, the
+    order A2A ListTasks requires (the row's updated_at is the status timestamp a Task shows)."""
+
+    CREATED = "created"
+    UPDATED = "updated"
+
+
+_ORDER_FIELD = {RunOrder.CREATED: "created_at", RunOrder.UPDATED: "updated_at"}
 
 
 def run_list(
@@ -73,52 +87,85 @@ def run_list(
     subject: Subject,
     workflow_id: str | None = None,
     status: str | None = None,
+    statuses: Collection[str] | None = None,
+    context_id: str | None = None,
+    updated_after: datetime | None = None,
+    open_interrupt_kind: str | None = None,
+    exclude_open_interrupt_kind: str | None = None,
+    order: RunOrder = RunOrder.CREATED,
     limit: int = RUN_LIST_DEFAULT_PAGE_SIZE,
     cursor: str | None = None,
+    count_total: bool = False,
 ) -> RunPage:
-    """One page of the tenant's runs, newest first (runs.md §List), keyset-paginated."""
+    """One page of the runs `subject` may list, keyset-paginated: the one listRuns read (REST
+    `GET /runs`, A2A ListTasks), whatever door asks.
+
+    Visibility is every run of the subject's tenant and nothing else; no filter widens it.
+    `statuses` admits any of several statuses (`status` one); `context_id` keeps the runs of one
+    A2A context, where a run started without one is its own context (its runId stands in, as the
+    A2A projection shows it); `updated_after` keeps runs whose status changed at or after it;
+    `open_interrupt_kind` / `exclude_open_interrupt_kind` keep (drop) runs suspended on an open
+    interrupt of that kind. A cursor is bound to the tenant and the order it was minted for.
+    """
     if not 1 <= limit <= RUN_LIST_MAX_PAGE_SIZE:
         raise ValidationFailed(
             f"limit is 1-{RUN_LIST_MAX_PAGE_SIZE}.", details={"field": "limit", "maxPageSize": RUN_LIST_MAX_PAGE_SIZE}
         )
-    if status is not None and status not in RunStatus.values:
+    wanted = [status] if status is not None else list(statuses) if statuses is not None else None
+    if wanted is not None and any(s not in RunStatus.values for s in wanted):
         raise ValidationFailed("Unknown run status.", details={"field": "status", "allowed": RunStatus.values})
     tenant_pk = _tenant_pk(subject)
-    runs = Run.objects.for_tenant(tenant_pk).select_related("workflow").order_by("-created_at", "-id")
+    field = _ORDER_FIELD[order]
+    runs = Run.objects.for_tenant(tenant_pk).select_related("workflow")
     if workflow_id is not None:
         runs = runs.filter(workflow__workflow_id=workflow_id)
-    if status is not None:
-        runs = runs.filter(status=status)
+    if wanted is not None:
+        runs = runs.filter(status__in=wanted)
+    if context_id is not None:
+        runs = runs.filter(Q(context_id=context_id) | Q(context_id="", run_id=context_id))
+    if updated_after is not None:
+        runs = runs.filter(updated_at__gte=updated_after)
+    for kind, keep in ((open_interrupt_kind, True), (exclude_open_interrupt_kind, False)):
+        if kind is not None:
+            open_of_kind = Exists(
+                Interrupt.unscoped_all_tenants.filter(run=OuterRef("pk"), resolved_at__isnull=True, kind=kind)
+            )
+            runs = runs.filter(open_of_kind if keep else ~open_of_kind)
+    total = runs.count() if count_total else None
     if cursor is not None:
-        created_at, pk = _cursor_position(cursor, tenant=subject.tenant)
-        runs = runs.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=pk))
-    page = list(runs[: limit + 1])
+        position, pk = _cursor_position(cursor, tenant=subject.tenant, order=order)
+        runs = runs.filter(Q(**{f"{field}__lt": position}) | Q(**{field: position, "id__lt": pk}))
+    page = list(runs.order_by(f"-{field}", "-id")[: limit + 1])
     more = len(page) > limit
     page = page[:limit]
     open_interrupts = {
         i.run_id: i
-        for i in Interrupt.objects.for_tenant(tenant_pk).filter(
-            run__in=[r for r in page if r.status in WAITING_STATUSES], resolved_at__isnull=True
-        )
+        for i in Interrupt.objects.for_tenant(tenant_pk)
+        .filter(run__in=[r for r in page if r.status in WAITING_STATUSES], resolved_at__isnull=True)
+        .order_by("created_at")  # the newest open one wins, as in run_open_interrupt
     }
-    next_cursor = _cursor_mint(page[-1], tenant=subject.tenant) if more else None
-    return RunPage(runs=[(r, open_interrupts.get(r.pk)) for r in page], next_cursor=next_cursor)
+    next_cursor = _cursor_mint(page[-1], tenant=subject.tenant, order=order) if more else None
+    return RunPage(runs=[(r, open_interrupts.get(r.pk)) for r in page], next_cursor=next_cursor, total_size=total)
 
 
-def _cursor_mint(run: Run, *, tenant: str) -> str:
-    return signing.dumps({"t": tenant, "c": run.created_at.isoformat(), "i": run.pk}, salt=_CURSOR_SALT, compress=True)
+def _cursor_mint(run: Run, *, tenant: str, order: RunOrder) -> str:
+    position = getattr(run, _ORDER_FIELD[order]).isoformat()
+    return signing.dumps({"t": tenant, "o": str(order), "c": position, "i": run.pk}, salt=_CURSOR_SALT, compress=True)
 
 
-def _cursor_position(cursor: str, *, tenant: str) -> tuple[datetime, int]:
-    """A cursor this host minted for this tenant, or 400 (runs.md: never trust a foreign cursor)."""
+def _cursor_position(cursor: str, *, tenant: str, order: RunOrder) -> tuple[datetime, int]:
+    """A cursor this host minted for this tenant and order, or 400 (runs.md: never trust a
+    foreign cursor)."""
     try:
         data = signing.loads(cursor, salt=_CURSOR_SALT)
-        created_at = parse_datetime(data["c"])
-        if data["t"] != tenant or created_at is None or not isinstance(data["i"], int):
-            raise ValueError("cursor of another tenant")
+        position = parse_datetime(data["c"])
+        if data["t"] != tenant or data.get("o", RunOrder.CREATED) != order:
+            raise ValueError("cursor of another tenant or order")
+        if position is None or not isinstance(data["i"], int):
+            raise ValueError("malformed cursor")
     except (signing.BadSignature, KeyError, TypeError, ValueError) as exc:
         raise ValidationFailed("The cursor was not minted by this host.", details={"field": "cursor"}) from exc
-    return created_at, data["i"]
+    return position, data["i"]
 
 
 def _tenant_pk(subject: Subject) -> int:

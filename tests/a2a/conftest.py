@@ -4,7 +4,7 @@ engine driven in-process (a `db` test never reaches on_commit, so no worker is i
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +17,7 @@ from apps.runs.models import Run
 from apps.tenants.models import Tenant
 from apps.tenants.selectors import subject_from_api_key
 from apps.tenants.subject import Subject
+from tests.a2a.live import Session, live_card
 
 JSONRPC = "/a2a/jsonrpc"
 REST = "/a2a/rest"
@@ -97,3 +98,21 @@ def error_info(body: dict[str, Any]) -> dict[str, Any]:
     assert len(infos) == 1, data
     assert infos[0]["domain"] == "a2a-protocol.org"
     return infos[0]
+
+
+# --- live a2a-sdk sessions (a real Daphne + Celery worker) ---
+
+
+@pytest.fixture
+def keys(live_url: str, live_worker, make_key) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    return {"acme": make_key("acme"), "globex": make_key("globex")}
+
+
+@pytest.fixture
+async def sessions(live_url: str, keys: dict[str, str], request) -> AsyncIterator[dict[str, Session]]:  # type: ignore[no-untyped-def]
+    """{tenant: Session} on the binding the test parametrizes `sessions` with (indirect)."""
+    card = await live_card(live_url)
+    made = {tenant: Session(card, request.param, key) for tenant, key in keys.items()}
+    yield made
+    for session in made.values():
+        await session.close()

@@ -6,10 +6,8 @@ from __future__ import annotations
 import json
 import secrets
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from typing import Any
 
 import httpx
 import pytest
@@ -24,7 +22,6 @@ from a2a.types import (
     SendMessageRequest,
 )
 from asgiref.sync import sync_to_async
-from django.db import connections
 from django.test import Client, override_settings
 from google.protobuf import json_format
 
@@ -36,9 +33,9 @@ from apps.runs.models import Run
 from apps.runs.wire import run_snapshot_doc
 from apps.tenants.models import Tenant
 from tests.a2a.conftest import REST, Caller, error_info, immediately, user_message
+from tests.a2a.live import db_read, repointed
 
 CARD = "/.well-known/agent-card.json"
-T = TypeVar("T")
 
 
 @dataclass
@@ -259,22 +256,6 @@ def test_without_agent_cards_tenant_is_ignored(acme: Caller, minted: Minted) -> 
 # Black-box: the a2a-sdk client against a live server, on both bindings
 
 
-def _repointed(card: AgentCard, live_url: str) -> AgentCard:
-    for interface in card.supported_interfaces:
-        interface.url = live_url + urlsplit(interface.url).path
-    return card
-
-
-async def _db(read: Callable[[], T]) -> T:
-    def run() -> T:
-        try:
-            return read()
-        finally:
-            connections.close_all()
-
-    return await sync_to_async(run, thread_sensitive=False)()
-
-
 @pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
 async def test_sdk_client_reaches_the_agent_through_its_card(
     live_url: str, live_worker, live_env, make_key, binding: str  # type: ignore[no-untyped-def]
@@ -287,19 +268,19 @@ async def test_sdk_client_reaches_the_agent_through_its_card(
         with override_settings(SECRET_KEY=env["DJANGO_SECRET_KEY"]):  # the live host's key
             return a2a_tenant_of(agent_pk=demo.pk)
 
-    r = await _db(routing_value)
+    r = await db_read(routing_value)
     async with httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=90) as http:
         public = json_format.ParseDict((await http.get(f"{live_url}{CARD}")).json(), AgentCard())
         assert public.capabilities.extended_agent_card and r not in json_format.MessageToJson(public)
         config = ClientConfig(streaming=False, supported_protocol_bindings=[binding], httpx_client=http)
-        host_client = ClientFactory(config).create(_repointed(public, live_url))
+        host_client = ClientFactory(config).create(repointed(public, live_url))
         card = await host_client.get_extended_agent_card(GetExtendedAgentCardRequest(tenant=r))
         assert card.name == DEMO_AGENT["persona"] and card.version == DEMO_AGENT["pack_version"]
         assert {i.tenant for i in card.supported_interfaces} == {r}
         assert [s.id for s in card.skills] == DEMO_AGENT["roster"]
 
         # A client built from the agent's card carries `tenant: R` on every request by itself.
-        agent_client = ClientFactory(config).create(_repointed(card, live_url))
+        agent_client = ClientFactory(config).create(repointed(card, live_url))
         request = SendMessageRequest(
             message=Message(role=Role.ROLE_USER, message_id=f"live-{uuid.uuid4()}", parts=[Part(text="hi")]),
             configuration=SendMessageConfiguration(return_immediately=True),
@@ -307,5 +288,5 @@ async def test_sdk_client_reaches_the_agent_through_its_card(
         events = [event async for event in agent_client.send_message(request)]
         task = events[0].task
         assert task.id.startswith("acme/")
-        run = await _db(lambda: Run.unscoped_all_tenants.select_related("workflow").get(run_id=task.id))
+        run = await db_read(lambda: Run.unscoped_all_tenants.select_related("workflow").get(run_id=task.id))
         assert run.workflow.workflow_id == DEMO_AGENT["roster"][0]

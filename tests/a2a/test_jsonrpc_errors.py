@@ -246,3 +246,28 @@ def test_list_tasks_is_the_callers_tenant_only(acme: Caller, globex: Caller) -> 
     assert all("artifacts" not in t for t in first["tasks"])
     # A page token is bound to its tenant.
     _assert_rpc_error(globex.rpc("ListTasks", {"pageToken": first["nextPageToken"]}), -32602, "INVALID_PARAMS")
+
+
+def test_list_tasks_is_list_runs_newest_status_first(acme: Caller, globex: Caller) -> None:
+    """ListTasks reads through run_list: the same set GET /runs returns to the same Subject,
+    ordered by status timestamp (not creation), filtered by statusTimestampAfter; the two doors'
+    cursors are not interchangeable (each is bound to its order)."""
+    older = acme.rpc("SendMessage", immediately(user_message("o-1"))).json()["result"]["task"]["id"]
+    newer = acme.rpc("SendMessage", immediately(user_message("o-2"))).json()["result"]["task"]["id"]
+    globex.rpc("SendMessage", immediately(user_message("o-3")))
+    advance(older)  # the older run's status changes last
+    listed = acme.rpc("ListTasks", {}).json()["result"]
+    assert [t["id"] for t in listed["tasks"]] == [older, newer] and listed["totalSize"] == 2
+    runs = acme.client.get("/runs", headers={"Authorization": f"Bearer {acme.key}"}).json()["runs"]
+    assert {r["runId"] for r in runs} == {older, newer}
+
+    after = Run.unscoped_all_tenants.get(run_id=older).updated_at.isoformat().replace("+00:00", "Z")
+    since = acme.rpc("ListTasks", {"statusTimestampAfter": after}).json()["result"]
+    assert [t["id"] for t in since["tasks"]] == [older]
+    assert globex.rpc("ListTasks", {"statusTimestampAfter": after}).json()["result"]["tasks"] == []
+
+    token = acme.rpc("ListTasks", {"pageSize": 1}).json()["result"]["nextPageToken"]
+    rest = acme.client.get("/runs", {"limit": 1}, headers={"Authorization": f"Bearer {acme.key}"}).json()
+    _assert_rpc_error(acme.rpc("ListTasks", {"pageToken": rest["nextCursor"]}), -32602, "INVALID_PARAMS")
+    refused = acme.client.get("/runs", {"cursor": token}, headers={"Authorization": f"Bearer {acme.key}"})
+    assert refused.status_code == 400

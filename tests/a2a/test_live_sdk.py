@@ -1,23 +1,15 @@
-"""Black-box: the a2a-sdk 1.3.0 client against a live Daphne + Celery worker, over both bindings.
-
-The live server's OPENWOP_PUBLIC_URL is the default origin, not the test port, so the card the
-test fetches is re-pointed at the live server before the client is built from it (the card's
-paths are kept as served).
-"""
+"""Black-box: the a2a-sdk 1.3.0 client against a live Daphne + Celery worker, over both bindings
+(`sessions`, conftest.py: one Session per tenant on the parametrized binding)."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
-from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from typing import Any
 
-import httpx
 import pytest
-from a2a.client import Client, ClientConfig, ClientFactory
+from a2a.client import Client
 from a2a.types import (
-    AgentCard,
     CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
@@ -32,72 +24,15 @@ from a2a.types import (
     TaskState,
 )
 from a2a.utils.errors import TaskNotFoundError, UnsupportedOperationError
-from asgiref.sync import sync_to_async
-from django.db import connections
 from google.protobuf import json_format
 from google.protobuf.struct_pb2 import Struct
 
 from apps.audit.models import HostEvent
 from apps.runs.models import Run
+from tests.a2a.live import Session, db_read
 
 BINDINGS = ["JSONRPC", "HTTP+JSON"]
-T = TypeVar("T")
 TERMINAL = {TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED}
-
-
-@pytest.fixture
-def keys(live_url: str, live_worker, make_key) -> dict[str, str]:  # type: ignore[no-untyped-def]
-    return {"acme": make_key("acme"), "globex": make_key("globex")}
-
-
-async def _card(live_url: str) -> AgentCard:
-    async with httpx.AsyncClient(timeout=30) as http:
-        response = await http.get(f"{live_url}/.well-known/agent-card.json")
-    response.raise_for_status()
-    card = json_format.ParseDict(response.json(), AgentCard(), ignore_unknown_fields=True)
-    for interface in card.supported_interfaces:
-        interface.url = live_url + urlsplit(interface.url).path
-    return card
-
-
-class Session:
-    """One principal's sdk clients on one binding: plain (blocking), streaming."""
-
-    def __init__(self, card: AgentCard, binding: str, key: str) -> None:
-        self.card, self.binding, self.key = card, binding, key
-        self._http: list[httpx.AsyncClient] = []
-
-    def client(self, *, streaming: bool = False) -> Client:
-        http = httpx.AsyncClient(headers={"Authorization": f"Bearer {self.key}"}, timeout=90)
-        self._http.append(http)
-        config = ClientConfig(streaming=streaming, supported_protocol_bindings=[self.binding], httpx_client=http)
-        return ClientFactory(config).create(self.card)
-
-    async def close(self) -> None:
-        for http in self._http:
-            await http.aclose()
-
-
-@pytest.fixture
-async def sessions(live_url: str, keys: dict[str, str], request) -> AsyncIterator[dict[str, Session]]:  # type: ignore[no-untyped-def]
-    card = await _card(live_url)
-    made = {tenant: Session(card, request.param, key) for tenant, key in keys.items()}
-    yield made
-    for session in made.values():
-        await session.close()
-
-
-async def _db(read: Callable[[], T]) -> T:
-    """A database read from an async test, on a thread whose connection is closed afterwards (an
-    idle one left open would keep the test database from being dropped)."""
-
-    def run() -> T:
-        try:
-            return read()
-        finally:
-            connections.close_all()
-
-    return await sync_to_async(run, thread_sensitive=False)()
 
 
 def _message(*, text: str | None = None, data: Any = None, skill: str | None = None, **fields: Any) -> Message:
@@ -147,7 +82,7 @@ async def test_send_get_list_cancel_and_isolation(sessions: dict[str, Session]) 
     outputs = json_format.MessageToDict(echoed.artifacts[-1].parts[0].data)
     assert outputs == {"greeting": "hi"}
     assert [m.message_id for m in echoed.history] == [echoed.history[0].message_id]
-    run = await _db(lambda: Run.unscoped_all_tenants.get(run_id=echoed.id))
+    run = await db_read(lambda: Run.unscoped_all_tenants.get(run_id=echoed.id))
     assert run.transport == "a2a"
 
     # returnImmediately, then cancel a long-running task.
@@ -183,7 +118,7 @@ async def test_send_get_list_cancel_and_isolation(sessions: dict[str, Session]) 
     assert (await globex.get_task(GetTaskRequest(id=theirs.id))).status.state == TaskState.TASK_STATE_COMPLETED
 
     # Every exchange left its negotiation record as acme's durable host event.
-    records = await _db(
+    records = await db_read(
         lambda: list(HostEvent.unscoped_all_tenants.filter(tenant__slug="acme", type="negotiation.decided"))
     )
     assert len(records) >= 10 and all(r.payload["outcome"] == "accepted" for r in records)

@@ -17,6 +17,7 @@ from tests.envelope import assert_envelope
 pytestmark = pytest.mark.django_db
 
 FIXTURE_IDS = [
+    "a2a-tck",
     "conformance-approval",
     "conformance-cancellable",
     "conformance-credential",

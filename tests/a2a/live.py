@@ -1,0 +1,64 @@
+"""Helpers for the live a2a-sdk tests (a real Daphne + Celery worker): the card re-pointed at the
+live server, per-principal sdk clients, and database reads from async tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+from urllib.parse import urlsplit
+
+import httpx
+from a2a.client import Client, ClientConfig, ClientFactory
+from a2a.types import AgentCard
+from asgiref.sync import sync_to_async
+from django.db import connections
+from google.protobuf import json_format
+
+T = TypeVar("T")
+CARD_PATH = "/.well-known/agent-card.json"
+
+
+def repointed(card: AgentCard, live_url: str) -> AgentCard:
+    """The live server's OPENWOP_PUBLIC_URL is the default origin, not the test port: keep the
+    card's interface paths as served, on the live origin."""
+    for interface in card.supported_interfaces:
+        interface.url = live_url + urlsplit(interface.url).path
+    return card
+
+
+async def live_card(live_url: str) -> AgentCard:
+    async with httpx.AsyncClient(timeout=30) as http:
+        response = await http.get(f"{live_url}{CARD_PATH}")
+    response.raise_for_status()
+    return repointed(json_format.ParseDict(response.json(), AgentCard(), ignore_unknown_fields=True), live_url)
+
+
+async def db_read(read: Callable[[], T]) -> T:
+    """A database read from an async test, on a thread whose connection is closed afterwards (an
+    idle one left open would keep the test database from being dropped)."""
+
+    def run() -> T:
+        try:
+            return read()
+        finally:
+            connections.close_all()
+
+    return await sync_to_async(run, thread_sensitive=False)()
+
+
+class Session:
+    """One principal's sdk clients on one binding: plain (blocking), streaming."""
+
+    def __init__(self, card: AgentCard, binding: str, key: str) -> None:
+        self.card, self.binding, self.key = card, binding, key
+        self._http: list[httpx.AsyncClient] = []
+
+    def client(self, *, streaming: bool = False) -> Client:
+        http = httpx.AsyncClient(headers={"Authorization": f"Bearer {self.key}"}, timeout=90)
+        self._http.append(http)
+        config = ClientConfig(streaming=streaming, supported_protocol_bindings=[self.binding], httpx_client=http)
+        return ClientFactory(config).create(self.card)
+
+    async def close(self) -> None:
+        for http in self._http:
+            await http.aclose()
