@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "apps.a2a",
     "apps.mcp",
     "apps.push",
+    "apps.console",
 ]
 
 MIDDLEWARE = [
