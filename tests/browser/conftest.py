@@ -67,32 +67,30 @@ def browser_host(_browser_host: tuple[str, LiveProcess], transactional_db: None)
     return _browser_host
 
 
-@pytest.fixture(scope="session")
-def _playwright_browser() -> Iterator[Any]:
+@pytest.fixture
+def page(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A fresh Playwright + chromium + page per test; a screenshot of the last state is saved.
+
+    Playwright's sync API keeps an asyncio loop running on this thread while it is started, which
+    would break every later async test (and Django's async guard) in this xdist worker: so it lives
+    exactly as long as the test. During the test the test's own synchronous ORM reads are safe, so
+    Django's async guard is relaxed for it only (Playwright docs, "Django").
+    """
     _chromium_or_skip()
     from playwright.sync_api import sync_playwright
 
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def page(_playwright_browser: Any, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """A fresh browser context and page; a screenshot of the last state is saved after the test."""
-    # Playwright's sync API keeps an event loop on this thread; the test's own ORM reads are
-    # synchronous and safe (Playwright docs, "Django"), so Django's async guard is relaxed here only.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    context = _playwright_browser.new_context(accept_downloads=True)
-    context.set_default_timeout(20_000)
-    browser_page = context.new_page()
-    yield browser_page
-    out = artifact_dir(request.node.name)
-    try:
-        browser_page.screenshot(path=str(out / "final.png"), full_page=True)
-    finally:
-        context.close()
+        context = browser.new_context(accept_downloads=True)
+        context.set_default_timeout(20_000)
+        browser_page = context.new_page()
+        try:
+            yield browser_page
+            browser_page.screenshot(path=str(artifact_dir(request.node.name) / "final.png"), full_page=True)
+        finally:
+            context.close()
+            browser.close()
 
 
 def artifact_dir(test_name: str) -> Path:
