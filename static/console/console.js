@@ -3,6 +3,7 @@
 (function () {
   "use strict";
   var TERMINAL = ["completed", "failed", "cancelled"];
+  var MAX_STREAMS = 4;
 
   function follow(node) {
     var source = new EventSource(node.dataset.statusStream);
@@ -12,7 +13,6 @@
       node.className = "status status-" + data.status;
       if (TERMINAL.indexOf(data.status) !== -1) { source.close(); }
     });
-    source.onerror = function () { if (source.readyState === EventSource.CLOSED) { return; } };
   }
 
   function refreshDeliveries(container) {
@@ -38,7 +38,8 @@
   }
 
   document.addEventListener("DOMContentLoaded", function () {
-    document.querySelectorAll("[data-status-stream]").forEach(follow);
+    // A browser keeps about six connections per host: follow a few runs, leave the rest to a reload.
+    Array.prototype.slice.call(document.querySelectorAll("[data-status-stream]"), 0, MAX_STREAMS).forEach(follow);
     var deliveries = document.getElementById("task-deliveries");
     if (deliveries) { refreshDeliveries(deliveries); }
     document.querySelectorAll("[data-copy]").forEach(function (button) {

@@ -30,7 +30,7 @@ from apps.tenants.selectors import subject_from_api_key
 from apps.tenants.services import api_key_create, tenant_get_or_create
 
 pytestmark = pytest.mark.django_db
-N = 3
+N = 2
 _counter = itertools.count()
 
 

@@ -1,7 +1,8 @@
 """Browser tests: Playwright's sync API driving Debian's chromium against a live host.
 
-The host is a private Daphne + Celery worker pair (started once per test session and xdist worker)
-whose egress guard allows loopback and trusts a test CA, so a push can reach an HTTPS receiver on
+The host is a private Daphne + Celery worker pair (started once per xdist worker for this package,
+and stopped after its last test, so it does not keep polling the database under other tests) whose
+egress guard allows loopback and trusts a test CA, so a push can reach an HTTPS receiver on
 127.0.0.1 (webhooks.md §Egress stays on everywhere else). Each test saves a screenshot under
 var/test-artifacts/<test name>/ (not committed).
 
@@ -40,7 +41,7 @@ def browser_ca() -> trustme.CA:
     return trustme.CA()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def _browser_host(
     live_env: Any, browser_ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, LiveProcess]]:
