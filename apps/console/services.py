@@ -28,7 +28,8 @@ def membership_create(*, tenant: Tenant, username: str, password: str | None = N
     """A console user of `tenant`: the user is created when missing (never staff), or an existing
     non-staff user without a membership is bound. One user, one tenant."""
     user_model = get_user_model()
-    with transaction.atomic(durable=True):
+    # Not durable: the admin's add view calls this inside its own transaction.
+    with transaction.atomic():
         refusal = membership_refusal(username=username, password=password)
         if refusal:
             raise ValidationFailed(refusal, details={"field": "username"})

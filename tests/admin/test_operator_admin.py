@@ -66,3 +66,23 @@ def test_revoking_keys_in_the_admin_is_logged(operator_client: Client) -> None:
     assert ApiKey.unscoped_all_tenants.get(pk=key.pk).revoked_at is not None
     entry = LogEntry.objects.get(object_id=str(key.pk))
     assert entry.user.username == "root" and "Revoked" in entry.get_change_message()
+
+
+def test_operators_create_console_users_in_the_admin(operator_client: Client) -> None:
+    from apps.console.models import TenantMembership
+
+    tenant = tenant_get_or_create(slug="acme")[0]
+    response = operator_client.post(
+        "/admin/console/tenantmembership/add/",
+        {"tenant": str(tenant.pk), "username": "tess", "password": "tess-password-123"},
+    )
+    assert response.status_code == 302, response.content
+    membership = TenantMembership.objects.get(user__username="tess")
+    assert membership.tenant == tenant and membership.user.check_password("tess-password-123")
+    assert LogEntry.objects.filter(object_id=str(membership.pk)).exists()
+    # A staff account cannot become a console user: the form says why, nothing is created.
+    refused = operator_client.post(
+        "/admin/console/tenantmembership/add/", {"tenant": str(tenant.pk), "username": "root", "password": ""}
+    )
+    assert refused.status_code == 200 and "staff account" in refused.content.decode()
+    assert not TenantMembership.objects.filter(user__username="root").exists()

@@ -45,6 +45,7 @@ def browser_ca() -> trustme.CA:
 def _browser_host(
     live_env: Any, browser_ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, LiveProcess]]:
+    _chromium_or_skip()  # before starting anything
     env, var_dir = live_env
     bundle = tmp_path_factory.mktemp("browser-ca") / "ca.pem"
     browser_ca.cert_pem.write_to_path(str(bundle))
