@@ -11,6 +11,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 
+from apps.a2a.card import agent_card, public_card_current
+from apps.a2a.wire import to_wire
 from apps.agents.models import Agent, AgentChange, Workflow
 from apps.agents.selectors import agent_get_readable
 from apps.agents.services import AGENT_EDITABLE_FIELDS, agent_create, agent_publish, agent_unpublish, agent_update
@@ -22,9 +24,6 @@ from apps.tenants.subject import Subject
 def agent_card_preview(agent: Agent) -> str | None:
     """The agent's A2A card exactly as a caller of its tenant is served it (apps/a2a/card.py), or
     None when no card is served for it (unpublished, nothing routed, or per-agent cards off)."""
-    from apps.a2a.card import agent_card, public_card_current
-    from apps.a2a.wire import to_wire
-
     host_card = public_card_current()[0]
     if not host_card.capabilities.extended_agent_card:
         return None

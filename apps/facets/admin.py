@@ -22,6 +22,8 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
+from apps.a2a.card import public_card_current
+from apps.a2a.wire import to_wire
 from apps.core.admin_read_only import ReadOnlyAdminMixin
 from apps.core.errors import ValidationFailed
 from apps.facets.discovery import discovery_document
@@ -49,9 +51,6 @@ def served_documents_after(protocol: str, changes: dict[str, Any], actor: str) -
     The edit really runs (facet_update: validation, audit row) and is then rolled back, so the
     preview can never drift from what saving does; nothing of it is committed.
     """
-    from apps.a2a.card import public_card_current
-    from apps.a2a.wire import to_wire
-
     with transaction.atomic():
         if changes:
             facet_update(protocol=protocol, changes=changes, actor=actor)  # type: ignore[arg-type]
