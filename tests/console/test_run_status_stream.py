@@ -7,6 +7,7 @@ import json
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.db import connections
 from django.test import AsyncClient
 
 from apps.agents.services import workflow_fixtures_seed
@@ -48,3 +49,4 @@ async def test_status_stream_replays_to_the_terminal_event_and_ends() -> None:
     assert unknown.status_code == other.status_code == 404 and unknown.content == other.content
     anonymous = await AsyncClient().get(f"/console/runs/status/{run_id}")
     assert anonymous.status_code == 404
+    await sync_to_async(connections.close_all)()  # the executor thread's connection, or the test DB stays busy
