@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "apps.mcp",
     "apps.push",
     "apps.peers",
+    "apps.console",
 ]
 
 MIDDLEWARE = [

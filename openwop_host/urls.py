@@ -25,6 +25,7 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("host/openwop-host/api/whoami", WhoAmIApi.as_view(), name="whoami"),
     path("admin/", admin.site.urls),
+    path("console/", include("apps.console.urls")),
     path("", include("apps.agents.urls")),
     path("", include("apps.runs.urls")),
     path("", include("apps.audit.urls")),

@@ -22,6 +22,7 @@ class TaskMessageAdmin(admin.ModelAdmin):
     list_display = ("message_id", "run", "tenant", "principal", "created_at")
     list_filter = ("tenant",)
     search_fields = ("message_id", "run__run_id")
+    list_select_related = ("tenant", "run")
     readonly_fields = ("tenant", "run", "principal", "message_id", "document", "created_at")
 
     def has_add_permission(self, request: HttpRequest) -> bool:

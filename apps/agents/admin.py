@@ -3,21 +3,45 @@ and manage the agent inventory through audited services."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.html import format_html
 
+from apps.a2a.card import agent_card, public_card_current
+from apps.a2a.wire import to_wire
 from apps.agents.models import Agent, AgentChange, Workflow
+from apps.agents.selectors import agent_get_readable
 from apps.agents.services import AGENT_EDITABLE_FIELDS, agent_create, agent_publish, agent_unpublish, agent_update
 from apps.core.admin_read_only import ReadOnlyAdminMixin
+from apps.core.errors import NotFound
+from apps.tenants.subject import Subject
+
+
+def agent_card_preview(agent: Agent) -> str | None:
+    """The agent's A2A card exactly as a caller of its tenant is served it (apps/a2a/card.py), or
+    None when no card is served for it (unpublished, nothing routed, or per-agent cards off)."""
+    host_card = public_card_current()[0]
+    if not host_card.capabilities.extended_agent_card:
+        return None
+    reader = Subject(issuer="openwop-host/admin", subject_id="admin-preview", tenant=agent.tenant.slug, kind="user")
+    try:
+        entry = agent_get_readable(subject=reader, agent_id=agent.agent_id)
+    except NotFound:
+        return None
+    if entry.a2a_tenant is None:
+        return None
+    return json.dumps(to_wire(agent_card(host_card=host_card, entry=entry)), indent=2, sort_keys=True)
 
 
 @admin.register(Workflow)
 class WorkflowAdmin(admin.ModelAdmin):
     list_display = ("workflow_id", "tenant", "name", "updated_at")
     list_filter = ("tenant",)
+    list_select_related = ("tenant",)
     search_fields = ("workflow_id", "name", "tenant__slug")
     readonly_fields = (
         "tenant",
@@ -48,13 +72,21 @@ class AgentAdmin(admin.ModelAdmin):
     list_display = ("agent_id", "tenant", "persona", "pack_version", "published", "updated_at")
     list_filter = ("published", "tenant")
     search_fields = ("agent_id", "persona", "label", "tenant__slug")
+    list_select_related = ("tenant",)
     readonly_fields = ("published", "created_at", "updated_at")
     actions = ("publish_agents", "unpublish_agents")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Agent | None = None) -> tuple[str, ...]:
         if obj is None:
             return ("published", "created_at", "updated_at")
-        return ("tenant", "agent_id", "published", "created_at", "updated_at")
+        return ("tenant", "agent_id", "published", "created_at", "updated_at", "card_preview")
+
+    @admin.display(description="A2A card (as served)")
+    def card_preview(self, obj: Agent) -> str:
+        card = agent_card_preview(obj)
+        if card is None:
+            return "No card is served: the agent is unpublished, has no routed workflow, or per-agent cards are off."
+        return format_html('<pre class="agent-card-preview" tabindex="0">{}</pre>', card)
 
     def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
         if change:
@@ -101,4 +133,5 @@ class AgentChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("at", "tenant", "agent", "action", "actor")
     list_filter = ("action", "tenant")
     search_fields = ("actor", "agent__agent_id", "tenant__slug")
+    list_select_related = ("tenant", "agent")
     readonly_fields = ("tenant", "agent", "actor", "action", "before", "after", "at")

@@ -87,8 +87,12 @@ def negotiation_audit(request: HttpRequest) -> HttpResponse:
         response["Content-Disposition"] = f'attachment; filename="negotiations-{stamp}.csv"'
         return response
     records = list(negotiation_records(filters=filters, limit=PAGE_LIMIT))
-    days = negotiation_daily_counts(records)
-    peak = max((sum(c.values()) for _, c in days), default=0)
+    # One chart per protocol: accepted / downgraded / refused per day, on one shared scale.
+    charts = [
+        (protocol, negotiation_daily_counts([r for r in records if r.protocol == protocol]))
+        for protocol in sorted({r.protocol for r in records})
+    ]
+    peak = max((sum(c.values()) for _, days in charts for _, c in days), default=0)
     query = request.GET.copy()
     query["format"] = "csv"
     return render(
@@ -97,7 +101,7 @@ def negotiation_audit(request: HttpRequest) -> HttpResponse:
         {
             "form": form,
             "records": records,
-            "days": days,
+            "charts": charts,
             "peak": peak,
             "limit": PAGE_LIMIT,
             "truncated": len(records) == PAGE_LIMIT,

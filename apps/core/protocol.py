@@ -28,6 +28,7 @@ NOT_ENVELOPED_PREFIXES: tuple[str, ...] = (
     "/admin/",
     "/static/",
     "/host/openwop-host/",  # host-private pages (console, auditor views)
+    "/console/",  # the tenant console: HTML pages with its own 403/404
     "/a2a",  # A2A interfaces: JSON-RPC / google.rpc.Status errors only
     "/mcp",  # MCP mount: JSON-RPC errors only
     "/.well-known/agent-card.json",

@@ -1,19 +1,62 @@
-"""Operators tune the facets here; every save goes through facet_update (validated, audited)."""
+"""Operators tune the facets here; every save goes through facet_update (validated, audited).
+
+The change page shows, read-only, the discovery document and the public agent card exactly as they
+would be served after saving: the edit is applied by `facet_update` inside a transaction that is
+rolled back, and the documents are rendered by the builders that serve them (apps/facets/discovery,
+apps/a2a/card). The same endpoint returns the services' validation messages as the operator types.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import datetime as dt
+import json
+from typing import Any, Literal
 
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.urls import URLPattern, path
 from django.utils import timezone
 from django.utils.html import format_html
+from django.views.decorators.http import require_POST
 
+from apps.a2a.card import public_card_current
+from apps.a2a.wire import to_wire
 from apps.core.admin_read_only import ReadOnlyAdminMixin
 from apps.core.errors import ValidationFailed
+from apps.facets.discovery import discovery_document
 from apps.facets.models import Facet, FacetChange, FacetRefresh
 from apps.facets.services import EDITABLE_FIELDS, facet_refresh, facet_update
+
+Freshness = Literal["fresh", "due", "stale"]
+DUE_WITHIN_DAYS = 7  # a week's notice before an advertisement breaks the refresh SLA
+
+
+def facet_freshness(facet: Facet, today: dt.date) -> tuple[Freshness, int | None]:
+    """fresh / due (the window ends within a week) / stale (interop.md §The refresh SLA), with the
+    days left in the window (None when never evaluated)."""
+    if facet.refreshed_at is None:
+        return "stale", None
+    left = facet.refresh_window_days - (today - facet.refreshed_at).days
+    if facet.is_stale(today):
+        return "stale", left
+    return ("due" if left <= min(DUE_WITHIN_DAYS, facet.refresh_window_days // 2) else "fresh"), left
+
+
+def served_documents_after(protocol: str, changes: dict[str, Any], actor: str) -> dict[str, Any]:
+    """Discovery and the public agent card as they would be served once `changes` are saved.
+
+    The edit really runs (facet_update: validation, audit row) and is then rolled back, so the
+    preview can never drift from what saving does; nothing of it is committed.
+    """
+    with transaction.atomic():
+        if changes:
+            facet_update(protocol=protocol, changes=changes, actor=actor)  # type: ignore[arg-type]
+        documents = {"discovery": discovery_document(), "agentCard": to_wire(public_card_current()[0])}
+        transaction.set_rollback(True)
+    return documents
 
 
 class AppendOnlyAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
@@ -25,6 +68,7 @@ class FacetAdmin(admin.ModelAdmin):
     list_display = ("protocol", "versions", "preferred_version", "minimum_version", "refreshed_at", "freshness")
     readonly_fields = ("protocol", "refreshed_at", "freshness", "updated_at")
     actions = ("reevaluate",)
+    change_form_template = "admin/facets/facet/change_form.html"
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # one row per protocol, created by the host
@@ -36,11 +80,45 @@ class FacetAdmin(admin.ModelAdmin):
         editable = list(EDITABLE_FIELDS[obj.protocol]) if obj else []  # type: ignore[index]
         return ["protocol", *editable, "refreshed_at", "freshness", "updated_at"]
 
-    @admin.display(description="Freshness")
+    @admin.display(description="Refresh SLA")
     def freshness(self, obj: Facet) -> str:
-        if obj.is_stale(timezone.now().date()):
-            return format_html('<strong style="color:#ba2121">STALE</strong> (window {} days)', obj.refresh_window_days)
-        return format_html('<span style="color:#2a7d2a">fresh</span> (window {} days)', obj.refresh_window_days)
+        state, left = facet_freshness(obj, timezone.now().date())
+        detail = "never evaluated" if left is None else f"{left} of {obj.refresh_window_days} days left"
+        return format_html('<span class="sla sla-{}">{}</span> ({})', state, state.upper(), detail)
+
+    def get_urls(self) -> list[URLPattern]:
+        preview = self.admin_site.admin_view(require_POST(self.preview_view))
+        return [path("<path:object_id>/preview/", preview, name="facets_facet_preview"), *super().get_urls()]
+
+    def preview_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """POST the change form: the services' field errors, or the documents after saving."""
+        facet = self.get_object(request, object_id)
+        if facet is None:
+            raise Http404("No such facet.")
+        if not self.has_change_permission(request, facet):
+            raise PermissionDenied
+        form = self.get_form(request, facet, change=True)(request.POST, instance=facet)
+        if not form.is_valid():
+            errors = form.errors.get_json_data()
+            return JsonResponse({"errors": {field: [e["message"] for e in errs] for field, errs in errors.items()}})
+        editable = EDITABLE_FIELDS[facet.protocol]  # type: ignore[index]
+        changes = {field: form.cleaned_data[field] for field in form.changed_data if field in editable}
+        try:
+            documents = served_documents_after(facet.protocol, changes, f"admin-preview:{request.user.get_username()}")
+        except ValidationFailed as exc:
+            return JsonResponse({"errors": (exc.details or {}).get("fields", {"__all__": [exc.message]})})
+        return JsonResponse({"errors": {}, **documents})
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        facet = self.get_object(request, object_id)
+        context = dict(extra_context or {})
+        if facet is not None:
+            documents = served_documents_after(facet.protocol, {}, "admin-preview")
+            context["preview_discovery"] = json.dumps(documents["discovery"], indent=2, sort_keys=True)
+            context["preview_card"] = json.dumps(documents["agentCard"], indent=2, sort_keys=True)
+        return super().change_view(request, object_id, form_url, context)
 
     def save_model(self, request: HttpRequest, obj: Facet, form: Any, change: bool) -> None:
         editable = EDITABLE_FIELDS[obj.protocol]  # type: ignore[index]
@@ -67,6 +145,8 @@ class FacetAdmin(admin.ModelAdmin):
 class FacetChangeAdmin(AppendOnlyAdmin):
     list_display = ("at", "protocol", "actor")
     list_filter = ("protocol",)
+    search_fields = ("actor",)
+    date_hierarchy = "at"
     readonly_fields = ("protocol", "actor", "before", "after", "at")
 
 
@@ -74,6 +154,7 @@ class FacetChangeAdmin(AppendOnlyAdmin):
 class FacetRefreshAdmin(AppendOnlyAdmin):
     list_display = ("at", "protocol", "evaluated_on", "ok", "unknown")
     list_filter = ("protocol", "ok")
+    date_hierarchy = "at"
     readonly_fields = (
         "protocol", "at", "evaluated_on", "ok", "offered", "unknown", "registry_source", "registry_updated",
     )

@@ -28,6 +28,7 @@ class DeliveryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = ("status", "kind", "tenant")
     search_fields = ("delivery_id", "run__run_id", "webhook__webhook_id", "push_config__config_id")
     list_select_related = ("tenant",)
+    date_hierarchy = "created_at"
     exclude = ("body",)  # a dead letter names a delivery; it does not replay one
     inlines = (DeliveryAttemptInline,)
     actions = ("redeliver",)
@@ -36,7 +37,8 @@ class DeliveryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def redeliver(self, request: HttpRequest, queryset: QuerySet[Delivery]) -> None:
         count = 0
         for pk in queryset.filter(status=DeliveryStatus.DEAD).values_list("pk", flat=True):
-            delivery_redeliver(delivery_pk=pk)
+            delivery = delivery_redeliver(delivery_pk=pk)
+            self.log_change(request, delivery, "Redelivered (dead letter queued again).")
             count += 1
         self.message_user(request, f"{count} dead letter(s) queued for redelivery.", messages.SUCCESS)
 
@@ -50,12 +52,16 @@ class DeadLetterAdmin(DeliveryAdmin):
 @admin.register(PushConfig)
 class PushConfigAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("config_id", "tenant", "run", "auth_scheme", "created_at", "credentials_wiped_at")
+    list_filter = ("tenant",)
     search_fields = ("config_id", "run__run_id")
+    list_select_related = ("tenant", "run")
     exclude = ("credentials_sealed", "url")
 
 
 @admin.register(Webhook)
 class WebhookAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("webhook_id", "tenant", "created_at")
+    list_filter = ("tenant",)
     search_fields = ("webhook_id",)
+    list_select_related = ("tenant",)
     exclude = ("secret_sealed", "url")

@@ -28,6 +28,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
     list_display = ("prefix", "tenant", "kind", "label", "created_at", "revoked_at")
     list_filter = ("kind", "tenant")
     search_fields = ("prefix", "label", "tenant__slug")
+    list_select_related = ("tenant",)
     fields = ("tenant", "kind", "label", "prefix", "subject_id", "created_at", "revoked_at")
     readonly_fields = ("prefix", "subject_id", "created_at", "revoked_at")
     actions = ("revoke_keys",)
@@ -56,5 +57,6 @@ class ApiKeyAdmin(admin.ModelAdmin):
         for api_key in queryset:
             if api_key.revoked_at is None:
                 api_key_revoke(api_key=api_key)
+                self.log_change(request, api_key, "Revoked.")
                 count += 1
         self.message_user(request, f"Revoked {count} key(s).", messages.SUCCESS)

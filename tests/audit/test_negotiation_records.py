@@ -114,7 +114,12 @@ def test_auditors_filter_chart_and_export(auditor_client: Client, make_key, a2a_
 
     page = auditor_client.get(URL).content.decode()
     assert page.count('class="neg-row"') == 3
-    assert 'data-outcome="accepted" data-count="2"' in page and 'data-outcome="refused" data-count="1"' in page
+    # One chart per protocol: a2a accepted 1 + refused 1, mcp accepted 1.
+    a2a_chart, mcp_chart = page.split('id="neg-chart-a2a"')[1].split("<h2>Records")[0].split('id="neg-chart-mcp"')
+    assert 'data-outcome="accepted" data-count="1"' in a2a_chart
+    assert 'data-outcome="refused" data-count="1"' in a2a_chart
+    assert 'data-outcome="accepted" data-count="1"' in mcp_chart
+    assert 'data-outcome="refused"' not in mcp_chart
 
     refused = auditor_client.get(URL, {"outcome": "refused"}).content.decode()
     assert refused.count('class="neg-row"') == 1 and "below-floor" in refused
