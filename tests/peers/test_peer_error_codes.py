@@ -27,9 +27,9 @@ from tests.live import free_port
 from tests.peers.conftest import Caller, events, run_node
 from tests.peers.peer_servers import Peer
 from tests.peers.test_a2a_call import _card
+from tests.peers.test_seams import A2A_SEAM
 
 pytestmark = pytest.mark.django_db(transaction=True)
-A2A_SEAM = "/conformance/seams/sample/a2a/invoke"
 
 
 def _same_code_everywhere(run: Run, code: str) -> None:

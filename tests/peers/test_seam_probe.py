@@ -12,7 +12,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.test import override_settings
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -26,17 +25,9 @@ from tests.peers.conftest import Caller, decisions, run_node
 from tests.peers.peer_apps import EchoAgent, a2a_agent_app, mcp_adder_app
 from tests.peers.peer_servers import Peer
 from tests.peers.test_a2a_call import ANY_DATA, LEGACY_DATA, _card
+from tests.peers.test_seams import A2A_SEAM, MCP_SEAM, _decided, seams_on
 
 pytestmark = pytest.mark.django_db(transaction=True)
-seams_on = override_settings(OPENWOP_CONFORMANCE_SEAMS=True)
-A2A_SEAM = "/conformance/seams/sample/a2a/invoke"
-MCP_SEAM = "/conformance/seams/sample/mcp/invoke"
-
-
-def _decided(caller: Caller, run_id: str) -> list[dict[str, Any]]:
-    response = caller.get(f"/runs/{run_id.replace('/', '~2F')}/events/poll?afterSequence=0&timeout=1")
-    assert response.status_code == 200, response.content
-    return [e["payload"] for e in response.json()["events"] if e["type"] == "negotiation.decided"]
 
 
 def _suite_like_peer(serve: Callable[..., Peer], data: object) -> Peer:
