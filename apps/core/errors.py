@@ -7,6 +7,7 @@ exceptions to their own JSON-RPC errors, never to this envelope.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 # Registered codes this host emits, with the status the registry gives them
@@ -39,6 +40,35 @@ REGISTERED_STATUS: dict[str, int] = {
 }
 
 
+# Vendor codes (spec/v2/core/errors.md: "a registered code, or a vendor code"): what the registry
+# has no row for and no registered row genuinely means. They live under this host's org segment
+# (as its discovery extensions do) and match the registry's `vendorCodePattern`; each declares its
+# own status here, so one table answers "which status?" for every code the host can emit.
+VENDOR_ORG = "openwop-host"
+VENDOR_CODE_PATTERN = re.compile(r"^(?!openwop\.)[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z][a-z0-9_]*$")
+VENDOR_STATUS: dict[str, int] = {}
+
+
+def vendor_code(name: str, status: int) -> str:
+    """Register `openwop-host.<name>` with its HTTP status and return the code. Called at import by
+    the app that emits it; a malformed name, a non-error status or a clashing re-registration fails
+    loudly there, never on the wire."""
+    code = f"{VENDOR_ORG}.{name}"
+    if not VENDOR_CODE_PATTERN.fullmatch(code):
+        raise ValueError(f"{code!r} does not match the registry's vendorCodePattern")
+    if not 400 <= status <= 599:
+        raise ValueError(f"{code!r}: {status} is not an error status")
+    if VENDOR_STATUS.setdefault(code, status) != status:
+        raise ValueError(f"{code!r} registered twice with different statuses")
+    return code
+
+
+def error_status(code: str) -> int | None:
+    """The HTTP status of a registered or vendor code this host emits; None for any other string
+    (which the host must not emit: callers render those as internal_error)."""
+    return REGISTERED_STATUS.get(code) or VENDOR_STATUS.get(code)
+
+
 class OpenWopError(Exception):
     """Base of every error a door can render. Subclasses fix `code`; status comes from the table."""
 
@@ -61,7 +91,10 @@ class OpenWopError(Exception):
 
     @property
     def status(self) -> int:
-        return self._status or REGISTERED_STATUS[self.code]
+        status = self._status or error_status(self.code)
+        if status is None:
+            raise KeyError(f"{self.code!r} is neither a registered nor a vendor code")
+        return status
 
     def envelope(self) -> dict[str, Any]:
         body: dict[str, Any] = {"error": self.code, "message": self.message}

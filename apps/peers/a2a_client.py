@@ -26,7 +26,21 @@ from google.protobuf import json_format
 from google.protobuf.message import Message as ProtoMessage
 from google.protobuf.struct_pb2 import Struct, Value
 
-from apps.peers.outbound import Outbound, PeerFailure, negotiate, peer_jsonrpc, peer_refused_version, peer_send
+from apps.peers.outbound import (
+    PEER_ERROR,
+    PEER_PROTOCOL_ERROR,
+    PEER_TIMEOUT,
+    Agreement,
+    Outbound,
+    PeerCancelled,
+    PeerFailure,
+    negotiate,
+    peer_jsonrpc,
+    peer_refused_version,
+    peer_send,
+    probe_not_refused,
+    probe_settled,
+)
 
 CARD_PATH = "/.well-known/agent-card.json"
 VERSION_NOT_SUPPORTED = -32009
@@ -93,61 +107,71 @@ def _message(outbound: Outbound, *, text: str | None, data: Any) -> Message:
     return Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=parts, metadata=metadata)
 
 
-def a2a_call(outbound: Outbound, *, requested: str | None, text: str | None, data: Any) -> dict[str, Any]:
-    """One exchange; returns `{negotiatedVersion, peerDigest, result: {task}|{message}}`."""
+def a2a_call(
+    outbound: Outbound, *, requested: str | None, text: str | None, data: Any, probe: bool = False
+) -> dict[str, Any]:
+    """One exchange; returns `{negotiatedVersion, peerDigest, result: {task}|{message}}`.
+
+    `probe` (conformance seam only): a `requested` version above the floor that we do not speak is
+    sent on SendMessage as asked, to the JSON-RPC interface the table picks, to see the peer refuse."""
     card_holder: dict[str, AgentCard | None] = {}
 
     def offers_of(candidate: str) -> list[str]:
         reply = peer_send(outbound, "GET", card_url_of(outbound.peer_url),
                           headers={"A2A-Version": candidate, "Accept": "application/json"})
         if reply.status != 200 or not isinstance(reply.document, dict):
-            raise PeerFailure("peer_protocol_error", "The peer's agent card could not be read.",
+            raise PeerFailure(PEER_PROTOCOL_ERROR, "The peer's agent card could not be read.",
                               {"status": reply.status})
         offers, card_holder["card"] = card_offers(reply.document)
         return offers
 
-    decision = negotiate(outbound, protocol="a2a", requested=requested, offers_of=offers_of)
-    version = decision.version
-    assert version is not None
+    agreement = negotiate(outbound, protocol="a2a", requested=requested, offers_of=offers_of, probe=probe)
     card = card_holder.get("card")
-    endpoint = next(
-        (i.url for i in (card.supported_interfaces if card else [])
-         if major_minor(i.protocol_version) == version and i.protocol_binding.upper() == "JSONRPC" and i.url),
-        None,
-    )
-    if endpoint is None:
-        raise PeerFailure("peer_protocol_error", f"The peer's card lists no JSON-RPC interface for A2A {version}.")
-    request = SendMessageRequest(message=_message(outbound, text=text, data=data))
-    result = _rpc(outbound, endpoint, version, decision, "SendMessage", json_format.MessageToDict(request))
+    with probe_settled(outbound, agreement):
+        endpoint = _jsonrpc_endpoint(card, agreement.decision.version)
+        request = SendMessageRequest(message=_message(outbound, text=text, data=data))
+        result = _rpc(outbound, endpoint, agreement, "SendMessage", json_format.MessageToDict(request))
+    if agreement.probing:  # the peer took a version we do not speak: its answer is not ours to read
+        raise probe_not_refused(outbound, agreement)
+    version = agreement.version
     response = _parsed(result, SendMessageResponse())
     if response.HasField("task"):
-        task = _follow(outbound, endpoint, version, decision, _checked(response.task))
+        task = _follow(outbound, endpoint, agreement, _checked(response.task))
         doc: dict[str, Any] = {"task": json_format.MessageToDict(task)}
     elif response.HasField("message"):
         doc = {"message": json_format.MessageToDict(response.message)}
     else:
-        raise PeerFailure("peer_protocol_error", "The peer's SendMessage answer is neither a task nor a message.")
+        raise PeerFailure(PEER_PROTOCOL_ERROR, "The peer's SendMessage answer is neither a task nor a message.")
     return {"negotiatedVersion": version, "peerDigest": outbound.peer_digest, "result": doc}
 
 
-def _follow(outbound: Outbound, endpoint: str, version: str, decision: Any, task: Task) -> Task:
+def _jsonrpc_endpoint(card: AgentCard | None, version: str | None) -> str:
+    """The JSON-RPC interface the card lists for the agreed version."""
+    for interface in card.supported_interfaces if card else []:
+        if (major_minor(interface.protocol_version) == version and interface.protocol_binding.upper() == "JSONRPC"
+                and interface.url):
+            return str(interface.url)
+    raise PeerFailure(PEER_PROTOCOL_ERROR, f"The peer's card lists no JSON-RPC interface for A2A {version}.")
+
+
+def _follow(outbound: Outbound, endpoint: str, agreement: Agreement, task: Task) -> Task:
     """Poll GetTask until the task ends or needs input we cannot give, within the timeout."""
     deadline = time.monotonic() + outbound.timeout_seconds
     while task.status.state not in _ENDED | _NEEDS_INPUT:
         if outbound.cancel_requested():
-            raise PeerFailure("cancelled", "The run was cancelled while its peer task was running.")
+            raise PeerCancelled
         if time.monotonic() > deadline:
-            raise PeerFailure("peer_timeout", "The peer's task did not end in time.", {"taskId": task.id})
+            raise PeerFailure(PEER_TIMEOUT, "The peer's task did not end in time.", {"taskId": task.id})
         time.sleep(POLL_SECONDS)
         params = json_format.MessageToDict(GetTaskRequest(id=task.id))
-        task = _checked(_parsed(_rpc(outbound, endpoint, version, decision, "GetTask", params), Task()))
+        task = _checked(_parsed(_rpc(outbound, endpoint, agreement, "GetTask", params), Task()))
     return task
 
 
 def _checked(task: Task) -> Task:
     # Unknown enum values parse as UNSPECIFIED: a task we cannot follow is the peer's error.
     if not task.id or task.status.state == TaskState.TASK_STATE_UNSPECIFIED:
-        raise PeerFailure("peer_protocol_error", "The peer's task has no id or no known state.")
+        raise PeerFailure(PEER_PROTOCOL_ERROR, "The peer's task has no id or no known state.")
     return task
 
 
@@ -156,20 +180,20 @@ def _parsed(result: dict[str, Any], message: ProtoT) -> ProtoT:
     try:
         return json_format.ParseDict(result, message, ignore_unknown_fields=True)
     except json_format.ParseError:
-        raise PeerFailure("peer_protocol_error", f"The peer's {type(message).__name__} is not valid.") from None
+        raise PeerFailure(PEER_PROTOCOL_ERROR, f"The peer's {type(message).__name__} is not valid.") from None
 
 
-def _rpc(outbound: Outbound, endpoint: str, version: str, decision: Any, method: str, params: Any) -> dict[str, Any]:
-    headers = {"A2A-Version": version, "Accept": "application/json"}
+def _rpc(outbound: Outbound, endpoint: str, agreement: Agreement, method: str, params: Any) -> dict[str, Any]:
+    headers = {"A2A-Version": agreement.version, "Accept": "application/json"}
     document = peer_jsonrpc(outbound, endpoint, headers=headers, method=method, params=params)
     error = document.get("error")
     if isinstance(error, dict):
         reason, supported = peer_error_reason(error)
         if error.get("code") == VERSION_NOT_SUPPORTED or reason == "VERSION_NOT_SUPPORTED":
-            raise peer_refused_version(outbound, decision, supported)
-        raise PeerFailure("peer_error", f"The peer refused {method}.",
+            raise peer_refused_version(outbound, agreement.decision, supported)
+        raise PeerFailure(PEER_ERROR, f"The peer refused {method}.",
                           {"code": error.get("code"), **({"reason": reason} if reason else {})})
     result = document.get("result")
     if not isinstance(result, dict):
-        raise PeerFailure("peer_protocol_error", f"The peer's {method} answer has no result.")
+        raise PeerFailure(PEER_PROTOCOL_ERROR, f"The peer's {method} answer has no result.")
     return result

@@ -73,6 +73,8 @@ class _SeamApi(APIView):
 
     def post(self, request: Request) -> Response:
         # Bodies are open: the suite may send members we ignore (authenticated, peerOffersOnly, ...).
+        # `version` is asked for as a workflow would (the decision table, strictly); `requestVersion`
+        # (§22/§23 "used to force an unsupported one") is also sent when above the floor.
         body = self.InputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         inputs = self.inputs_of(body.validated_data)
@@ -102,7 +104,8 @@ class A2AInvokeSeamApi(_SeamApi):
     def inputs_of(self, data: dict[str, Any]) -> dict[str, Any]:
         return {
             "peerUrl": data["peerUrl"],
-            "version": data.get("version") or data.get("requestVersion"),
+            "version": data.get("version"),
+            "requestVersion": data.get("requestVersion"),
             "text": data.get("text") or "conformance",
         }
 
@@ -122,7 +125,8 @@ class McpInvokeSeamApi(_SeamApi):
     def inputs_of(self, data: dict[str, Any]) -> dict[str, Any]:
         return {
             "peerUrl": data["serverUrl"],
-            "version": data.get("version") or data.get("requestVersion"),
+            "version": data.get("version"),
+            "requestVersion": data.get("requestVersion"),
             "tool": data.get("tool"),
             "arguments": data.get("arguments") or {},
             "elicitationAnswer": data.get("elicitationAnswer"),

@@ -18,12 +18,26 @@ from mcp_types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
 from mcp_types.jsonrpc import UNSUPPORTED_PROTOCOL_VERSION
 from pydantic import ValidationError
 
-from apps.facets.negotiation import Decision
+from apps.core.errors import vendor_code
 from apps.facets.services import facet_ensure
-from apps.peers.outbound import Outbound, PeerFailure, negotiate, peer_jsonrpc, peer_refused_version
+from apps.peers.outbound import (
+    PEER_ERROR,
+    PEER_PROTOCOL_ERROR,
+    Agreement,
+    Outbound,
+    PeerCancelled,
+    PeerFailure,
+    negotiate,
+    peer_jsonrpc,
+    peer_refused_version,
+    probe_not_refused,
+)
 
 ACCEPT = "application/json, text/event-stream"
 ELICITATION = "elicitation/create"
+# The peer asked for input this call has no answer for (only elicitation, from elicitationAnswer):
+# the request is well-formed, this call cannot satisfy it.
+MCP_INPUT_UNANSWERABLE = vendor_code("mcp_input_unanswerable", 422)
 
 
 def _meta(outbound: Outbound, version: str, capabilities: dict[str, Any]) -> dict[str, Any]:
@@ -47,9 +61,14 @@ def mcp_call(
     tool: str | None,
     arguments: dict[str, Any],
     elicitation_answer: dict[str, Any] | None,
+    probe: bool = False,
 ) -> dict[str, Any]:
     """One exchange; returns `{negotiatedVersion, peerDigest, result}` where result is the final
-    CallToolResult verbatim (an `isError` result included), or the DiscoverResult without a tool."""
+    CallToolResult verbatim (an `isError` result included), or the DiscoverResult without a tool.
+
+    `probe` (conformance seam only): a `requested` revision above the floor that we do not speak is
+    sent on `server/discover` as asked; the peer's answer to it settles the exchange (a -32022, or
+    a list without it, is its refusal), and nothing else is sent."""
     capabilities: dict[str, Any] = {"elicitation": {"form": {}}} if elicitation_answer is not None else {}
     discovered: dict[str, Any] = {}
 
@@ -60,58 +79,67 @@ def mcp_call(
             data = error.get("data") if isinstance(error.get("data"), dict) else {}
             if error.get("code") == UNSUPPORTED_PROTOCOL_VERSION and isinstance(data.get("supported"), list):
                 return [v for v in data["supported"] if isinstance(v, str)]
-            raise PeerFailure("peer_error", "The peer refused server/discover.", {"code": error.get("code")})
+            raise PeerFailure(PEER_ERROR, "The peer refused server/discover.", {"code": error.get("code")})
         try:
             result = mcp_types.DiscoverResult.model_validate(document.get("result"))
         except ValidationError:
-            raise PeerFailure("peer_protocol_error", "The peer's DiscoverResult is not valid.") from None
+            raise PeerFailure(PEER_PROTOCOL_ERROR, "The peer's DiscoverResult is not valid.") from None
         discovered.update(document["result"])
         return list(result.supported_versions)
 
-    decision = negotiate(outbound, protocol="mcp", requested=requested, offers_of=offers_of)
-    version = decision.version
-    assert version is not None
+    offers: list[str] = []
+
+    def offers_noted(candidate: str) -> list[str]:
+        offers.extend(offers_of(candidate))
+        return offers
+
+    agreement = negotiate(outbound, protocol="mcp", requested=requested, offers_of=offers_noted, probe=probe)
+    if agreement.probing:
+        if agreement.version in offers:
+            raise probe_not_refused(outbound, agreement)
+        raise peer_refused_version(outbound, agreement.decision, offers)
+    version = agreement.version
     outcome = {"negotiatedVersion": version, "peerDigest": outbound.peer_digest}
     if tool is None:
         return {**outcome, "result": discovered}
-    result = _call_tool(outbound, decision, version, tool, arguments, capabilities, elicitation_answer)
+    result = _call_tool(outbound, agreement, tool, arguments, capabilities, elicitation_answer)
     return {**outcome, "result": result}
 
 
 def _call_tool(
     outbound: Outbound,
-    decision: Decision,
-    version: str,
+    agreement: Agreement,
     tool: str,
     arguments: dict[str, Any],
     capabilities: dict[str, Any],
     elicitation_answer: dict[str, Any] | None,
 ) -> dict[str, Any]:
     max_rounds = facet_ensure(protocol="mcp").mrtr_max_rounds
+    version = agreement.version
     params: dict[str, Any] = {"name": tool, "arguments": arguments, "_meta": _meta(outbound, version, capabilities)}
     rounds = 0
     while True:
         if outbound.cancel_requested():
-            raise PeerFailure("cancelled", "The run was cancelled during its MCP call.")
+            raise PeerCancelled
         document = _post(outbound, version, "tools/call", params, name=tool)
         error = document.get("error")
         if isinstance(error, dict):
             if error.get("code") == UNSUPPORTED_PROTOCOL_VERSION:
                 data = error.get("data") if isinstance(error.get("data"), dict) else {}
-                raise peer_refused_version(outbound, decision, data.get("supported") or ())
-            raise PeerFailure("peer_error", "The peer refused tools/call.", {"code": error.get("code")})
+                raise peer_refused_version(outbound, agreement.decision, data.get("supported") or ())
+            raise PeerFailure(PEER_ERROR, "The peer refused tools/call.", {"code": error.get("code")})
         result = document.get("result")
         if not isinstance(result, dict):
-            raise PeerFailure("peer_protocol_error", "The peer's tools/call answer has no result.")
+            raise PeerFailure(PEER_PROTOCOL_ERROR, "The peer's tools/call answer has no result.")
         result_type = result.get("resultType", "complete")  # absent means complete (2026-07-28)
         if result_type not in ("complete", "input_required"):
             # Unknown values are invalid; we never declare the tasks extension, so "task" is too.
-            raise PeerFailure("peer_protocol_error", f"The peer answered an unknown resultType {result_type!r}.")
+            raise PeerFailure(PEER_PROTOCOL_ERROR, f"The peer answered an unknown resultType {result_type!r}.")
         if result_type == "complete":
             try:
                 mcp_types.CallToolResult.model_validate(result)
             except ValidationError:
-                raise PeerFailure("peer_protocol_error", "The peer's CallToolResult is not valid.") from None
+                raise PeerFailure(PEER_PROTOCOL_ERROR, "The peer's CallToolResult is not valid.") from None
             return result
         rounds += 1
         if rounds > max_rounds:
@@ -130,16 +158,16 @@ def _next_round(
     try:
         interim = mcp_types.InputRequiredResult.model_validate(result)
     except ValidationError:
-        raise PeerFailure("peer_protocol_error", "The peer's InputRequiredResult is not valid.") from None
+        raise PeerFailure(PEER_PROTOCOL_ERROR, "The peer's InputRequiredResult is not valid.") from None
     requests = result.get("inputRequests") if isinstance(result.get("inputRequests"), dict) else {}
     if interim.request_state is None and not requests:
-        raise PeerFailure("peer_protocol_error", "An InputRequiredResult must carry inputRequests or requestState.")
+        raise PeerFailure(PEER_PROTOCOL_ERROR, "An InputRequiredResult must carry inputRequests or requestState.")
     responses: dict[str, Any] = {}
     for key, request in requests.items():
         method = request.get("method") if isinstance(request, dict) else None
         if method != ELICITATION or elicitation_answer is None:
             raise PeerFailure(
-                "mcp_input_unanswerable", "The peer asked for input this call has no answer for.", {"method": method}
+                MCP_INPUT_UNANSWERABLE, "The peer asked for input this call has no answer for.", {"method": method}
             )
         responses[key] = elicitation_answer
     retry = {k: v for k, v in params.items() if k not in ("inputResponses", "requestState")}

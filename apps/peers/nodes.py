@@ -14,10 +14,20 @@ from apps.core.errors import NotFound
 from apps.core.ids import split_bound_id
 from apps.peers.a2a_client import a2a_call
 from apps.peers.mcp_client import mcp_call
-from apps.peers.outbound import Outbound, PeerFailure
+from apps.peers.outbound import Outbound, PeerCancelled, PeerFailure
+from apps.peers.seams import conformance_seams_on
 from apps.peers.selectors import peer_authorization, peer_credential_get, peer_origin_of
 from apps.runs.models import Run
-from apps.runs.nodes import Completed, Failed, NodeContext, NodeKind, NodeResult, register_node_kind, render_config
+from apps.runs.nodes import (
+    CancelObserved,
+    Completed,
+    Failed,
+    NodeContext,
+    NodeKind,
+    NodeResult,
+    register_node_kind,
+    render_config,
+)
 from apps.tenants.models import Tenant
 
 DEFAULT_TIMEOUT_MS = 30_000
@@ -61,15 +71,35 @@ def _optional_str(value: Any) -> str | None:
 
 
 class _PeerCallNode(NodeKind):
+    # Only the conformance seams' kinds probe (outbound.negotiate): a workflow's node never puts a
+    # version the decision table refused on the wire.
+    probe: ClassVar[bool] = False
+
     def execute(self, ctx: NodeContext) -> NodeResult:
         config = render_config(dict(ctx.config), ctx.inputs)
         try:
+            if self.probe and not conformance_seams_on():
+                raise PeerFailure("forbidden", "This node kind serves the conformance seams only.")
             return Completed(outputs=self.call(_outbound(ctx, config), config))
+        except PeerCancelled:
+            return CancelObserved()
         except PeerFailure as failure:
             return Failed(code=failure.code, message=failure.message, details=failure.details or None)
 
+    def version_request(self, config: dict[str, Any]) -> tuple[str | None, bool]:
+        """(the version to ask for, whether to probe with it)."""
+        if self.probe and (forced := _optional_str(config.get("requestVersion"))):
+            return forced, True
+        return _optional_str(config.get("version")), False
+
     def call(self, outbound: Outbound, config: dict[str, Any]) -> dict[str, Any]:
         raise NotImplementedError
+
+
+def _seam_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A seam kind's config: its workflow kind's, plus the seam's `requestVersion`."""
+    properties = {**schema["properties"], "requestVersion": _COMMON["version"]}
+    return {**schema, "properties": properties}
 
 
 @register_node_kind
@@ -86,11 +116,13 @@ class A2ACallNode(_PeerCallNode):
 
     def call(self, outbound: Outbound, config: dict[str, Any]) -> dict[str, Any]:
         text = config.get("text")
+        requested, probe = self.version_request(config)
         return a2a_call(
             outbound,
-            requested=_optional_str(config.get("version")),
+            requested=requested,
             text=text if isinstance(text, str) else None,
             data=config.get("data"),
+            probe=probe,
         )
 
 
@@ -115,10 +147,31 @@ class McpCallNode(_PeerCallNode):
     def call(self, outbound: Outbound, config: dict[str, Any]) -> dict[str, Any]:
         arguments = config.get("arguments")
         answer = config.get("elicitationAnswer")
+        requested, probe = self.version_request(config)
         return mcp_call(
             outbound,
-            requested=_optional_str(config.get("version")),
+            requested=requested,
+            probe=probe,
             tool=_optional_str(config.get("tool")),
             arguments=arguments if isinstance(arguments, dict) else {},
             elicitation_answer=answer if isinstance(answer, dict) else None,
         )
+
+
+@register_node_kind
+class SeamA2ACallNode(A2ACallNode):
+    """`a2a.call` for the §22 invoke seam: the same client, plus `requestVersion` (a version above
+    the floor is sent as asked, to see the peer refuse it). Fails `forbidden` with the seams off."""
+
+    kind = "openwop-host.seam.a2a-call"
+    probe = True
+    config_schema: ClassVar[dict[str, Any]] = _seam_schema(A2ACallNode.config_schema)
+
+
+@register_node_kind
+class SeamMcpCallNode(McpCallNode):
+    """`mcp.call` for the §23 invoke seam, with `requestVersion` as `SeamA2ACallNode` has it."""
+
+    kind = "openwop-host.seam.mcp-call"
+    probe = True
+    config_schema: ClassVar[dict[str, Any]] = _seam_schema(McpCallNode.config_schema)

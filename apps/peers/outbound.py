@@ -4,14 +4,20 @@ trace context, the JSON-over-HTTPS leg through the egress guard, and negotiation
 interop.md §Negotiation: the version is decided before any version is put on the wire, so a
 version below the floor is never sent; the peer's offers then settle it, and every outcome,
 refusals included, is one `negotiation.decided` on the calling run's log.
+
+The one exception is the conformance seam's `requestVersion` (host-sample-test-seams §22/§23:
+"used to force an unsupported one"): a version ABOVE the floor that the table would refuse is put
+on the wire as asked, so the suite can watch the peer refuse it; the peer's answer then settles
+the record. Below the floor nothing is ever sent. Workflow node kinds never probe.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
@@ -21,6 +27,7 @@ import httpx
 
 from apps.core.egress import EgressRefused, sanitize_url
 from apps.core.egress_transport import EgressResponse, egress_request
+from apps.core.errors import vendor_code
 from apps.facets.negotiation import (
     Decision,
     NegotiationRefused,
@@ -29,7 +36,7 @@ from apps.facets.negotiation import (
     negotiation_record,
     peer_origin_digest,
 )
-from apps.facets.versions import Protocol
+from apps.facets.versions import Protocol, is_valid_version, version_key
 from apps.runs.models import Run
 from apps.runs.trace_context import traceparent_child
 
@@ -39,12 +46,26 @@ MAX_PEER_BODY_BYTES = 1024 * 1024
 HEARTBEAT_SECONDS = 1.0
 
 
+# Failures the error registry has no row for (errors.json): vendor codes with their statuses. No
+# registered row means these: runner_unavailable is a self-hosted runner's absence, run_timeout the
+# run's own deadline, internal_error a fault of this host; a peer's failure is none of them.
+PEER_UNREACHABLE = vendor_code("peer_unreachable", 502)  # no answer: connect/TLS/read failed
+PEER_URL_REJECTED = vendor_code("peer_url_rejected", 400)  # the egress guard refused the URL
+PEER_ERROR = vendor_code("peer_error", 502)  # the peer answered with a (non-version) error
+PEER_PROTOCOL_ERROR = vendor_code("peer_protocol_error", 502)  # the peer's answer is not the protocol
+PEER_TIMEOUT = vendor_code("peer_timeout", 504)  # the peer's task did not end within timeoutMs
+
+
 class PeerFailure(Exception):
     """The exchange failed; the calling node fails with this error (code, message, details)."""
 
     def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.code, self.message, self.details = code, message, details or {}
+
+
+class PeerCancelled(Exception):
+    """The run was cancelled while its peer call was in flight: the node stops, the run ends cancelled."""
 
 
 @dataclass(frozen=True)
@@ -122,12 +143,12 @@ def peer_send(outbound: Outbound, method: str, url: str, *, headers: Mapping[str
             ),
         )
     except EgressRefused as exc:
-        raise PeerFailure("peer_unreachable", "The egress guard refused the peer.", {"reason": exc.reason}) from None
+        raise PeerFailure(PEER_URL_REJECTED, "The egress guard refused the peer.", {"reason": exc.reason}) from None
     if response.status_code is None:
         logger.info("peer %s %s: %s", method, sanitize_url(url), response.error)
-        raise PeerFailure("peer_unreachable", "The peer did not answer.", {"reason": response.error})
+        raise PeerFailure(PEER_UNREACHABLE, "The peer did not answer.", {"reason": response.error})
     if response.body_truncated:
-        raise PeerFailure("peer_protocol_error", "The peer's answer is too large.")
+        raise PeerFailure(PEER_PROTOCOL_ERROR, "The peer's answer is too large.")
     content_type = str(response.headers.get("content-type", ""))
     return PeerReply(status=response.status_code, document=_json_from(response.body, content_type))
 
@@ -145,12 +166,24 @@ def _while_heartbeating(outbound: Outbound, send: Callable[[], EgressResponse]) 
                 outbound.heartbeat()
                 if outbound.cancel_requested():
                     # The request ends on its own (bounded by its timeout); its answer is discarded.
-                    raise PeerFailure("cancelled", "The run was cancelled during its peer call.") from None
+                    raise PeerCancelled from None
     finally:
         pool.shutdown(wait=False)
 
 
 # --- negotiation as a client ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """The outcome of negotiation: the table's accepted `decision` and the `version` the exchange
+    now puts on the wire. They differ only for a seam probe (`probing`), whose `decision` is not
+    yet recorded: the peer's answer to the probe settles it (`peer_refused_version`, or
+    `probe_not_refused`)."""
+
+    decision: Decision
+    version: str
+    probing: bool = False
 
 
 def negotiate(
@@ -159,14 +192,20 @@ def negotiate(
     protocol: Protocol,
     requested: str | None,
     offers_of: Callable[[str], Sequence[str]],
-) -> Decision:
+    probe: bool = False,
+) -> Agreement:
     """Agree a version with the peer. `offers_of(candidate)` asks the peer for its versions, naming
-    `candidate` (the only version that ever goes on the wire before agreement)."""
+    `candidate` (the only version that ever goes on the wire before agreement).
+
+    With `probe` (the conformance seam's `requestVersion` only), a `requested` version at or above
+    the floor that the table refuses locally is still put on the wire; the table's own choice among
+    the peer's offers then only picks the peer's endpoint."""
     pre = negotiation_precheck(
         protocol=protocol, requested=requested, peer_offers=None, authenticated=outbound.authenticated
     )
     candidate = requested if requested is not None else pre.preferred
-    if not pre.accepted:  # below the floor, or not ours: refused before a byte is sent
+    probing = probe and not pre.accepted and _at_or_above_floor(protocol, candidate, pre.floor)
+    if not pre.accepted and not probing:  # below the floor, or not ours: refused before a byte is sent
         _record(outbound, replace(pre, requested=candidate))
         raise _refused(outbound, replace(pre, requested=candidate))
     try:
@@ -175,6 +214,15 @@ def negotiate(
         # No offers came: the exchange failed, and the record says so (outcome refused).
         _record(outbound, replace(pre, outcome="refused", reason="unsupported", version=None, requested=candidate))
         raise
+    if probing:
+        table = negotiation_precheck(
+            protocol=protocol, requested=None, peer_offers=offers, authenticated=outbound.authenticated
+        )
+        decision = replace(table, requested=candidate)
+        if not decision.accepted:  # no endpoint of the peer we could reach at all
+            _record(outbound, decision)
+            raise _refused(outbound, decision)
+        return Agreement(decision, candidate, probing=True)
     decision = negotiation_decide(
         protocol=protocol,
         requested=candidate,
@@ -186,17 +234,46 @@ def negotiate(
     )
     if not decision.accepted:
         raise _refused(outbound, decision)
-    return decision
+    assert decision.version is not None
+    return Agreement(decision, decision.version)
+
+
+def _at_or_above_floor(protocol: Protocol, version: str, floor: str) -> bool:
+    return is_valid_version(protocol, version) and version_key(protocol, version) >= version_key(protocol, floor)
+
+
+@contextlib.contextmanager
+def probe_settled(outbound: Outbound, agreement: Agreement) -> Iterator[None]:
+    """Around a probe's exchange: a failure other than the peer's version refusal (which records
+    itself) still leaves the probe's one refused record, so no outcome goes unrecorded."""
+    try:
+        yield
+    except PeerFailure as failure:
+        if agreement.probing and failure.code != NegotiationRefused.code:
+            _record(outbound, _as_refused(agreement.decision))
+        raise
+
+
+def probe_not_refused(outbound: Outbound, agreement: Agreement) -> PeerFailure:
+    """The peer answered a probe at a version this host does not speak without refusing it: the
+    host still cannot use that answer, so the exchange is refused (recorded) and nothing is kept."""
+    failure = peer_refused_version(outbound, agreement.decision)
+    failure.details["peerAccepted"] = True
+    return failure
 
 
 def peer_refused_version(outbound: Outbound, decision: Decision, supported: Sequence[str] = ()) -> PeerFailure:
     """The peer refused the agreed version after all (A2A -32009, MCP -32022): recorded as refused."""
-    refused = replace(decision, outcome="refused", reason="unsupported", version=None)
+    refused = _as_refused(decision)
     _record(outbound, refused)
     failure = _refused(outbound, refused)
     if supported:
         failure.details["peerSupported"] = [str(v) for v in supported][:20]
     return failure
+
+
+def _as_refused(decision: Decision) -> Decision:
+    return replace(decision, outcome="refused", reason="unsupported", version=None)
 
 
 def _record(outbound: Outbound, decision: Decision) -> None:
@@ -216,5 +293,5 @@ def peer_jsonrpc(
     reply = peer_send(outbound, "POST", url, headers=headers, body=body)
     if not isinstance(reply.document, dict):
         details = {"status": reply.status}
-        raise PeerFailure("peer_protocol_error", f"The peer's {method} answer is not JSON-RPC.", details)
+        raise PeerFailure(PEER_PROTOCOL_ERROR, f"The peer's {method} answer is not JSON-RPC.", details)
     return reply.document

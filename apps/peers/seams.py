@@ -2,8 +2,9 @@
 `sample/a2a/invoke` and `sample/mcp/invoke` run one exchange as a caller would and report it.
 
 Each invocation is a run of a small workflow in the caller's tenant whose one node is the real
-`a2a.call` / `mcp.call`, so the `negotiation.decided` record lands on that run's log, which the
-suite then reads from `/runs/{runId}/events/poll`. The run is advanced inline (a worker that takes
+`a2a.call` / `mcp.call` client (as their seam kinds, which add the seam's `requestVersion` probe),
+so the `negotiation.decided` record lands on that run's log, which the suite then reads from
+`/runs/{runId}/events/poll`. The run is advanced inline (a worker that takes
 it first is simply waited for). Served only with OPENWOP_CONFORMANCE_SEAMS on.
 """
 
@@ -17,7 +18,7 @@ from django.conf import settings
 
 from apps.agents.models import Workflow
 from apps.agents.services import workflow_create
-from apps.core.errors import REGISTERED_STATUS, Conflict, OpenWopError
+from apps.core.errors import Conflict, OpenWopError, error_status
 from apps.core.ids import mint_opaque
 from apps.runs.engine import run_advance
 from apps.runs.models import Run
@@ -30,13 +31,15 @@ SEAM_TIMEOUT_SECONDS = 60.0
 _SEAM_WORKFLOWS: dict[str, dict[str, Any]] = {
     "a2a": {
         "workflow_id": "openwop-host.seam.a2a-invoke",
-        "node": {"id": "invoke", "kind": "a2a.call",
-                 "config": {"url": "{{peerUrl}}", "version": "{{version}}", "text": "{{text}}"}},
+        "node": {"id": "invoke", "kind": "openwop-host.seam.a2a-call",
+                 "config": {"url": "{{peerUrl}}", "version": "{{version}}", "requestVersion": "{{requestVersion}}",
+                            "text": "{{text}}"}},
     },
     "mcp": {
         "workflow_id": "openwop-host.seam.mcp-invoke",
-        "node": {"id": "invoke", "kind": "mcp.call",
-                 "config": {"url": "{{peerUrl}}", "version": "{{version}}", "tool": "{{tool}}",
+        "node": {"id": "invoke", "kind": "openwop-host.seam.mcp-call",
+                 "config": {"url": "{{peerUrl}}", "version": "{{version}}", "requestVersion": "{{requestVersion}}",
+                            "tool": "{{tool}}",
                             "arguments": "{{arguments}}", "elicitationAnswer": "{{elicitationAnswer}}"}},
     },
 }
@@ -55,15 +58,13 @@ class SeamExchangeFailed(OpenWopError):
     """The exchange failed for a reason other than negotiation; the envelope names the run."""
 
     def __init__(self, error: dict[str, Any], run_id: str) -> None:
-        self.code = str(error.get("code") or "internal_error")
+        # The run's error code, as its node.failed / run.failed events carry it, with the status
+        # the registry (or this host's vendor table) gives it: interop_version_unsupported 400,
+        # openwop-host.peer_unreachable 502, ... A code neither knows is never put on the wire.
+        code = str(error.get("code") or "")
+        self.code = code if error_status(code) is not None else "internal_error"
         details = {**(error.get("details") or {}), "runId": run_id}
         super().__init__(str(error.get("message") or "The exchange failed."), details=details)
-
-    @property
-    def status(self) -> int:
-        # A registered code keeps its status (interop_version_unsupported 400, mcp_mrtr_rounds_exceeded
-        # 422); a peer that failed otherwise is a bad gateway.
-        return REGISTERED_STATUS.get(self.code, 502)
 
 
 def _seam_workflow(tenant: Tenant, protocol: str) -> str:

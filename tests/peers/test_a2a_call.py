@@ -225,7 +225,7 @@ def test_a_peer_answering_nonsense_fails_the_node_cleanly(
         Route("/a2a", odd, methods=["POST"]),
     ]), port=port)
     run = run_node(acme, "a2a.call", {"url": origin, "text": "hi"})
-    assert run.status == RunStatus.FAILED and run.error["code"] == "peer_protocol_error", run.error
+    assert run.status == RunStatus.FAILED and run.error["code"] == "openwop-host.peer_protocol_error", run.error
 
 
 def test_data_goes_as_a_data_part(acme: Caller, serve: Callable[..., Peer]) -> None:
@@ -249,6 +249,6 @@ def test_data_goes_as_a_data_part(acme: Caller, serve: Callable[..., Peer]) -> N
 def test_the_egress_guard_stands_between_a_node_and_its_peer(acme: Caller, url: str, reason: str) -> None:
     run = run_node(acme, "a2a.call", {"url": url, "text": "hi"})
     assert run.status == RunStatus.FAILED
-    assert run.error["code"] == "peer_unreachable" and run.error["details"] == {"reason": reason}
+    assert run.error["code"] == "openwop-host.peer_url_rejected" and run.error["details"] == {"reason": reason}
     [decided] = decisions(run)  # the failed exchange is still recorded, content-free
     assert decided["outcome"] == "refused" and "10.1.2.3" not in json.dumps(decided)

@@ -86,7 +86,7 @@ def test_input_without_an_answer_fails_without_retrying(acme: Caller, serve: Cal
     tool = AskingTool()
     peer = serve("asker.test", mcp_asking_app(tool))
     run = run_node(acme, "mcp.call", {"url": f"{peer.origin}/mcp", "tool": "ask"})
-    assert run.status == RunStatus.FAILED and run.error["code"] == "mcp_input_unanswerable"
+    assert run.status == RunStatus.FAILED and run.error["code"] == "openwop-host.mcp_input_unanswerable"
     assert len(tool.states_received) == 1
 
 
@@ -128,5 +128,5 @@ def test_a_peer_answering_nonsense_fails_the_node_cleanly(
 
     peer = serve("odd-mcp.test", Starlette(routes=[Route("/mcp", odd, methods=["POST"])]))
     run = run_node(acme, "mcp.call", {"url": f"{peer.origin}/mcp", "tool": "x", "elicitationAnswer": ACCEPT})
-    assert run.status == RunStatus.FAILED and run.error["code"] == "peer_protocol_error", run.error
+    assert run.status == RunStatus.FAILED and run.error["code"] == "openwop-host.peer_protocol_error", run.error
     assert [s.json()["method"] for s in peer.seen] == ["server/discover", "tools/call"]
