@@ -125,7 +125,12 @@ class Senders:
     def start(self, send: Callable[[], None]) -> None:
         """Run `send` on a sender thread; the reservation is released when it ends."""
         assert self._pool is not None, "reserve() first"
-        self._pool.submit(self._run, send)
+        try:
+            self._pool.submit(self._run, send)
+        except RuntimeError:
+            # The interpreter is shutting down: the claim expires and the sweeper re-sends.
+            self.release()
+            raise
 
     def _run(self, send: Callable[[], None]) -> None:
         try:

@@ -15,7 +15,7 @@ from typing import Any
 from a2a.types import AuthenticationInfo, StreamResponse, TaskPushNotificationConfig
 from django.conf import settings
 from django.db import transaction
-from django.db.models import CharField, Value
+from django.db.models import CharField, QuerySet, Value
 from django.utils import timezone
 
 from apps.a2a.wire import TERMINAL_STATES, StreamProjection, context_id_of, to_wire
@@ -119,7 +119,9 @@ def push_config_delete(*, subject: Subject, task_id: str, config_id: str) -> Non
     it the sealed credential and every pending delivery (no further attempt starts)."""
     run = _task_readable(subject=subject, task_id=task_id)
     with transaction.atomic():
-        PushConfig.objects.for_tenant(run.tenant_id).filter(run=run, config_id=config_id).delete()
+        configs = PushConfig.objects.for_tenant(run.tenant_id).filter(run=run, config_id=config_id)
+        _deliveries_lock(Delivery.objects.for_tenant(run.tenant_id).filter(push_config__in=configs))
+        configs.delete()
 
 
 def push_config_credentials_wipe(*, config_pk: int) -> None:
@@ -167,7 +169,15 @@ def webhook_unregister(*, subject: Subject, webhook_id: str) -> None:
     (webhooks.md §Durability, invariant webhook-unregister-stops-delivery)."""
     with transaction.atomic(durable=True):
         webhook = webhook_get(subject=subject, webhook_id=webhook_id)
+        _deliveries_lock(Delivery.objects.for_tenant(webhook.tenant_id).filter(webhook=webhook))
         webhook.delete()
+
+
+def _deliveries_lock(deliveries: QuerySet[Delivery]) -> None:
+    """Lock a target's deliveries before the cascade: an attempt recording its outcome holds its
+    row's lock, so the delete waits for it and then collects its attempt row too (otherwise the
+    late attempt row would break the foreign key at commit)."""
+    list(deliveries.select_for_update().order_by("pk").values_list("pk", flat=True))
 
 
 # ---------------------------------------------------------------------------------------------
