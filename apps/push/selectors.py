@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-from django.core import signing
-from django.db.models import Q
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
-from apps.core.errors import ValidationFailed
+from apps.core.cursors import cursor_after, cursor_mint
 from apps.push.capabilities import DEAD_LETTER_MAX_PAGE_SIZE, DEAD_LETTER_RETENTION_DAYS
 from apps.push.models import Delivery, DeliveryStatus, Webhook
 from apps.push.services import webhook_get
@@ -45,32 +42,17 @@ def webhook_dead_letters(
         .order_by("-settled_at", "-id")
     )
     if cursor is not None:
-        settled_at, pk = _cursor_position(cursor, webhook_id=webhook.webhook_id)
-        rows = rows.filter(Q(settled_at__lt=settled_at) | Q(settled_at=settled_at, id__lt=pk))
+        rows = rows.filter(cursor_after(cursor, salt=_CURSOR_SALT, scope=webhook.webhook_id, field="settled_at"))
     page = list(rows[: limit + 1])
     more = len(page) > limit
     page = page[:limit]
-    next_cursor = _cursor_mint(page[-1], webhook_id=webhook.webhook_id) if more else None
+    next_cursor = None
+    if more:
+        last = page[-1]
+        assert last.settled_at is not None
+        next_cursor = cursor_mint(salt=_CURSOR_SALT, scope=webhook.webhook_id, at=last.settled_at, pk=last.pk)
     records = [_dead_letter_record(row, webhook, retention) for row in page]
     return DeadLetterPage(records=records, next_cursor=next_cursor)
-
-
-def _cursor_mint(row: Delivery, *, webhook_id: str) -> str:
-    assert row.settled_at is not None
-    return signing.dumps({"w": webhook_id, "s": row.settled_at.isoformat(), "i": row.pk}, salt=_CURSOR_SALT)
-
-
-def _cursor_position(cursor: str, *, webhook_id: str) -> tuple[datetime, int]:
-    """A cursor this host minted for this webhook's listing, or 400: a cursor names a position in
-    one listing (signed, so it cannot be forged or moved to another webhook)."""
-    try:
-        data = signing.loads(cursor, salt=_CURSOR_SALT)
-        settled_at = parse_datetime(data["s"])
-        if data["w"] != webhook_id or settled_at is None or not isinstance(data["i"], int):
-            raise ValueError("cursor of another listing")
-    except (signing.BadSignature, KeyError, TypeError, ValueError) as exc:
-        raise ValidationFailed("The cursor was not minted by this host.", details={"field": "cursor"}) from exc
-    return settled_at, data["i"]
 
 
 def _dead_letter_record(row: Delivery, webhook: Webhook, retention: timedelta) -> dict[str, Any]:

@@ -21,6 +21,7 @@ import trustme
 from apps.push.models import Delivery, DeliveryAttempt, DeliveryStatus
 from tests.core.https_receivers import Behaviour, https_receiver
 from tests.live import start_celery_worker, start_daphne, wait_until
+from tests.push.conftest import live_push_env
 
 HUNG = 8
 RUNS = 5
@@ -32,16 +33,11 @@ def test_a_healthy_receiver_gets_every_delivery_while_8_hung_receivers_hold_thei
     live_env: Any, make_key: Callable[..., str], ca: trustme.CA, ca_bundle: str
 ) -> None:
     env, var_dir = live_env
-    own_env = {
-        **env,
-        "OPENWOP_CELERY_QUEUE": f"{env['OPENWOP_CELERY_QUEUE']}-isolation",
-        "OPENWOP_EGRESS_ALLOW_CIDRS": "127.0.0.0/8",  # loopback receivers, these processes only
-        "OPENWOP_EGRESS_CA_BUNDLE": ca_bundle,
-        # Longer than this test waits: a hung attempt never comes back while we count.
-        "OPENWOP_PUSH_ATTEMPT_TIMEOUT": "28",
-        "OPENWOP_PUSH_MAX_ATTEMPTS": "1",
-        "OPENWOP_PUSH_LANE_CAP": str(LANE_CAP),
-    }
+    own_env = live_push_env(
+        env, ca_bundle, queue="isolation",
+        ATTEMPT_TIMEOUT="28",  # longer than this test waits: a hung attempt never comes back while we count
+        MAX_ATTEMPTS="1", LANE_CAP=str(LANE_CAP),
+    )
     daphne, base_url = start_daphne(own_env, var_dir)
     worker = start_celery_worker(own_env, var_dir, name="push-isolation")  # --concurrency 4 < HUNG
     with ExitStack() as stack:
