@@ -25,7 +25,7 @@ def test_a_webhook_delivery_survives_its_worker_being_killed(
 ) -> None:
     env, var_dir = live_env
     own_env = live_push_env(
-        env, ca_bundle, queue="push",
+        env, ca_bundle, queue="worker-kill",
         BACKOFF_BASE_SECONDS="30",  # the retry is far off: only the sweeper can bring it in
         ATTEMPT_TIMEOUT="3", SWEEP_SECONDS="1", SWEEP_GRACE_SECONDS="1",
     )
@@ -51,7 +51,9 @@ def test_a_webhook_delivery_survives_its_worker_being_killed(
             first.proc.send_signal(signal.SIGKILL)
             first.proc.wait(timeout=15)
             row = Delivery.unscoped_all_tenants.get()
-            assert row.status == DeliveryStatus.PENDING and row.last_status_code == 500
+            assert row.status == DeliveryStatus.PENDING and row.last_status_code == 500, (
+                row.last_error, first.log()[-3000:]
+            )
 
             # The retry's due time is moved up as an operator's clock would reach it; the message
             # that carried it died with the worker, so only the sweeper can send it now.
