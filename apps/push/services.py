@@ -24,7 +24,7 @@ from apps.core.errors import NotFound, ValidationFailed
 from apps.core.ids import mint_opaque
 from apps.push.capabilities import push_max_attempts
 from apps.push.crypto import credential_seal
-from apps.push.lanes import lane_of
+from apps.push.lanes import lane_of, lane_wake
 from apps.push.models import Delivery, DeliveryKind, DeliveryStatus, PushConfig, Webhook, WebhookEvent
 from apps.runs.models import Run, RunEvent
 from apps.runs.selectors import run_get_readable
@@ -265,9 +265,22 @@ def push_deliveries_for_event(*, run: Run, event: RunEvent) -> None:
                     run=run, event=event, event_type=event.type, body=body,
                 )
             )
+    # A lane with a backlog serves it oldest first (lanes.py): a new row joins the backlog parked,
+    # with no message, so a hung destination's deliveries cost the worker pool nothing until their
+    # lane has room. The wake after commit closes the race with the lane draining meanwhile.
+    # Unscoped on purpose: a lane is a destination shared by every tenant; only lane names are read.
+    backlogged = set(
+        Delivery.unscoped_all_tenants.filter(
+            lane__in={row.lane for row in rows}, status=DeliveryStatus.PENDING, parked=True
+        ).values_list("lane", flat=True)
+    )
     for row in rows:
+        row.parked = row.lane in backlogged
         row.save(force_insert=True)
-        transaction.on_commit(partial(delivery_enqueue, delivery_pk=row.pk, queue=row.queue, countdown=0.0))
+        if not row.parked:
+            transaction.on_commit(partial(delivery_enqueue, delivery_pk=row.pk, queue=row.queue, countdown=0.0))
+    for lane in backlogged:
+        transaction.on_commit(partial(lane_wake, lane, delivery_enqueue))
 
 
 def delivery_enqueue(*, delivery_pk: int, queue: str, countdown: float) -> None:

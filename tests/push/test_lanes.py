@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from apps.push import engine, lanes
+from apps.push import engine, lanes, services
 from apps.push.engine import deliveries_sweep, delivery_attempt
 from apps.push.lanes import lane_of
 from apps.push.models import Delivery, DeliveryStatus, PushLane
@@ -34,6 +34,7 @@ def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         sent.append(delivery_pk)
 
     monkeypatch.setattr(engine, "delivery_enqueue", _enqueue)
+    monkeypatch.setattr(services, "delivery_enqueue", _enqueue)
     return sent
 
 
@@ -78,6 +79,25 @@ def test_a_full_lane_parks_and_the_attempt_that_frees_it_wakes_the_oldest(
     delivery_attempt(delivery_pk=second.pk)
     assert [r.status for r in deliveries()] == [DeliveryStatus.DELIVERED, DeliveryStatus.DELIVERED]
     assert len(receiver.received) == 2
+
+
+def test_a_new_delivery_joins_its_lanes_backlog_without_a_message(
+    acme: Caller, receiver_for: Callable[..., Receiver], settings: Any, enqueued: list[int],
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    settings.OPENWOP_PUSH_LANE_CAP = 1
+    receiver = receiver_for()
+    first, second = _two_deliveries_to_one_lane(acme, receiver)
+    Delivery.unscoped_all_tenants.filter(pk=first.pk).update(in_flight_until=timezone.now() + timedelta(seconds=60))
+    delivery_attempt(delivery_pk=second.pk)  # parks: the lane has a backlog now
+    with django_capture_on_commit_callbacks(execute=True):
+        advance(acme.create_run("conformance-noop"))
+    newer = Delivery.unscoped_all_tenants.exclude(pk__in=[first.pk, second.pk])
+    assert newer.count() == 2 and all(row.parked for row in newer)
+    assert enqueued == []  # the lane is full: no message, no pool slot, until it has room
+    # When it has room, the backlog goes oldest first.
+    Delivery.unscoped_all_tenants.filter(pk=first.pk).update(in_flight_until=None, status=DeliveryStatus.DELIVERED)
+    assert lanes.lane_wake(first.lane, engine.delivery_enqueue) == 1 and enqueued == [second.pk]
 
 
 def test_the_cap_counts_every_live_claim_on_the_lane(
