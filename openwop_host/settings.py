@@ -13,6 +13,7 @@ from pathlib import Path
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(environ.Env().str("OPENWOP_VAR_DIR", default=str(BASE_DIR / "var")))
@@ -167,6 +168,25 @@ CELERY_BEAT_SCHEDULE = {
 }
 # Run executor lease (apps/runs/engine.py): a dead worker's runs resume about this long after it died.
 OPENWOP_RUN_LEASE_SECONDS = env.float("OPENWOP_RUN_LEASE_SECONDS", default=10.0)
+
+# Push delivery (apps/push; webhooks.md §Durability). Discovery advertises MAX_ATTEMPTS as
+# webhooks.retryPolicy.maxAttempts, so the two can never disagree.
+OPENWOP_PUSH_MAX_ATTEMPTS = env.int("OPENWOP_PUSH_MAX_ATTEMPTS", default=5)
+OPENWOP_PUSH_ATTEMPT_TIMEOUT = env.float("OPENWOP_PUSH_ATTEMPT_TIMEOUT", default=5.0)
+OPENWOP_PUSH_BACKOFF_BASE_SECONDS = env.float("OPENWOP_PUSH_BACKOFF_BASE_SECONDS", default=2.0)
+OPENWOP_PUSH_BACKOFF_MAX_SECONDS = env.float("OPENWOP_PUSH_BACKOFF_MAX_SECONDS", default=300.0)
+OPENWOP_PUSH_SWEEP_SECONDS = env.float("OPENWOP_PUSH_SWEEP_SECONDS", default=15.0)
+OPENWOP_PUSH_SWEEP_GRACE_SECONDS = env.float("OPENWOP_PUSH_SWEEP_GRACE_SECONDS", default=30.0)
+# Lanes (apps/push/lanes.py): attempts in flight at once to one destination origin, across all
+# workers; and the threads per worker process that hold sends, so a hung receiver never holds a
+# Celery pool slot. Isolation holds while (hung origins x LANE_CAP) < SENDERS per process.
+OPENWOP_PUSH_LANE_CAP = env.int("OPENWOP_PUSH_LANE_CAP", default=2)
+OPENWOP_PUSH_SENDERS = env.int("OPENWOP_PUSH_SENDERS", default=64)
+# Push attempts have a queue of their own, so run execution never waits behind a push backlog.
+# Every worker consumes both queues unless started with -Q (a deployment may split them).
+OPENWOP_PUSH_QUEUE = env.str("OPENWOP_PUSH_QUEUE", default=f"{CELERY_TASK_DEFAULT_QUEUE}-push")
+CELERY_TASK_QUEUES = (Queue(CELERY_TASK_DEFAULT_QUEUE), Queue(OPENWOP_PUSH_QUEUE))
+CELERY_TASK_ROUTES = {"push.*": {"queue": OPENWOP_PUSH_QUEUE}}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -123,7 +123,9 @@ def start_celery_worker(env: dict[str, str], log_dir: Path, *, name: str = "w1")
         [
             sys.executable, "-m", "celery", "-A", "openwop_host", "worker",
             "--pool", "threads", "--concurrency", "4", "--loglevel", "info",
-            "-Q", env["OPENWOP_CELERY_QUEUE"], "-n", f"{name}@%h-{env['OPENWOP_CELERY_QUEUE']}",
+            # No -Q: the worker consumes every queue settings declare (runs and push, both named
+            # after OPENWOP_CELERY_QUEUE), as `make run` and docker/ do.
+            "-n", f"{name}@%h-{env['OPENWOP_CELERY_QUEUE']}",
             "--without-gossip", "--without-mingle", "--without-heartbeat",
         ],
         env,

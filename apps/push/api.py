@@ -6,6 +6,8 @@ NotFound path and render the same 404 bytes (STYLE.md habit 5).
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -13,8 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.core.errors import ValidationFailed
-from apps.push.selectors import webhook_dead_letters
+from apps.push.selectors import DEAD_LETTER_DEFAULT_PAGE_SIZE, webhook_dead_letters
 from apps.push.services import webhook_register, webhook_unregister
 from apps.runs.api import ClosedSerializer, StrictCharField
 
@@ -53,10 +54,24 @@ class WebhookDetailApi(APIView):
 class WebhookDeadLettersApi(APIView):
     """`GET /webhooks/{webhookId}/dead-letters` (listWebhookDeadLetters)."""
 
-    @extend_schema(operation_id="listWebhookDeadLetters", responses=OpenApiTypes.OBJECT)
+    class ListInputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "ListWebhookDeadLettersQuery"
+
+        limit = serializers.IntegerField(required=False, min_value=1, default=DEAD_LETTER_DEFAULT_PAGE_SIZE)
+        cursor = serializers.CharField(required=False, max_length=1024)
+
+    @extend_schema(
+        operation_id="listWebhookDeadLetters", parameters=[ListInputSerializer], responses=OpenApiTypes.OBJECT
+    )
     def get(self, request: Request, webhook_id: str) -> Response:
-        raw = request.query_params.get("limit", "50")
-        if not raw.isdigit():
-            raise ValidationFailed("limit must be a positive integer.", details={"field": "limit"})
-        records = webhook_dead_letters(subject=request.auth, webhook_id=webhook_id, limit=int(raw))
-        return Response({"deadLetters": records})
+        params = self.ListInputSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        data = params.validated_data
+        page = webhook_dead_letters(
+            subject=request.auth, webhook_id=webhook_id, limit=data["limit"], cursor=data.get("cursor")
+        )
+        body: dict[str, Any] = {"deadLetters": page.records}
+        if page.next_cursor is not None:
+            body["nextCursor"] = page.next_cursor
+        return Response(body)

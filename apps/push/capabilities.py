@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from django.conf import settings
@@ -13,17 +12,14 @@ DEAD_LETTER_RETENTION_DAYS = 14
 DEAD_LETTER_MAX_PAGE_SIZE = 100
 
 
-def push_setting(name: str, default: float) -> float:
-    """An OPENWOP_PUSH_* knob: Django settings first, then the process environment, then the default.
-    (The environment arm lets a deployment or a live test tune a worker without a settings edit.)"""
-    value = getattr(settings, name, None)
-    if value is None:
-        value = os.environ.get(name) or None
-    return float(value) if value is not None else default
+def push_setting(name: str) -> float:
+    """An OPENWOP_PUSH_* knob, read from Django settings only (openwop_host/settings.py reads the
+    environment once, through its one `env`)."""
+    return float(getattr(settings, name))
 
 
 def push_max_attempts() -> int:
-    return int(push_setting("OPENWOP_PUSH_MAX_ATTEMPTS", 5))
+    return int(push_setting("OPENWOP_PUSH_MAX_ATTEMPTS"))
 
 
 def webhooks_capability() -> dict[str, Any]:

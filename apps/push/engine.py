@@ -1,12 +1,16 @@
 """One delivery attempt, and the sweeper that finds deliveries whose message was lost.
 
 An attempt is three moves (STYLE.md habits 3 and 8; webhooks.md §Durability):
-1. claim, under the row lock: the row must be pending, due, and not claimed by a live attempt;
+1. claim, under the row lock and then the lane lock (lanes.py): the row must be pending, due, and
+   not claimed by a live attempt, and its lane must have a free slot (else the row is parked);
    the claim (`in_flight_until`) and the attempt count commit before anything is sent;
 2. send, outside any transaction, through the egress guard with a short timeout;
-3. record the attempt row and the outcome under the lock again; schedule the retry on commit.
-A worker killed between 1 and 3 leaves a claim that expires; the sweeper then re-enqueues the row
-(at-least-once). Duplicate messages are harmless: only one of them can win the claim.
+3. record the attempt row and the outcome under the same locks; schedule the retry and wake the
+   lane's next parked row on commit.
+The `push.deliver` task (`delivery_dispatch`) does 1 on the Celery slot and hands 2-3 to a sender
+thread, so a hung receiver never holds a pool slot. A worker killed between 1 and 3 leaves a claim
+that expires; the sweeper then re-enqueues the row (at-least-once). Duplicate messages are
+harmless: only one of them can win the claim.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from apps.core.egress import EgressRefused, sanitize_url
 from apps.core.egress_transport import egress_request
 from apps.push.capabilities import DEAD_LETTER_RETENTION_DAYS, push_setting
 from apps.push.crypto import credential_open
+from apps.push.lanes import lane_cap, lane_in_flight, lane_lock, lane_wake, senders
 from apps.push.models import Delivery, DeliveryAttempt, DeliveryKind, DeliveryStatus
 from apps.push.services import delivery_enqueue, push_config_credentials_wipe
 
@@ -36,16 +41,18 @@ logger = logging.getLogger(__name__)
 A2A_CONTENT_TYPE = "application/a2a+json"
 # A message that arrives this early (clock skew between broker and worker) still counts as due.
 DUE_TOLERANCE = timedelta(seconds=1)
+# Every sender thread of this process busy: the message comes back this much later.
+SENDERS_BUSY_RETRY_SECONDS = 0.5
 
 
 def attempt_timeout_seconds() -> float:
-    return push_setting("OPENWOP_PUSH_ATTEMPT_TIMEOUT", 5.0)
+    return push_setting("OPENWOP_PUSH_ATTEMPT_TIMEOUT")
 
 
 def backoff_seconds(attempts: int) -> float:
     """Exponential backoff with equal jitter: half the step fixed, half random (retryPolicy)."""
-    base = push_setting("OPENWOP_PUSH_BACKOFF_BASE_SECONDS", 2.0)
-    ceiling = push_setting("OPENWOP_PUSH_BACKOFF_MAX_SECONDS", 300.0)
+    base = push_setting("OPENWOP_PUSH_BACKOFF_BASE_SECONDS")
+    ceiling = push_setting("OPENWOP_PUSH_BACKOFF_MAX_SECONDS")
     step = min(ceiling, base * (2 ** max(0, attempts - 1)))
     return step / 2 + random.uniform(0, step / 2)
 
@@ -60,6 +67,7 @@ class _Claimed:
     pk: int
     number: int
     kind: str
+    lane: str
     url: str
     body: bytes
     headers: dict[str, str]
@@ -104,18 +112,23 @@ def _claim(delivery_pk: int) -> _Claimed | None:
             return None  # a stale message for an earlier attempt; the scheduled one will come
         if delivery.in_flight_until is not None and delivery.in_flight_until > now:
             return None  # another attempt is under way
+        lane = delivery.lane
+        lane_lock(lane)
+        if lane_in_flight(lane) >= lane_cap():
+            # The lane is full: park, and let the attempt that frees a slot wake this row.
+            delivery.parked = True
+            delivery.save(update_fields=["parked"])
+            return None
         url, headers = _headers(delivery)
         delivery.attempts += 1
         delivery.in_flight_until = now + timedelta(seconds=claim_seconds())
-        delivery.save(update_fields=["attempts", "in_flight_until"])
-        return _Claimed(delivery.pk, delivery.attempts, delivery.kind, url, delivery.body.encode(), headers)
+        delivery.parked = False
+        delivery.save(update_fields=["attempts", "in_flight_until", "parked"])
+        return _Claimed(delivery.pk, delivery.attempts, delivery.kind, lane, url, delivery.body.encode(), headers)
 
 
-def delivery_attempt(*, delivery_pk: int) -> None:
-    """One attempt of one delivery; a no-op when the row is not due or not ours to send."""
-    claimed = _claim(delivery_pk)
-    if claimed is None:
-        return
+def _send(claimed: _Claimed) -> None:
+    """Send one claimed attempt and record its outcome (moves 2 and 3)."""
     started = time.monotonic()
     status_code: int | None = None
     try:
@@ -132,10 +145,41 @@ def delivery_attempt(*, delivery_pk: int) -> None:
     _record(claimed, ok=ok, status_code=status_code, error=error[:200], latency_ms=latency_ms)
 
 
+def delivery_attempt(*, delivery_pk: int) -> None:
+    """One attempt of one delivery, start to end on the calling thread; a no-op when the row is
+    not due, not ours to send, or its lane is full (then it is parked)."""
+    claimed = _claim(delivery_pk)
+    if claimed is not None:
+        _send(claimed)
+
+
+def delivery_dispatch(*, delivery_pk: int) -> None:
+    """The body of the `push.deliver` task: claim on the Celery slot, send on a sender thread, and
+    return at once, so the slot is free again whatever the receiver does (lanes.py)."""
+    if not senders.reserve():
+        queue = Delivery.unscoped_all_tenants.filter(pk=delivery_pk).values_list("queue", flat=True).first()
+        if queue is not None:
+            delivery_enqueue(delivery_pk=delivery_pk, queue=queue, countdown=SENDERS_BUSY_RETRY_SECONDS)
+        return
+    try:
+        claimed = _claim(delivery_pk)
+    except BaseException:
+        senders.release()
+        raise
+    if claimed is None:
+        senders.release()
+        return
+    senders.start(partial(_send, claimed))
+
+
 def _record(claimed: _Claimed, *, ok: bool, status_code: int | None, error: str, latency_ms: int) -> None:
     now = timezone.now()
     with transaction.atomic():
         delivery = Delivery.unscoped_all_tenants.select_for_update().filter(pk=claimed.pk).first()
+        # The slot frees under the lane lock (same order as the claim: row, then lane), so a claim
+        # that parks either sees it free or commits its park before the wake below looks.
+        lane_lock(claimed.lane)
+        transaction.on_commit(partial(lane_wake, claimed.lane, delivery_enqueue))
         if delivery is None:
             return  # its webhook or push config was deleted meanwhile
         DeliveryAttempt.objects.create(
@@ -172,28 +216,30 @@ def _record(claimed: _Claimed, *, ok: bool, status_code: int | None, error: str,
 
 
 def sweep_grace_seconds() -> float:
-    return push_setting("OPENWOP_PUSH_SWEEP_GRACE_SECONDS", 30.0)
+    return push_setting("OPENWOP_PUSH_SWEEP_GRACE_SECONDS")
 
 
 def deliveries_sweep() -> int:
     """Re-enqueue pending deliveries overdue by more than the grace with no live claim: their
-    message was lost (a worker killed mid-attempt, a broker restart). Returns how many."""
+    message was lost (a worker killed mid-attempt, a broker restart). Parked rows are their lane's
+    to wake; the sweeper only wakes a lane whose slots are free yet whose rows wait past the grace
+    (the attempt that should have woken them died). Returns how many messages were sent."""
     now = timezone.now()
     overdue = now - timedelta(seconds=sweep_grace_seconds())
-    rows = list(
-        Delivery.unscoped_all_tenants.filter(status=DeliveryStatus.PENDING, next_attempt_at__lte=overdue)
-        .exclude(in_flight_until__gt=now)
-        .values_list("pk", "queue")[:500]
-    )
+    pending = Delivery.unscoped_all_tenants.filter(status=DeliveryStatus.PENDING, next_attempt_at__lte=overdue)
+    rows = list(pending.filter(parked=False).exclude(in_flight_until__gt=now).values_list("pk", "queue")[:500])
     sent = 0
     for pk, queue in rows:
         # Moving next_attempt_at keeps a merely slow queue from being re-sent on every tick; the
         # conditional update means several sweeping workers send one message per row.
         if Delivery.unscoped_all_tenants.filter(
-            pk=pk, status=DeliveryStatus.PENDING, next_attempt_at__lte=overdue
+            pk=pk, status=DeliveryStatus.PENDING, parked=False, next_attempt_at__lte=overdue
         ).update(next_attempt_at=now):
             delivery_enqueue(delivery_pk=pk, queue=queue, countdown=0.0)
             sent += 1
+    lanes = pending.filter(parked=True).order_by("lane").values_list("lane", flat=True).distinct()[:100]
+    for lane in list(lanes):
+        sent += lane_wake(lane, delivery_enqueue)
     return sent
 
 

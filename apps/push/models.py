@@ -52,6 +52,37 @@ class Webhook(TenantOwnedModel):
         return self.webhook_id
 
 
+class WebhookEvent(TenantOwnedModel):
+    """One (webhook, event type) pair: the index `push_deliveries_for_event` looks up on every
+    event append, so a tenant whose webhooks want other event types costs one indexed probe, not a
+    scan of its webhooks. Written only by `webhook_register`, in the webhook's transaction;
+    `Webhook.events` keeps the registered list as the caller sent it."""
+
+    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="event_types")
+    event_type = models.CharField(max_length=100)
+
+    class Meta(TenantOwnedModel.Meta):
+        indexes = [models.Index(fields=["tenant", "event_type"], name="push_webhook_event_lookup")]
+        constraints = [
+            models.UniqueConstraint(fields=["webhook", "event_type"], name="push_webhook_event_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.webhook_id} {self.event_type}"
+
+
+class PushLane(models.Model):
+    """One destination origin (`https://host:port`): the row whose lock serialises claims on the
+    lane, so the in-flight cap holds across every worker (lanes.py). Not tenant-owned: a hung
+    receiver is hung for every tenant that sends to it. Holds no URL path, query or credential."""
+
+    origin = models.CharField(max_length=300, unique=True)
+    touched_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return self.origin
+
+
 class DeliveryKind(models.TextChoices):
     A2A_PUSH = "a2a_push", "A2A push"
     WEBHOOK = "webhook", "OpenWOP webhook"
@@ -83,13 +114,18 @@ class Delivery(TenantOwnedModel):
     last_status_code = models.PositiveIntegerField(null=True, blank=True)
     last_error = models.CharField(max_length=200, blank=True, default="")
     queue = models.CharField(max_length=200, help_text="Celery queue this delivery's attempts are sent to.")
+    lane = models.CharField(max_length=300, default="", help_text="Destination origin: at most LANE_CAP in flight.")
+    parked = models.BooleanField(default=False, help_text="Due, but its lane was full; the lane wakes it.")
     created_at = models.DateTimeField(auto_now_add=True)
     settled_at = models.DateTimeField(null=True, blank=True, help_text="Delivered or dead-lettered at.")
 
     class Meta(TenantOwnedModel.Meta):
         ordering = ["-created_at", "-id"]
         verbose_name_plural = "deliveries"
-        indexes = [models.Index(fields=["status", "next_attempt_at"], name="push_delivery_due")]
+        indexes = [
+            models.Index(fields=["status", "next_attempt_at"], name="push_delivery_due"),
+            models.Index(fields=["lane", "status"], name="push_delivery_lane"),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=(

@@ -2,21 +2,36 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.utils import timezone
 
+from apps.core.cursors import cursor_after, cursor_mint
 from apps.push.capabilities import DEAD_LETTER_MAX_PAGE_SIZE, DEAD_LETTER_RETENTION_DAYS
-from apps.push.models import Delivery, DeliveryStatus
+from apps.push.models import Delivery, DeliveryStatus, Webhook
 from apps.push.services import webhook_get
 from apps.runs.wire import wire_timestamp
 from apps.tenants.subject import Subject
 
+_CURSOR_SALT = "openwop.push.dead-letters.cursor"
+DEAD_LETTER_DEFAULT_PAGE_SIZE = 50
 
-def webhook_dead_letters(*, subject: Subject, webhook_id: str, limit: int = 50) -> list[dict[str, Any]]:
-    """Dead-lettered deliveries of one of the caller's webhooks, newest first. A record names a
-    delivery; it never carries the body, the headers or the secret."""
+
+@dataclass(frozen=True)
+class DeadLetterPage:
+    records: list[dict[str, Any]]
+    next_cursor: str | None
+
+
+def webhook_dead_letters(
+    *, subject: Subject, webhook_id: str, limit: int = DEAD_LETTER_DEFAULT_PAGE_SIZE, cursor: str | None = None
+) -> DeadLetterPage:
+    """One page of the dead-lettered deliveries of one of the caller's webhooks, newest first,
+    keyset-paginated. The webhook is resolved first, so a foreign or unknown webhook id is the
+    same NotFound whatever the cursor. `limit` is clamped to the advertised maxPageSize. A record
+    names a delivery; it never carries the body, the headers or the secret."""
     webhook = webhook_get(subject=subject, webhook_id=webhook_id)
     retention = timedelta(days=DEAD_LETTER_RETENTION_DAYS)
     limit = max(1, min(limit, DEAD_LETTER_MAX_PAGE_SIZE))
@@ -24,25 +39,37 @@ def webhook_dead_letters(*, subject: Subject, webhook_id: str, limit: int = 50) 
         Delivery.objects.for_tenant(webhook.tenant_id)
         .select_related("run", "event")
         .filter(webhook=webhook, status=DeliveryStatus.DEAD, settled_at__gte=timezone.now() - retention)
-        .order_by("-settled_at", "-id")[:limit]
+        .order_by("-settled_at", "-id")
     )
-    records = []
-    for row in rows:
-        assert row.settled_at is not None
-        record: dict[str, Any] = {
-            "deliveryId": row.delivery_id,
-            "webhookId": webhook.webhook_id,
-            "runId": row.run.run_id,
-            "eventId": row.event.event_id,
-            "eventType": row.event_type,
-            "sequence": row.event.sequence,
-            "attempts": row.attempts,
-            "deadLetteredAt": wire_timestamp(row.settled_at),
-            "expiresAt": wire_timestamp(row.settled_at + retention),
-        }
-        if row.last_status_code is not None:
-            record["lastStatusCode"] = row.last_status_code
-        if row.last_error:
-            record["lastError"] = row.last_error
-        records.append(record)
-    return records
+    if cursor is not None:
+        rows = rows.filter(cursor_after(cursor, salt=_CURSOR_SALT, scope=webhook.webhook_id, field="settled_at"))
+    page = list(rows[: limit + 1])
+    more = len(page) > limit
+    page = page[:limit]
+    next_cursor = None
+    if more:
+        last = page[-1]
+        assert last.settled_at is not None
+        next_cursor = cursor_mint(salt=_CURSOR_SALT, scope=webhook.webhook_id, at=last.settled_at, pk=last.pk)
+    records = [_dead_letter_record(row, webhook, retention) for row in page]
+    return DeadLetterPage(records=records, next_cursor=next_cursor)
+
+
+def _dead_letter_record(row: Delivery, webhook: Webhook, retention: timedelta) -> dict[str, Any]:
+    assert row.settled_at is not None
+    record: dict[str, Any] = {
+        "deliveryId": row.delivery_id,
+        "webhookId": webhook.webhook_id,
+        "runId": row.run.run_id,
+        "eventId": row.event.event_id,
+        "eventType": row.event_type,
+        "sequence": row.event.sequence,
+        "attempts": row.attempts,
+        "deadLetteredAt": wire_timestamp(row.settled_at),
+        "expiresAt": wire_timestamp(row.settled_at + retention),
+    }
+    if row.last_status_code is not None:
+        record["lastStatusCode"] = row.last_status_code
+    if row.last_error:
+        record["lastError"] = row.last_error
+    return record

@@ -15,6 +15,7 @@ from typing import Any
 from a2a.types import AuthenticationInfo, StreamResponse, TaskPushNotificationConfig
 from django.conf import settings
 from django.db import transaction
+from django.db.models import CharField, QuerySet, Value
 from django.utils import timezone
 
 from apps.a2a.wire import TERMINAL_STATES, StreamProjection, context_id_of, to_wire
@@ -23,7 +24,8 @@ from apps.core.errors import NotFound, ValidationFailed
 from apps.core.ids import mint_opaque
 from apps.push.capabilities import push_max_attempts
 from apps.push.crypto import credential_seal
-from apps.push.models import Delivery, DeliveryKind, DeliveryStatus, PushConfig, Webhook
+from apps.push.lanes import lane_of, lane_wake
+from apps.push.models import Delivery, DeliveryKind, DeliveryStatus, PushConfig, Webhook, WebhookEvent
 from apps.runs.models import Run, RunEvent
 from apps.runs.selectors import run_get_readable
 from apps.runs.wire import run_event_doc
@@ -117,7 +119,9 @@ def push_config_delete(*, subject: Subject, task_id: str, config_id: str) -> Non
     it the sealed credential and every pending delivery (no further attempt starts)."""
     run = _task_readable(subject=subject, task_id=task_id)
     with transaction.atomic():
-        PushConfig.objects.for_tenant(run.tenant_id).filter(run=run, config_id=config_id).delete()
+        configs = PushConfig.objects.for_tenant(run.tenant_id).filter(run=run, config_id=config_id)
+        _deliveries_lock(Delivery.objects.for_tenant(run.tenant_id).filter(push_config__in=configs))
+        configs.delete()
 
 
 def push_config_credentials_wipe(*, config_pk: int) -> None:
@@ -138,14 +142,19 @@ def webhook_register(*, subject: Subject, url: str, events: list[str], secret: s
         secret = mint_opaque(43)
     if not isinstance(secret, str) or not secret or len(secret) > MAX_SECRET_LENGTH:
         raise ValidationFailed("secret must be a non-empty string.", details={"field": "secret"})
+    tenant_pk = _tenant_pk(subject)
     with transaction.atomic(durable=True):
-        return Webhook.objects.create(
-            tenant_id=_tenant_pk(subject),
+        webhook = Webhook.objects.create(
+            tenant_id=tenant_pk,
             webhook_id=mint_opaque(),
             url=url,
             events=sorted(set(events)),
             secret_sealed=credential_seal(secret),
         )
+        WebhookEvent.objects.for_tenant(tenant_pk).bulk_create(
+            [WebhookEvent(tenant_id=tenant_pk, webhook=webhook, event_type=name) for name in webhook.events]
+        )
+        return webhook
 
 
 def webhook_get(*, subject: Subject, webhook_id: str) -> Webhook:
@@ -160,20 +169,29 @@ def webhook_unregister(*, subject: Subject, webhook_id: str) -> None:
     (webhooks.md §Durability, invariant webhook-unregister-stops-delivery)."""
     with transaction.atomic(durable=True):
         webhook = webhook_get(subject=subject, webhook_id=webhook_id)
+        _deliveries_lock(Delivery.objects.for_tenant(webhook.tenant_id).filter(webhook=webhook))
         webhook.delete()
+
+
+def _deliveries_lock(deliveries: QuerySet[Delivery]) -> None:
+    """Lock a target's deliveries before the cascade: an attempt recording its outcome holds its
+    row's lock, so the delete waits for it and then collects its attempt row too (otherwise the
+    late attempt row would break the foreign key at commit)."""
+    list(deliveries.select_for_update().order_by("pk").values_list("pk", flat=True))
 
 
 # ---------------------------------------------------------------------------------------------
 # Deliveries
 
 
-def _delivery_new(**fields: Any) -> Delivery:
+def _delivery_new(*, url: str, **fields: Any) -> Delivery:
     now = timezone.now()
     return Delivery(
         delivery_id=mint_opaque(),
         max_attempts=push_max_attempts(),
         next_attempt_at=now,
-        queue=settings.CELERY_TASK_DEFAULT_QUEUE,
+        queue=settings.OPENWOP_PUSH_QUEUE,
+        lane=lane_of(url),
         **fields,
     )
 
@@ -192,14 +210,37 @@ def _push_status_update(run: Run, event: RunEvent) -> StreamResponse | None:
     return updates[-1] if updates else None
 
 
+def _push_targets(run: Run, event: RunEvent) -> tuple[list[int], list[int]]:
+    """The pks of the run's push configs and of the tenant's webhooks that want this event type,
+    in one indexed round trip (a UNION of two probes); nothing else is read on the hot path."""
+    def tagged(kind: str) -> Value:
+        return Value(kind, output_field=CharField())
+
+    configs = (
+        PushConfig.objects.for_tenant(run.tenant_id).filter(run=run)
+        .annotate(target=tagged(DeliveryKind.A2A_PUSH.value)).order_by().values_list("target", "pk")
+    )
+    webhooks = (
+        WebhookEvent.objects.for_tenant(run.tenant_id).filter(event_type=event.type)
+        .annotate(target=tagged(DeliveryKind.WEBHOOK.value)).order_by().values_list("target", "webhook_id")
+    )
+    found = list(configs.union(webhooks, all=True))
+    return (
+        sorted(pk for kind, pk in found if kind == DeliveryKind.A2A_PUSH),
+        sorted(pk for kind, pk in found if kind == DeliveryKind.WEBHOOK),
+    )
+
+
 def push_deliveries_for_event(*, run: Run, event: RunEvent) -> None:
     """Called by `runs.log.event_append` inside the appending transaction: the delivery rows commit
-    with the event (or not at all), and the attempts are sent on commit. Two exists-queries when
-    nothing is registered; no push row is touched."""
-    configs = list(PushConfig.objects.for_tenant(run.tenant_id).filter(run=run))
-    webhooks = [w for w in Webhook.objects.for_tenant(run.tenant_id) if event.type in w.events]
-    if not configs and not webhooks:
+    with the event (or not at all), and the attempts are sent on commit. One indexed query when
+    nothing is registered. Read per event, never cached, so a config or webhook registered mid-run
+    gets every event appended after its registration committed."""
+    config_pks, webhook_pks = _push_targets(run, event)
+    if not config_pks and not webhook_pks:
         return
+    configs = list(PushConfig.objects.for_tenant(run.tenant_id).filter(pk__in=config_pks).order_by("id"))
+    webhooks = list(Webhook.objects.for_tenant(run.tenant_id).filter(pk__in=webhook_pks).order_by("id"))
     rows: list[Delivery] = []
     if configs:
         update = _push_status_update(run, event)
@@ -209,8 +250,8 @@ def push_deliveries_for_event(*, run: Run, event: RunEvent) -> None:
             for config in configs:
                 rows.append(
                     _delivery_new(
-                        tenant_id=run.tenant_id, kind=DeliveryKind.A2A_PUSH, push_config=config, run=run,
-                        event=event, event_type=event.type, body=body, is_final=final,
+                        url=config.url, tenant_id=run.tenant_id, kind=DeliveryKind.A2A_PUSH, push_config=config,
+                        run=run, event=event, event_type=event.type, body=body, is_final=final,
                     )
                 )
     if webhooks:
@@ -220,13 +261,26 @@ def push_deliveries_for_event(*, run: Run, event: RunEvent) -> None:
         for webhook in webhooks:
             rows.append(
                 _delivery_new(
-                    tenant_id=run.tenant_id, kind=DeliveryKind.WEBHOOK, webhook=webhook, run=run,
-                    event=event, event_type=event.type, body=body,
+                    url=webhook.url, tenant_id=run.tenant_id, kind=DeliveryKind.WEBHOOK, webhook=webhook,
+                    run=run, event=event, event_type=event.type, body=body,
                 )
             )
+    # A lane with a backlog serves it oldest first (lanes.py): a new row joins the backlog parked,
+    # with no message, so a hung destination's deliveries cost the worker pool nothing until their
+    # lane has room. The wake after commit closes the race with the lane draining meanwhile.
+    # Unscoped on purpose: a lane is a destination shared by every tenant; only lane names are read.
+    backlogged = set(
+        Delivery.unscoped_all_tenants.filter(
+            lane__in={row.lane for row in rows}, status=DeliveryStatus.PENDING, parked=True
+        ).values_list("lane", flat=True)
+    )
     for row in rows:
+        row.parked = row.lane in backlogged
         row.save(force_insert=True)
-        transaction.on_commit(partial(delivery_enqueue, delivery_pk=row.pk, queue=row.queue, countdown=0.0))
+        if not row.parked:
+            transaction.on_commit(partial(delivery_enqueue, delivery_pk=row.pk, queue=row.queue, countdown=0.0))
+    for lane in backlogged:
+        transaction.on_commit(partial(lane_wake, lane, delivery_enqueue))
 
 
 def delivery_enqueue(*, delivery_pk: int, queue: str, countdown: float) -> None:

@@ -10,14 +10,15 @@ from celery.signals import worker_ready
 from django.db import close_old_connections, connection
 
 from apps.push.capabilities import push_setting
-from apps.push.engine import dead_letters_purge, deliveries_sweep, delivery_attempt
+from apps.push.engine import dead_letters_purge, deliveries_sweep, delivery_dispatch
 
 logger = logging.getLogger(__name__)
 
 
 @shared_task(bind=True, name="push.deliver", acks_late=True, ignore_result=True)
 def deliver(self, delivery_pk: int) -> None:  # type: ignore[no-untyped-def]
-    delivery_attempt(delivery_pk=delivery_pk)
+    # Returns once claimed: the send runs on a sender thread (lanes.py), never on this slot.
+    delivery_dispatch(delivery_pk=delivery_pk)
 
 
 @shared_task(bind=True, name="push.sweep", ignore_result=True)
@@ -28,7 +29,7 @@ def sweep(self) -> None:  # type: ignore[no-untyped-def]
 
 def _sweep_forever(stop: threading.Event) -> None:
     """Every worker sweeps on its own clock, so a lost message is re-sent with no beat running."""
-    interval = push_setting("OPENWOP_PUSH_SWEEP_SECONDS", 15.0)
+    interval = push_setting("OPENWOP_PUSH_SWEEP_SECONDS")
     while not stop.wait(interval):
         try:
             close_old_connections()

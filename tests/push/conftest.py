@@ -60,6 +60,19 @@ def receiver_for(ca: trustme.CA, dns: FakeDns) -> Iterator[Callable[..., Receive
         yield _make
 
 
+def live_push_env(env: dict[str, str], ca_bundle: str, *, queue: str, **push: str) -> dict[str, str]:
+    """The environment of live processes delivering to loopback receivers: a queue of their own,
+    the loopback range allowed and the test CA trusted for these processes only (webhooks.md
+    §Egress stays on), and the OPENWOP_PUSH_* settings given as `push` (ATTEMPT_TIMEOUT="3", ...)."""
+    return {
+        **env,
+        "OPENWOP_CELERY_QUEUE": f"{env['OPENWOP_CELERY_QUEUE']}-{queue}",
+        "OPENWOP_EGRESS_ALLOW_CIDRS": "127.0.0.0/8",
+        "OPENWOP_EGRESS_CA_BUNDLE": ca_bundle,
+        **{f"OPENWOP_PUSH_{name}": value for name, value in push.items()},
+    }
+
+
 def url_of(receiver: Receiver, name: str = "receiver.test", path: str = "/hook") -> str:
     return f"https://{name}:{receiver.port}{path}"
 

@@ -16,6 +16,7 @@ import trustme
 from apps.push.models import Delivery, DeliveryAttempt, DeliveryStatus
 from tests.core.https_receivers import Behaviour, https_receiver
 from tests.live import start_celery_worker, start_daphne, wait_until
+from tests.push.conftest import live_push_env
 
 
 @pytest.mark.usefixtures("transactional_db")
@@ -23,17 +24,11 @@ def test_a_webhook_delivery_survives_its_worker_being_killed(
     live_env: Any, make_key: Callable[..., str], ca: trustme.CA, ca_bundle: str
 ) -> None:
     env, var_dir = live_env
-    own_env = {
-        **env,
-        "OPENWOP_CELERY_QUEUE": f"{env['OPENWOP_CELERY_QUEUE']}-push",
-        # Loopback allowed and the test CA trusted for these processes only (webhooks.md §Egress stays on).
-        "OPENWOP_EGRESS_ALLOW_CIDRS": "127.0.0.0/8",
-        "OPENWOP_EGRESS_CA_BUNDLE": ca_bundle,
-        "OPENWOP_PUSH_BACKOFF_BASE_SECONDS": "30",  # the retry is far off: only the sweeper can bring it in
-        "OPENWOP_PUSH_ATTEMPT_TIMEOUT": "3",
-        "OPENWOP_PUSH_SWEEP_SECONDS": "1",
-        "OPENWOP_PUSH_SWEEP_GRACE_SECONDS": "1",
-    }
+    own_env = live_push_env(
+        env, ca_bundle, queue="worker-kill",
+        BACKOFF_BASE_SECONDS="30",  # the retry is far off: only the sweeper can bring it in
+        ATTEMPT_TIMEOUT="3", SWEEP_SECONDS="1", SWEEP_GRACE_SECONDS="1",
+    )
     daphne, base_url = start_daphne(own_env, var_dir)
     first = start_celery_worker(own_env, var_dir, name="push-doomed")
     replacement = None
@@ -56,7 +51,9 @@ def test_a_webhook_delivery_survives_its_worker_being_killed(
             first.proc.send_signal(signal.SIGKILL)
             first.proc.wait(timeout=15)
             row = Delivery.unscoped_all_tenants.get()
-            assert row.status == DeliveryStatus.PENDING and row.last_status_code == 500
+            assert row.status == DeliveryStatus.PENDING and row.last_status_code == 500, (
+                row.last_error, first.log()[-3000:]
+            )
 
             # The retry's due time is moved up as an operator's clock would reach it; the message
             # that carried it died with the worker, so only the sweeper can send it now.

@@ -209,8 +209,8 @@ def test_deliveries_are_enqueued_on_commit_to_the_stored_queue(
     with django_capture_on_commit_callbacks(execute=True):
         advance(run_id)
     rows = deliveries()
-    assert sent == [([r.pk], settings.CELERY_TASK_DEFAULT_QUEUE, 0.0) for r in rows]
-    assert {r.queue for r in rows} == {settings.CELERY_TASK_DEFAULT_QUEUE}
+    assert sent == [([r.pk], settings.OPENWOP_PUSH_QUEUE, 0.0) for r in rows]
+    assert {r.queue for r in rows} == {settings.OPENWOP_PUSH_QUEUE} != {settings.CELERY_TASK_DEFAULT_QUEUE}
 
 
 def test_expired_dead_letters_are_purged(acme: Caller, receiver_for: Callable[..., Receiver], settings: Any) -> None:

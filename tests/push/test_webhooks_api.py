@@ -163,6 +163,54 @@ def test_dead_letters_listed_without_body_or_secret(
     assert_envelope(acme.get(f"/webhooks/{webhook_id}/dead-letters?limit=x"), "validation_error", 400)
 
 
+def test_dead_letters_page_with_an_opaque_cursor(
+    acme: Caller, globex: Caller, receiver_for: Callable[..., Receiver], settings: Any
+) -> None:
+    settings.OPENWOP_PUSH_MAX_ATTEMPTS = 1
+    receiver = receiver_for(behaviour=Behaviour(status=500))
+    webhook_id = _register(acme, url_of(receiver), ["node.started", "run.completed"])
+    other_id = _register(acme, url_of(receiver), ["run.completed"])
+    for _ in range(3):
+        advance(acme.create_run("conformance-noop"))
+    for row in deliveries():
+        assert drive(row).status == DeliveryStatus.DEAD
+    base = f"/webhooks/{webhook_id}/dead-letters"
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        response = acme.get(base + "?limit=4" + (f"&cursor={cursor}" if cursor else ""))
+        assert response.status_code == 200, response.content
+        doc = response.json()
+        assert len(doc["deadLetters"]) <= 4 and set(doc) <= {"deadLetters", "nextCursor"}
+        seen += [record["deliveryId"] for record in doc["deadLetters"]]
+        pages += 1
+        cursor = doc.get("nextCursor")
+        if cursor is None:
+            break
+        assert webhook_id not in cursor and "settled" not in cursor  # opaque: names nothing readable
+    mine = Delivery.unscoped_all_tenants.filter(webhook__webhook_id=webhook_id).order_by("-settled_at", "-id")
+    assert seen == [row.delivery_id for row in mine] and len(seen) == 6 and pages == 2  # newest first, no repeats
+    # A page size above the advertised maxPageSize is clamped, not refused.
+    assert len(acme.get(base + "?limit=100000").json()["deadLetters"]) == 6
+    first = acme.get(base + "?limit=1").json()["nextCursor"]
+    # A cursor belongs to one listing: another webhook's, a forged or a garbled one is a 400.
+    assert_envelope(acme.get(f"/webhooks/{other_id}/dead-letters?cursor={first}"), "validation_error", 400)
+    assert_envelope(acme.get(base + "?cursor=not-a-cursor"), "validation_error", 400)
+    assert_envelope(acme.get(base + "?limit=0"), "validation_error", 400)
+    # Cross-tenant: a foreign webhook with a valid cursor is the same 404 as an unknown one.
+    foreign = globex.get(f"{base}?cursor={first}")
+    assert_envelope(foreign, "not_found", 404)
+    assert foreign.content == globex.get(f"/webhooks/{'W' * 26}/dead-letters?cursor={first}").content
+
+
+def test_discovery_retry_policy_is_the_setting(client: Client, settings: Any) -> None:
+    for attempts in (5, 3):
+        settings.OPENWOP_PUSH_MAX_ATTEMPTS = attempts
+        doc = json.loads(client.get("/.well-known/openwop").content)
+        assert doc["webhooks"]["retryPolicy"] == {"maxAttempts": attempts, "backoff": "exponential"}
+
+
 def test_admin_redeliver_calls_the_service(
     acme: Caller, receiver_for: Callable[..., Receiver], settings: Any
 ) -> None:
