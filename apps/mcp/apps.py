@@ -7,6 +7,9 @@ from django.apps import AppConfig
 # The mcp.features[] this app implements (interop map c.6); `extensions` is the tasks extension.
 SERVED_FEATURES = ("server-discover", "mrtr", "cacheable-lists", "extensions")
 
+# The revisions the mount can answer (facet validation refuses offering any other).
+SERVABLE_REVISIONS = ("2026-07-28",)
+
 
 class MCPConfig(AppConfig):
     name = "apps.mcp"
@@ -15,6 +18,9 @@ class MCPConfig(AppConfig):
 
     def ready(self) -> None:
         from apps.facets import surfaces
+        from apps.facets.servable import register_servable_versions
+
+        register_servable_versions("mcp", SERVABLE_REVISIONS)
 
         surfaces.register_surface(surfaces.MCP_STREAMABLE_HTTP)
         surfaces.register_surface(surfaces.MCP_STDIO)
