@@ -7,8 +7,9 @@ from django.apps import AppConfig
 # The mcp.features[] this app implements (interop map c.6); `extensions` is the tasks extension.
 SERVED_FEATURES = ("server-discover", "mrtr", "cacheable-lists", "extensions")
 
-# The revisions the mount can answer (facet validation refuses offering any other).
-SERVABLE_REVISIONS = ("2026-07-28",)
+# The revisions the mount can answer (facet validation refuses offering any other): the stateless
+# 2026-07-28, and the handshake-era ones apps/mcp/handshake.py serves when offered.
+SERVABLE_REVISIONS = ("2025-06-18", "2025-11-25", "2026-07-28")
 
 
 class MCPConfig(AppConfig):

@@ -16,6 +16,7 @@ from typing import Any
 from mcp.shared.inbound import decode_header_value
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
 from mcp_types.jsonrpc import HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from apps.facets.negotiation import Decision
 from apps.mcp.errors import McpError, invalid_params, missing_capability
@@ -58,6 +59,11 @@ class Exchange:
     version: str
     capabilities: dict[str, Any]
     trace: TraceContext | None = None
+
+    @property
+    def handshake(self) -> bool:
+        """A handshake-era (session) exchange: no MRTR, no extensions (apps/mcp/handshake.py)."""
+        return self.version not in MODERN_PROTOCOL_VERSIONS
 
     @property
     def tasks_declared(self) -> bool:

@@ -42,3 +42,27 @@ class RunTraceContext(TenantOwnedModel):
 
     def __str__(self) -> str:
         return f"{self.run_id}: {self.traceparent}"
+
+
+class McpSession(TenantOwnedModel):
+    """A handshake-era (2025-06-18 / 2025-11-25) session minted by `initialize`.
+
+    Kept in the database so any web process can serve the session's later requests. Only the
+    SHA-256 of the `Mcp-Session-Id` is stored; the session belongs to one tenant and one principal,
+    and a lookup by anyone else finds nothing (the same answer as an unknown id). Ended sessions
+    keep their row (`ended_at`) so a reused id keeps answering 404.
+    """
+
+    id_digest = models.CharField(max_length=64, unique=True)
+    subject_id = models.CharField(max_length=255)
+    protocol_version = models.CharField(max_length=10)
+    client_capabilities = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta(TenantOwnedModel.Meta):
+        indexes = [models.Index(fields=["expires_at"], name="mcp_session_expiry")]
+
+    def __str__(self) -> str:
+        return f"MCP {self.protocol_version} session of {self.subject_id}"

@@ -152,9 +152,15 @@ def _capability_refusal(exchange: Exchange, workflow: Workflow) -> dict[str, Any
     """Before any run exists: input this client cannot give is refused, never half-started.
 
     A form interrupt needs declared form elicitation (-32021); a credential interrupt needs URL
-    mode, and without it the answer is a tool error, never a form fallback (reference a.6).
+    mode, and without it the answer is a tool error, never a form fallback (reference a.6). A
+    handshake-era exchange has no MRTR at all: any interrupting tool is a tool error there.
     """
     kinds = {node.get("kind") for node in (workflow.definition or {}).get("nodes", []) if isinstance(node, dict)}
+    if exchange.handshake and kinds & {"approval", "input", "credential"}:
+        return tool_error_result(
+            f"Tool {workflow.workflow_id} may ask for approval, input or an account connection, which MCP "
+            f"{exchange.version} cannot carry here; call it over MCP 2026-07-28 or the OpenWOP API."
+        )
     if "credential" in kinds and not exchange.elicitation_url:
         return tool_error_result(
             f"Tool {workflow.workflow_id} needs an account connection; this client did not declare "

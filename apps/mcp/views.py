@@ -4,6 +4,10 @@ Order of refusals: method (405) -> Origin (403, DNS rebinding) -> JSON (-32700/-
 credential (401) -> the ladder and negotiation (dispatch.exchange_open) -> the method. Every refusal
 is a JSON-RPC error object; the OpenWOP envelope never answers here (core.protocol excludes /mcp).
 
+Handshake-era revisions (apps/mcp/handshake.py) share the mount when the operator offers them: a
+request without the 2026-07-28 `_meta` envelope that is `initialize`, or names an `Mcp-Session-Id`,
+takes the session path; DELETE with a session id ends it. Everything else is the stateless ladder.
+
 Cancellation: Django's ASGI handler cancels this view when the server reports `http.disconnect`,
 which surfaces as CancelledError inside `tools/call`'s wait (tools.py cancels the run there).
 Once the view has returned its response nothing it started can be cancelled by the connection.
@@ -20,12 +24,25 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.http.request import validate_host
 from django.views.decorators.csrf import csrf_exempt
+from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.jsonrpc import INVALID_REQUEST, PARSE_ERROR
 
 from apps.core.errors import OpenWopError, Unauthenticated
 from apps.mcp.dispatch import dispatch, exchange_open
 from apps.mcp.errors import McpError, mcp_error_from
+from apps.mcp.handshake import (
+    HANDSHAKE_REVISIONS,
+    SESSION_HEADER,
+    handshake_dispatch,
+    handshake_revisions_offered,
+    initialize,
+    session_check,
+    session_exchange_open,
+    session_unknown,
+)
+from apps.mcp.sessions import session_end
 from apps.tenants.selectors import subject_from_authorization
+from apps.tenants.subject import Subject
 
 
 def _json(payload: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None) -> HttpResponse:
@@ -59,13 +76,53 @@ def _unauthenticated(exc: Unauthenticated) -> McpError:
     return error
 
 
+def _modern_envelope(body: dict[str, Any]) -> bool:
+    params = body.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
+
+
+async def _session_path(body: dict[str, Any], headers: dict[str, str]) -> bool:
+    """Is this a handshake-era request? Only when no 2026-07-28 envelope claims it."""
+    if _modern_envelope(body):
+        return False
+    if SESSION_HEADER.lower() in headers or headers.get("mcp-protocol-version") in HANDSHAKE_REVISIONS:
+        return True
+    return body.get("method") == "initialize" and bool(await sync_to_async(handshake_revisions_offered)())
+
+
+async def _authenticate(request: HttpRequest, request_id: Any) -> Subject | HttpResponse:
+    try:
+        return await sync_to_async(subject_from_authorization)(request.headers.get("Authorization"))
+    except Unauthenticated as exc:
+        return _error(request_id, _unauthenticated(exc))
+
+
+async def _session_delete(request: HttpRequest) -> HttpResponse:
+    subject = await _authenticate(request, None)
+    if isinstance(subject, HttpResponse):
+        return subject
+    ended = await sync_to_async(session_end)(subject=subject, session_id=request.headers[SESSION_HEADER])
+    return HttpResponse(status=204) if ended else _error(None, session_unknown())
+
+
+async def _not_allowed() -> HttpResponse:
+    """DELETE exists only while handshake-era sessions can (2026-07-28 alone is POST only)."""
+    sessions = bool(await sync_to_async(handshake_revisions_offered)())
+    return HttpResponse(status=405, headers={"Allow": "POST, DELETE" if sessions else "POST"})
+
+
 @csrf_exempt
 async def mcp_endpoint(request: HttpRequest) -> HttpResponse:
-    if request.method != "POST":
-        # 2026-07-28 has no GET stream and no session to DELETE.
-        return HttpResponse(status=405, headers={"Allow": "POST"})
+    if request.method not in ("POST", "DELETE"):
+        # No GET stream: the server never starts a conversation (405 is the transport's answer).
+        return await _not_allowed()
     if not origin_allowed(request.headers.get("Origin")):
         return _error(None, McpError(INVALID_REQUEST, "Origin not allowed", http_status=403))
+    if request.method == "DELETE":
+        if SESSION_HEADER not in request.headers:
+            return await _not_allowed()  # stateless: no session to end
+        return await _session_delete(request)
     try:
         body = json.loads(request.body)
     except (ValueError, UnicodeDecodeError):
@@ -74,19 +131,27 @@ async def mcp_endpoint(request: HttpRequest) -> HttpResponse:
         request_id = body.get("id") if isinstance(body, dict) else None
         return _error(request_id, McpError(INVALID_REQUEST, "Invalid Request"))
     request_id = body.get("id")
-    try:
-        subject = await sync_to_async(subject_from_authorization)(request.headers.get("Authorization"))
-    except Unauthenticated as exc:
-        return _error(request_id, _unauthenticated(exc))
-    if "id" not in body:
-        # A notification. On HTTP none asks anything of us: closing the stream is the cancel.
-        return HttpResponse(status=202)
+    subject = await _authenticate(request, request_id)
+    if isinstance(subject, HttpResponse):
+        return subject
     headers = {name.lower(): value for name, value in request.headers.items()}
+    origin = request.headers.get("Origin")
     try:
-        exchange = await exchange_open(
-            body=body, subject=subject, headers=headers, origin=request.headers.get("Origin")
-        )
-        result = await dispatch(exchange, body["method"], body.get("params"))
+        session_path = await _session_path(body, headers)
+        if "id" not in body:
+            # A notification. On HTTP none asks anything of us: closing the stream is the cancel.
+            if session_path and body["method"] != "initialize":
+                await session_check(subject=subject, headers=headers)
+            return HttpResponse(status=202)
+        if session_path and body["method"] == "initialize":
+            result, session_id = await initialize(body=body, subject=subject, origin=origin)
+            return _json({"jsonrpc": "2.0", "id": request_id, "result": result}, headers={SESSION_HEADER: session_id})
+        if session_path:
+            exchange = await session_exchange_open(body=body, subject=subject, headers=headers, origin=origin)
+            result = await handshake_dispatch(exchange, body["method"], body.get("params"))
+        else:
+            exchange = await exchange_open(body=body, subject=subject, headers=headers, origin=origin)
+            result = await dispatch(exchange, body["method"], body.get("params"))
     except McpError as exc:
         return _error(request_id, exc)
     except OpenWopError as exc:

@@ -33,7 +33,8 @@ MCP_BASE = {
 
 def test_the_doors_register_what_they_serve() -> None:
     assert "1.0" in servable_versions("a2a") and not is_servable("a2a", "0.3")
-    assert "2026-07-28" in servable_versions("mcp")
+    assert {"2025-06-18", "2025-11-25", "2026-07-28"} <= servable_versions("mcp")
+    assert not is_servable("mcp", "2025-03-26") and not is_servable("mcp", "2024-11-05")
 
 
 def test_an_unservable_a2a_version_is_refused_by_the_service_with_a_named_message() -> None:
