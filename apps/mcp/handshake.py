@@ -30,7 +30,7 @@ from apps.mcp.errors import McpError, invalid_params, method_not_found
 from apps.mcp.exchange import Exchange, trace_context_read
 from apps.mcp.projection import SERVER_NAME, SERVER_VERSION
 from apps.mcp.sessions import session_get, session_open
-from apps.mcp.tools import tool_call, tools_list_result
+from apps.mcp.tools import Finish, settled, tool_call_begin, tools_list_result
 from apps.tenants.subject import Subject
 
 HANDSHAKE_REVISIONS = ("2025-06-18", "2025-11-25")
@@ -150,17 +150,23 @@ def legacy_result(result: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in result.items() if key not in _MODERN_ONLY_KEYS}
 
 
-async def handshake_dispatch(exchange: Exchange, method: str, params: Any) -> dict[str, Any]:
+async def handshake_dispatch_begin(exchange: Exchange, method: str, params: Any) -> Finish:
+    """As dispatch_begin: refusals now, a finishing step that may be streamed."""
     if params is None:
         params = {}
     if not isinstance(params, dict):
         raise invalid_params("params must be an object")
     if method == "ping":
-        return {}
+        return settled({})
     if method == "tools/list":
-        return legacy_result(await sync_to_async(tools_list_result)(exchange.subject))
+        return settled(legacy_result(await sync_to_async(tools_list_result)(exchange.subject)))
     if method == "tools/call":
         # requestState / inputResponses are 2026-07-28 (MRTR) words: at these revisions they mean nothing.
         plain = {key: value for key, value in params.items() if key not in ("requestState", "inputResponses")}
-        return legacy_result(await tool_call(exchange, plain))
+        finish = await tool_call_begin(exchange, plain)
+
+        async def legacy_finish() -> dict[str, Any]:
+            return legacy_result(await finish())
+
+        return legacy_finish
     raise method_not_found(method)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
@@ -84,7 +84,27 @@ def tools_list_result(subject: Subject) -> dict[str, Any]:
 # --- tools/call -------------------------------------------------------------------------------
 
 
+Finish = Callable[[], Awaitable[dict[str, Any]]]
+
+
+def settled(result: dict[str, Any]) -> Finish:
+    """A result already in hand, as the finishing step of a request that waits for nothing."""
+
+    async def finish() -> dict[str, Any]:
+        return result
+
+    return finish
+
+
 async def tool_call(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
+    return await (await tool_call_begin(exchange, params))()
+
+
+async def tool_call_begin(exchange: Exchange, params: dict[str, Any]) -> Finish:
+    """Everything that can refuse the call (and so carry its own HTTP status) happens here, before
+    or while the run is created or continued; the step returned only waits for the run to answer,
+    so HTTP may stream it (views.py). Once this returns, the run belongs to that step: cancelling
+    it cancels the run."""
     name = params.get("name")
     if not isinstance(name, str) or not name:
         raise invalid_params("params.name must name a tool")
@@ -95,12 +115,13 @@ async def tool_call(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any
     subject = exchange.subject
     token = params.get("requestState")
     if token is not None:
-        continued = await _owned(subject, lambda: _call_continue(exchange, name, arguments, token, params))
-        return await _answer(exchange, name, arguments, continued[0], continued[1])
-    started = await _owned(subject, lambda: _call_start(exchange, name, arguments))
-    if isinstance(started, dict):
-        return started  # refused before any run exists
-    return await _answer(exchange, name, arguments, started, 0)
+        run_id, round = await _owned(subject, lambda: _call_continue(exchange, name, arguments, token, params))
+    else:
+        started = await _owned(subject, lambda: _call_start(exchange, name, arguments))
+        if isinstance(started, dict):
+            return settled(started)  # refused before any run exists
+        run_id, round = started, 0
+    return lambda: _answer(exchange, name, arguments, run_id, round)
 
 
 async def _owned(subject: Subject, step: Callable[[], T]) -> T:
