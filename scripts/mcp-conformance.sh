@@ -10,6 +10,8 @@
 # an Authorization header, so it talks to scripts/mcp_bearer_proxy.py, which adds the bearer and
 # relays everything else unchanged. Default args: `--requirements 2026-07-28`. Results land in
 # $OUT (default TOOLS_DIR/results/<timestamp>); the summary is printed at the end.
+# MCP_REVISIONS="2025-06-18 2025-11-25 2026-07-28" offers those revisions (lowest is the floor)
+# before the host starts, e.g. to run `-- --requirements 2025-11-25` against the handshake-era door.
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -46,6 +48,14 @@ cd "$repo"
 "$py" manage.py migrate --noinput -v 0
 "$py" manage.py seed_demo >/dev/null
 "$py" manage.py create_api_key --tenant demo --label "mcp conformance" > "$var/key"
+if [[ -n "${MCP_REVISIONS:-}" ]]; then
+  MCP_REVISIONS="$MCP_REVISIONS" "$py" manage.py shell -v 0 -c '
+import os
+from apps.facets.services import facet_update
+from apps.facets.versions import version_key
+revisions = sorted(os.environ["MCP_REVISIONS"].split(), key=lambda v: version_key("mcp", v))
+facet_update(protocol="mcp", changes={"versions": revisions, "minimum_version": revisions[0]}, actor="mcp-conformance")'
+fi
 .venv/bin/celery -A openwop_host worker --pool threads --concurrency 16 --loglevel warning > "$out/worker.log" 2>&1 &
 pids+=($!)
 .venv/bin/daphne -b 127.0.0.1 -p "$port" openwop_host.asgi:application > "$out/daphne.log" 2>&1 &
