@@ -49,6 +49,9 @@ from apps.runs.services import interrupt_resolve, run_cancel, run_create
 from apps.tenants.subject import Subject
 
 REQUEST_CANCELLED_REASON = "mcp-request-cancelled"
+# With the tasks extension, a run that ends within this grace is answered directly (SEP-2663's
+# immediate-result shortcut: a quick tool is not made a task); one still going becomes a task.
+TASK_GRACE_SECONDS = 0.5  # below views.SSE_AFTER_SECONDS: a task answer is never streamed
 TOOLS_TTL_MS = 30_000
 _ANSWERABLE_WAITS = frozenset({RunStatus.WAITING_APPROVAL, RunStatus.WAITING_INPUT})
 
@@ -217,7 +220,7 @@ async def _answer(exchange: Exchange, name: str, arguments: dict[str, Any], run_
     subject = exchange.subject
     try:
         if exchange.tasks_declared:
-            run, interrupt = await sync_to_async(_read)(subject, run_id)
+            run = await _terminal_within(subject, run_id, TASK_GRACE_SECONDS)
             if run.is_terminal:
                 return call_tool_result(run)
             return {
@@ -254,6 +257,17 @@ async def _answer(exchange: Exchange, name: str, arguments: dict[str, Any], run_
         "requestState": state,
         "_meta": server_meta({RUN_ID_META_KEY: run.run_id}),
     }
+
+
+async def _terminal_within(subject: Subject, run_id: str, seconds: float) -> Run:
+    """The run once terminal, or as it stands after `seconds` (whatever it is waiting for)."""
+    try:
+        run, _ = await asyncio.wait_for(
+            run_wait(subject=subject, run_id=run_id, settled=lambda run, _: run.is_terminal), seconds
+        )
+    except TimeoutError:
+        run, _ = await sync_to_async(_read)(subject, run_id)
+    return run
 
 
 def _settled(run: Run, interrupt: Interrupt | None) -> bool:

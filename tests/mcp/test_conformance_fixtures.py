@@ -13,7 +13,7 @@ import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from tests.mcp.sdk_client import mcp_client
+from tests.mcp.sdk_client import TasksExtension, mcp_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -74,3 +74,13 @@ async def test_missing_capability_names_form_elicitation(live_url: str, key: str
             await client.call_tool("test_missing_capability", {})
     assert refused.value.error.code == -32021
     assert refused.value.error.data == {"requiredCapabilities": {"elicitation": {"form": {}}}}
+
+
+async def test_with_tasks_a_quick_tool_is_answered_directly_and_a_slow_one_is_a_task(live_url: str, key: str) -> None:
+    tasks = TasksExtension()
+    async with mcp_client(live_url, key, extensions=[tasks]) as client:
+        greet = await client.call_tool("greet", {"name": "World"})
+        assert greet.structured_content == {"text": "Hello, World!"} and tasks.seen == []  # no task was made
+        slow = await client.call_tool("conformance-delay", {"delayMs": 2500})
+        assert slow.structured_content == {"delayedMs": 2500}
+        assert tasks.seen and tasks.seen[-1].status == "completed"  # resolved by polling the task
