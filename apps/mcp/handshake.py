@@ -76,11 +76,13 @@ def _decide(subject: Subject, requested: str, origin: str | None) -> Decision:
     )
 
 
-def _initialize(subject: Subject, params: Mapping[str, Any], origin: str | None) -> tuple[dict[str, Any], str]:
+def initialize_decide(subject: Subject, params: Any, origin: str | None) -> dict[str, Any]:
+    """Negotiate an `initialize` (one record) and return its InitializeResult; no session yet."""
+    if not isinstance(params, Mapping):
+        raise invalid_params("params must be an object")
     requested = params.get("protocolVersion")
     if not isinstance(requested, str) or not requested:
         raise invalid_params("params.protocolVersion must name a revision")
-    capabilities = params.get("capabilities")
     decision = _decide(subject, requested, origin)
     offered = handshake_revisions_offered()
     if decision.accepted and decision.version in HANDSHAKE_REVISIONS:
@@ -91,25 +93,46 @@ def _initialize(subject: Subject, params: Mapping[str, Any], origin: str | None)
         version = offered[0]
     else:
         raise _revision_refused(decision, requested)
-    session_id = session_open(
-        subject=subject,
-        protocol_version=version,
-        client_capabilities=dict(capabilities) if isinstance(capabilities, Mapping) else {},
-    )
-    result = {
+    return {
         "protocolVersion": version,
         "capabilities": {"tools": {"listChanged": False}},
         "serverInfo": {"name": SERVER_NAME, "version": SERVER_VERSION},
         "instructions": INSTRUCTIONS,
     }
+
+
+def _initialize(subject: Subject, params: Any, origin: str | None) -> tuple[dict[str, Any], str]:
+    result = initialize_decide(subject, params, origin)
+    capabilities = params.get("capabilities")
+    session_id = session_open(
+        subject=subject,
+        protocol_version=result["protocolVersion"],
+        client_capabilities=dict(capabilities) if isinstance(capabilities, Mapping) else {},
+    )
     return result, session_id
 
 
 async def initialize(*, body: Mapping[str, Any], subject: Subject, origin: str | None) -> tuple[dict[str, Any], str]:
-    params = body.get("params")
-    if not isinstance(params, Mapping):
-        raise invalid_params("params must be an object")
-    return await sync_to_async(_initialize)(subject, params, origin)
+    return await sync_to_async(_initialize)(subject, body.get("params"), origin)
+
+
+def connection_exchange(
+    subject: Subject,
+    version: str,
+    requested: str,
+    params: Any,
+    origin: str | None,
+    headers: Mapping[str, str] | None = None,
+) -> Exchange:
+    """A handshake-era exchange on a connection or session that negotiated `version`: negotiated
+    again, once (its own record), and refused if that revision is no longer on offer."""
+    decision = _decide(subject, requested, origin)
+    if not decision.accepted or decision.version != version:
+        raise _revision_refused(decision, requested)
+    headers = headers or {}
+    trace = trace_context_read(params, headers.get("traceparent"), headers.get("tracestate"))
+    # No MRTR and no extensions at these revisions: the exchange grants no elicitation or tasks.
+    return Exchange(subject=subject, version=version, capabilities={}, trace=trace)
 
 
 def _session_exchange(
@@ -121,12 +144,7 @@ def _session_exchange(
     if session is None:
         raise session_unknown()
     requested = headers.get("mcp-protocol-version") or HEADERLESS_REVISION
-    decision = _decide(subject, requested, origin)
-    if not decision.accepted or decision.version != session.protocol_version:
-        raise _revision_refused(decision, requested)
-    trace = trace_context_read(params, headers.get("traceparent"), headers.get("tracestate"))
-    # No MRTR and no extensions at these revisions: the exchange grants no elicitation or tasks.
-    return Exchange(subject=subject, version=session.protocol_version, capabilities={}, trace=trace)
+    return connection_exchange(subject, session.protocol_version, requested, params, origin, headers)
 
 
 async def session_exchange_open(
