@@ -49,8 +49,9 @@ class McpSession(TenantOwnedModel):
 
     Kept in the database so any web process can serve the session's later requests. Only the
     SHA-256 of the `Mcp-Session-Id` is stored; the session belongs to one tenant and one principal,
-    and a lookup by anyone else finds nothing (the same answer as an unknown id). Ended sessions
-    keep their row (`ended_at`) so a reused id keeps answering 404.
+    and a lookup by anyone else finds nothing (the same answer as an unknown id). An ended session's
+    row is deleted, and lapsed rows are swept when the tenant opens the next one: either way its id
+    then answers exactly as an id never issued.
     """
 
     id_digest = models.CharField(max_length=64, unique=True)
@@ -59,7 +60,6 @@ class McpSession(TenantOwnedModel):
     client_capabilities = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
-    ended_at = models.DateTimeField(null=True, blank=True)
 
     class Meta(TenantOwnedModel.Meta):
         indexes = [models.Index(fields=["expires_at"], name="mcp_session_expiry")]

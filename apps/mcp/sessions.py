@@ -29,8 +29,10 @@ def _digest(session_id: str) -> str:
 def session_open(*, subject: Subject, protocol_version: str, client_capabilities: dict[str, Any]) -> str:
     """Mint a session and return its id (visible ASCII, as the transport requires)."""
     session_id = secrets.token_urlsafe(32)
+    tenant = Tenant.objects.get(slug=subject.tenant)
+    McpSession.objects.for_tenant(tenant).filter(expires_at__lt=timezone.now()).delete()  # lapsed ones
     McpSession.objects.create(
-        tenant=Tenant.objects.get(slug=subject.tenant),
+        tenant=tenant,
         id_digest=_digest(session_id),
         subject_id=subject.subject_id,
         protocol_version=protocol_version,
@@ -49,7 +51,7 @@ def session_get(*, subject: Subject, session_id: str) -> McpSession | None:
     if tenant is None:
         return None
     live = McpSession.objects.for_tenant(tenant).filter(
-        id_digest=_digest(session_id), subject_id=subject.subject_id, ended_at__isnull=True, expires_at__gt=now
+        id_digest=_digest(session_id), subject_id=subject.subject_id, expires_at__gt=now
     )
     session = live.first()
     if session is not None:
@@ -62,5 +64,5 @@ def session_end(*, subject: Subject, session_id: str) -> bool:
     session = session_get(subject=subject, session_id=session_id)
     if session is None:
         return False
-    ended = McpSession.objects.for_tenant(session.tenant_id).filter(pk=session.pk, ended_at__isnull=True)
-    return ended.update(ended_at=timezone.now()) == 1
+    deleted, _ = McpSession.objects.for_tenant(session.tenant_id).filter(pk=session.pk).delete()
+    return deleted == 1

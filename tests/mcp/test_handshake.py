@@ -72,10 +72,9 @@ def _negotiations(tenant: str) -> list[dict[str, Any]]:
         connection.close()
 
 
-def _sessions(tenant: str) -> list[tuple[str, bool]]:
+def _sessions(tenant: str) -> list[str]:
     try:
-        rows = McpSession.unscoped_all_tenants.filter(tenant__slug=tenant)
-        return [(s.protocol_version, s.ended_at is not None) for s in rows]
+        return [s.protocol_version for s in McpSession.unscoped_all_tenants.filter(tenant__slug=tenant)]
     finally:
         connection.close()
 
@@ -103,9 +102,9 @@ async def test_sdk_legacy_client_lists_and_calls_over_a_session(live_url: str, k
         approval = await client.call_tool("conformance-approval", {})
         assert approval.is_error is True and "2025-11-25 cannot carry" in approval.content[0].text  # type: ignore[union-attr]
         assert await sync_to_async(_runs)("acme") == runs_before
-        assert await sync_to_async(_sessions)("acme") == [("2025-11-25", False)]
-    # The SDK sent DELETE on close: the session has ended.
-    assert await sync_to_async(_sessions)("acme") == [("2025-11-25", True)]
+        assert await sync_to_async(_sessions)("acme") == ["2025-11-25"]
+    # The SDK sent DELETE on close: the session is gone.
+    assert await sync_to_async(_sessions)("acme") == []
 
 
 async def test_sdk_auto_mode_still_picks_2026_07_28(live_url: str, keys: dict[str, str]) -> None:
