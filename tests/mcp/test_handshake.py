@@ -34,6 +34,14 @@ def _offer(versions: list[str], floor: str | None = None) -> None:
     )
 
 
+def _offer_in_thread(versions: list[str]) -> None:
+    """_offer from an async test (sync_to_async's worker thread): leave no connection behind."""
+    try:
+        _offer(versions)
+    finally:
+        connection.close()
+
+
 @pytest.fixture
 def keys(live_url: str, live_worker, make_key) -> dict[str, str]:  # type: ignore[no-untyped-def]
     return {"acme": make_key("acme"), "globex": make_key("globex")}
@@ -87,7 +95,7 @@ def _runs(tenant: str) -> int:
 
 
 async def test_sdk_legacy_client_lists_and_calls_over_a_session(live_url: str, keys: dict[str, str]) -> None:
-    await sync_to_async(_offer)(ALL)
+    await sync_to_async(_offer_in_thread)(ALL)
     async with mcp_client(live_url, keys["acme"], mode="legacy") as client:
         assert client.protocol_version == "2025-11-25"
         assert client.server_info is not None and client.server_info.name == "openwop-host"
@@ -108,14 +116,14 @@ async def test_sdk_legacy_client_lists_and_calls_over_a_session(live_url: str, k
 
 
 async def test_sdk_auto_mode_still_picks_2026_07_28(live_url: str, keys: dict[str, str]) -> None:
-    await sync_to_async(_offer)(ALL)
+    await sync_to_async(_offer_in_thread)(ALL)
     async with mcp_client(live_url, keys["acme"], mode="auto") as client:
         assert client.protocol_version == "2026-07-28"
 
 
 async def test_a_revision_not_offered_is_answered_with_the_newest_offered(live_url: str, keys: dict[str, str]) -> None:
     # The SDK asks for 2025-11-25; only 2025-06-18 is offered: the lifecycle's counter-offer.
-    await sync_to_async(_offer)(["2025-06-18", "2026-07-28"])
+    await sync_to_async(_offer_in_thread)(["2025-06-18", "2026-07-28"])
     async with mcp_client(live_url, keys["acme"], mode="legacy") as client:
         assert client.protocol_version == "2025-06-18"
         assert (await client.call_tool("echo", {"greeting": "old"})).structured_content == {"greeting": "old"}

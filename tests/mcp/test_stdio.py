@@ -103,14 +103,21 @@ def test_refuses_to_start_without_a_valid_key(stdio_env: dict[str, str]) -> None
         assert b"owk_nope" not in result.stderr  # never echo a credential
 
 
-async def test_a_handshake_era_client_over_stdio_when_offered(stdio_env: dict[str, str]) -> None:
+def _offer_handshake_revisions() -> None:
     from apps.facets.services import facet_update
 
-    await sync_to_async(facet_update)(
-        protocol="mcp",
-        changes={"versions": ["2025-06-18", "2025-11-25", "2026-07-28"], "minimum_version": "2025-06-18"},
-        actor="test",
-    )
+    try:
+        facet_update(
+            protocol="mcp",
+            changes={"versions": ["2025-06-18", "2025-11-25", "2026-07-28"], "minimum_version": "2025-06-18"},
+            actor="test",
+        )
+    finally:
+        connection.close()  # sync_to_async's worker thread: leave no session behind
+
+
+async def test_a_handshake_era_client_over_stdio_when_offered(stdio_env: dict[str, str]) -> None:
+    await sync_to_async(_offer_handshake_revisions)()
     command = _command()
     server = StdioServerParameters(command=command[0], args=command[1:], env=stdio_env, cwd=str(ROOT))
     async with Client(server, mode="legacy") as client:
