@@ -17,3 +17,5 @@ class A2AConfig(AppConfig):
         surfaces.register_surface(surfaces.A2A_DURABLE_TASKS)
         surfaces.register_surface(surfaces.A2A_PUSH)  # push configs (interop.md §A2A push delivery)
         surfaces.register_surface(surfaces.A2A_AGENT_CARDS)  # tenant: R (interop.md §Per-agent cards)
+        from apps.facets.servable import register_servable_versions  # this door serves A2A 1.0 only (h8)
+        register_servable_versions("a2a", ["1.0"])

@@ -84,5 +84,109 @@ FIXTURE_WORKFLOWS: dict[str, dict[str, Any]] = {
 }
 
 
+
+
+def _ask(node_id: str, question: str, properties: dict[str, Any]) -> dict[str, Any]:
+    """An input node whose answer is a flat form (so MCP can ask it by form elicitation)."""
+    return {
+        "id": node_id,
+        "kind": "input",
+        "config": {
+            "questions": [{"id": node_id, "question": question}],
+            "resumeSchema": {"type": "object", "properties": properties, "required": sorted(properties)},
+        },
+    }
+
+
+_NAME = {"name": {"type": "string"}}
+_OK = {"ok": {"type": "boolean"}}
+
+# The tools `@modelcontextprotocol/conformance` (server mode, 2026-07-28) calls by name, built from
+# the node kinds above so each behaves as the suite expects of a real tool (scripts/mcp-conformance.sh).
+# Only those the host can honestly serve: no sampling, roots, progress, logging or rich content.
+MCP_CONFORMANCE_FIXTURES: dict[str, dict[str, Any]] = {
+    "test_simple_text": {
+        "name": "MCP conformance: simple text",
+        "description": "Completes with one text output.",
+        "input_schema": _ANY_OBJECT,
+        "definition": {"nodes": [{"id": "text", "kind": "echo", "config": {"output": {"text": "Simple text."}}}]},
+    },
+    "test_error_handling": {
+        "name": "MCP conformance: tool error",
+        "description": "Fails at once: a tool execution error (isError), never a protocol error.",
+        "input_schema": _ANY_OBJECT,
+        "definition": {
+            "nodes": [{"id": "fail", "kind": "fail", "config": {"code": "tool_error", "message": "Failed by design."}}]
+        },
+    },
+    "test_missing_capability": {
+        "name": "MCP conformance: needs elicitation",
+        "description": "Asks a question by form elicitation; a caller that did not declare it is refused.",
+        "input_schema": _ANY_OBJECT,
+        "definition": {"nodes": [_ask("name", "What is your name?", _NAME)]},
+    },
+    "test_streaming_elicitation": {
+        "name": "MCP conformance: elicitation on the request",
+        "description": "Asks a question by form elicitation, answered on the same request (MRTR).",
+        "input_schema": _ANY_OBJECT,
+        "definition": {"nodes": [_ask("name", "What is your name?", _NAME)]},
+    },
+    "test_input_required_result_elicitation": {
+        "name": "MCP conformance: input required",
+        "description": "One round of form elicitation, then completes with the answer.",
+        "input_schema": _ANY_OBJECT,
+        "definition": {"nodes": [_ask("name", "What is your name?", _NAME)]},
+    },
+    "test_input_required_result_request_state": {
+        "name": "MCP conformance: requestState",
+        "description": "One round of form elicitation whose retry must carry the requestState.",
+        "input_schema": _ANY_OBJECT,
+        "definition": {"nodes": [_ask("ok", "Go on?", _OK)]},
+    },
+    "test_input_required_result_tampered_state": {
+        "name": "MCP conformance: tampered requestState",
+        "description": "One round of form elicitation; a retry with an altered requestState is refused.",
+        "input_schema": _ANY_OBJECT,
+        "definition": {"nodes": [_ask("ok", "Go on?", _OK)]},
+    },
+    "test_input_required_result_multi_round": {
+        "name": "MCP conformance: two rounds",
+        "description": "Two rounds of form elicitation, then completes with both answers.",
+        "input_schema": _ANY_OBJECT,
+        "definition": {
+            "nodes": [
+                _ask("name", "What is your name?", _NAME),
+                _ask("color", "Which colour?", {"color": {"type": "string"}}),
+            ]
+        },
+    },
+    "greet": {
+        "name": "MCP conformance: greet",
+        "description": "Completes with a greeting for `name`.",
+        "input_schema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+        "definition": {"nodes": [{"id": "greet", "kind": "echo", "config": {"output": {"text": "Hello, {{name}}!"}}}]},
+    },
+    "failing_job": {
+        "name": "MCP conformance: failing job",
+        "description": "Works for about a second, then fails with a tool execution error.",
+        "input_schema": _ANY_OBJECT,
+        "definition": {
+            "nodes": [
+                {"id": "work", "kind": "delay", "config": {"delayMs": 1000}},
+                {"id": "fail", "kind": "fail", "config": {"code": "job_failed", "message": "The job failed."}},
+            ]
+        },
+    },
+    "confirm_delete": {
+        "name": "MCP conformance: confirm delete",
+        "description": "Parks until the caller confirms deleting `filename`, then completes.",
+        "input_schema": {"type": "object", "properties": {"filename": {"type": "string"}}},
+        "definition": {"nodes": [_ask("confirm", "Delete the file?", {"confirm": {"type": "boolean"}})]},
+    },
+}
+
+FIXTURE_WORKFLOWS.update(MCP_CONFORMANCE_FIXTURES)
+
+
 def fixture_workflow_ids() -> list[str]:
     return sorted(FIXTURE_WORKFLOWS)

@@ -2,7 +2,8 @@
 
 interop.md §The facets and §Legacy profiles are absent: preferred and floor are members of the
 offered list, floor <= preferred, profile ids match `a2a-<major.minor>` / `mcp-<date>` and never
-end in `-legacy`, refresh window at most 90 days.
+end in `-legacy`, refresh window at most 90 days. And only what the protocol's door can serve may be
+offered (apps/facets/servable.py): an offered version the mount would refuse is a false claim.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from apps.facets.servable import is_servable, servable_versions
 from apps.facets.versions import Protocol, is_valid_version, profile_version, version_key
 
 MCP_TRANSPORTS = ("streamable-http", "stdio")
@@ -28,6 +30,13 @@ def facet_errors(protocol: Protocol, data: dict[str, Any]) -> dict[str, list[str
     for value in versions:
         if not is_valid_version(protocol, value):
             errors["versions"].append(f"{value!r} is not a valid {protocol} {noun}: use {grammar}.")
+    for value in versions:
+        if is_valid_version(protocol, value) and not is_servable(protocol, value):
+            servable = ", ".join(sorted(servable_versions(protocol))) or "none"
+            errors["versions"].append(
+                f"{protocol} {noun} {value} cannot be offered: this host's {protocol} door does not serve it "
+                f"(servable: {servable})."
+            )
     if len(set(map(str, versions))) != len(versions):
         errors["versions"].append(f"Each {noun} is offered once.")
     offered = {v for v in versions if is_valid_version(protocol, v)}

@@ -7,6 +7,10 @@ from django.apps import AppConfig
 # The mcp.features[] this app implements (interop map c.6); `extensions` is the tasks extension.
 SERVED_FEATURES = ("server-discover", "mrtr", "cacheable-lists", "extensions")
 
+# The revisions the mount can answer (facet validation refuses offering any other): the stateless
+# 2026-07-28, and the handshake-era ones apps/mcp/handshake.py serves when offered.
+SERVABLE_REVISIONS = ("2025-06-18", "2025-11-25", "2026-07-28")
+
 
 class MCPConfig(AppConfig):
     name = "apps.mcp"
@@ -15,6 +19,9 @@ class MCPConfig(AppConfig):
 
     def ready(self) -> None:
         from apps.facets import surfaces
+        from apps.facets.servable import register_servable_versions
+
+        register_servable_versions("mcp", SERVABLE_REVISIONS)
 
         surfaces.register_surface(surfaces.MCP_STREAMABLE_HTTP)
         surfaces.register_surface(surfaces.MCP_STDIO)

@@ -27,7 +27,7 @@ from apps.mcp.exchange import (
 )
 from apps.mcp.projection import server_meta
 from apps.mcp.tasks_extension import task_cancel, task_get, task_update
-from apps.mcp.tools import tool_call, tools_list_result
+from apps.mcp.tools import Finish, settled, tool_call, tool_call_begin, tools_list_result
 from apps.tenants.subject import Subject
 
 DISCOVER_TTL_MS = 60_000
@@ -110,3 +110,11 @@ async def dispatch(exchange: Exchange, method: str, params: Any) -> dict[str, An
     if method == "tasks/cancel":
         return await sync_to_async(task_cancel)(exchange, params)
     raise method_not_found(method)
+
+
+async def dispatch_begin(exchange: Exchange, method: str, params: Any) -> Finish:
+    """HTTP's two-step dispatch: refusals now, and a finishing step that may be streamed (only
+    `tools/call` ever waits; every other method's answer is already in hand)."""
+    if method == "tools/call" and isinstance(params, dict):
+        return await tool_call_begin(exchange, params)
+    return settled(await dispatch(exchange, method, params))

@@ -2,7 +2,8 @@
 
 The ladder (2026-07-28 basic/index + streamable HTTP; the order mcp 2.3.0 uses): `params._meta`
 carries the protocol version (-32602), the HTTP routing headers agree with the body (-32020, before
-any version is judged), `clientCapabilities` is present (-32021, interop map c.6 `meta`); only then
+any version is judged), `clientCapabilities` is an object (-32602; interop map c.6 `meta` keeps
+-32021 for a single capability the request needed and did not declare); only then
 is the version negotiated, once, through `negotiation_decide` (-32022 on refusal).
 """
 
@@ -16,9 +17,10 @@ from typing import Any
 from mcp.shared.inbound import decode_header_value
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
 from mcp_types.jsonrpc import HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from apps.facets.negotiation import Decision
-from apps.mcp.errors import McpError, invalid_params, missing_capability
+from apps.mcp.errors import McpError, invalid_params
 from apps.tenants.subject import Subject
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
@@ -60,6 +62,11 @@ class Exchange:
     trace: TraceContext | None = None
 
     @property
+    def handshake(self) -> bool:
+        """A handshake-era (session) exchange: no MRTR, no extensions (apps/mcp/handshake.py)."""
+        return self.version not in MODERN_PROTOCOL_VERSIONS
+
+    @property
     def tasks_declared(self) -> bool:
         extensions = self.capabilities.get("extensions")
         return isinstance(extensions, dict) and TASKS_EXTENSION in extensions
@@ -91,9 +98,11 @@ def envelope_read(params: Any) -> Envelope:
 
 
 def capabilities_check(params: Any) -> None:
+    """Without a `clientCapabilities` object the request is malformed (-32602, as mcp 2.3.0 and the
+    conformance suite answer); -32021 names one capability a request needed and did not declare."""
     meta = params["_meta"]
     if not isinstance(meta.get(CLIENT_CAPABILITIES_META_KEY), Mapping):
-        raise missing_capability({})
+        raise invalid_params(f"params._meta must carry {CLIENT_CAPABILITIES_META_KEY!r} as an object")
 
 
 def headers_check(*, body: Mapping[str, Any], envelope: Envelope, headers: Mapping[str, str]) -> None:

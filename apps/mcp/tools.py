@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
@@ -48,6 +48,9 @@ from apps.runs.services import interrupt_resolve, run_cancel, run_create
 from apps.tenants.subject import Subject
 
 REQUEST_CANCELLED_REASON = "mcp-request-cancelled"
+# With the tasks extension, a run that ends within this grace is answered directly (SEP-2663's
+# immediate-result shortcut: a quick tool is not made a task); one still going becomes a task.
+TASK_GRACE_SECONDS = 0.5  # below views.SSE_AFTER_SECONDS: a task answer is never streamed
 TOOLS_TTL_MS = 30_000
 _ANSWERABLE_WAITS = frozenset({RunStatus.WAITING_APPROVAL, RunStatus.WAITING_INPUT})
 
@@ -83,7 +86,27 @@ def tools_list_result(subject: Subject) -> dict[str, Any]:
 # --- tools/call -------------------------------------------------------------------------------
 
 
+Finish = Callable[[], Awaitable[dict[str, Any]]]
+
+
+def settled(result: dict[str, Any]) -> Finish:
+    """A result already in hand, as the finishing step of a request that waits for nothing."""
+
+    async def finish() -> dict[str, Any]:
+        return result
+
+    return finish
+
+
 async def tool_call(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
+    return await (await tool_call_begin(exchange, params))()
+
+
+async def tool_call_begin(exchange: Exchange, params: dict[str, Any]) -> Finish:
+    """Everything that can refuse the call (and so carry its own HTTP status) happens here, before
+    or while the run is created or continued; the step returned only waits for the run to answer,
+    so HTTP may stream it (views.py). Once this returns, the run belongs to that step: cancelling
+    it cancels the run."""
     name = params.get("name")
     if not isinstance(name, str) or not name:
         raise invalid_params("params.name must name a tool")
@@ -94,12 +117,13 @@ async def tool_call(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any
     subject = exchange.subject
     token = params.get("requestState")
     if token is not None:
-        continued = await _owned(subject, lambda: _call_continue(exchange, name, arguments, token, params))
-        return await _answer(exchange, name, arguments, continued[0], continued[1])
-    started = await _owned(subject, lambda: _call_start(exchange, name, arguments))
-    if isinstance(started, dict):
-        return started  # refused before any run exists
-    return await _answer(exchange, name, arguments, started, 0)
+        run_id, round = await _owned(subject, lambda: _call_continue(exchange, name, arguments, token, params))
+    else:
+        started = await _owned(subject, lambda: _call_start(exchange, name, arguments))
+        if isinstance(started, dict):
+            return settled(started)  # refused before any run exists
+        run_id, round = started, 0
+    return lambda: _answer(exchange, name, arguments, run_id, round)
 
 
 async def _owned(subject: Subject, step: Callable[[], T]) -> T:
@@ -151,9 +175,15 @@ def _capability_refusal(exchange: Exchange, workflow: Workflow) -> dict[str, Any
     """Before any run exists: input this client cannot give is refused, never half-started.
 
     A form interrupt needs declared form elicitation (-32021); a credential interrupt needs URL
-    mode, and without it the answer is a tool error, never a form fallback (reference a.6).
+    mode, and without it the answer is a tool error, never a form fallback (reference a.6). A
+    handshake-era exchange has no MRTR at all: any interrupting tool is a tool error there.
     """
     kinds = {node.get("kind") for node in (workflow.definition or {}).get("nodes", []) if isinstance(node, dict)}
+    if exchange.handshake and kinds & {"approval", "input", "credential"}:
+        return tool_error_result(
+            f"Tool {workflow.workflow_id} may ask for approval, input or an account connection, which MCP "
+            f"{exchange.version} cannot carry here; call it over MCP 2026-07-28 or the OpenWOP API."
+        )
     if "credential" in kinds and not exchange.elicitation_url:
         return tool_error_result(
             f"Tool {workflow.workflow_id} needs an account connection; this client did not declare "
@@ -189,7 +219,7 @@ async def _answer(exchange: Exchange, name: str, arguments: dict[str, Any], run_
     subject = exchange.subject
     try:
         if exchange.tasks_declared:
-            run, interrupt = await sync_to_async(_read)(subject, run_id)
+            run = await _terminal_within(subject, run_id, TASK_GRACE_SECONDS)
             if run.is_terminal:
                 return call_tool_result(run)
             return {
@@ -226,6 +256,17 @@ async def _answer(exchange: Exchange, name: str, arguments: dict[str, Any], run_
         "requestState": state,
         "_meta": server_meta({RUN_ID_META_KEY: run.run_id}),
     }
+
+
+async def _terminal_within(subject: Subject, run_id: str, seconds: float) -> Run:
+    """The run once terminal, or as it stands after `seconds` (whatever it is waiting for)."""
+    try:
+        run, _ = await asyncio.wait_for(
+            run_wait(subject=subject, run_id=run_id, settled=lambda run, _: run.is_terminal), seconds
+        )
+    except TimeoutError:
+        run, _ = await sync_to_async(_read)(subject, run_id)
+    return run
 
 
 def _settled(run: Run, interrupt: Interrupt | None) -> bool:

@@ -4,6 +4,16 @@ Order of refusals: method (405) -> Origin (403, DNS rebinding) -> JSON (-32700/-
 credential (401) -> the ladder and negotiation (dispatch.exchange_open) -> the method. Every refusal
 is a JSON-RPC error object; the OpenWOP envelope never answers here (core.protocol excludes /mcp).
 
+Handshake-era revisions (apps/mcp/handshake.py) share the mount when the operator offers them: a
+request without the 2026-07-28 `_meta` envelope that is `initialize`, or names an `Mcp-Session-Id`,
+takes the session path; DELETE with a session id ends it. Everything else is the stateless ladder.
+
+Long answers: a `tools/call` still waiting after SSE_AFTER_SECONDS, from a client that accepts
+`text/event-stream`, is answered as an SSE stream instead: a comment at once (so the headers go out),
+a keep-alive comment every SSE_KEEPALIVE_SECONDS (proxies drop idle connections), then the one
+JSON-RPC response as a `message` event. Refusals never stream: they happen before the wait
+(tools.tool_call_begin) and keep their HTTP status. Quick answers stay plain JSON.
+
 Cancellation: Django's ASGI handler cancels this view when the server reports `http.disconnect`,
 which surfaces as CancelledError inside `tools/call`'s wait (tools.py cancels the run there).
 Once the view has returned its response nothing it started can be cancelled by the connection.
@@ -11,21 +21,44 @@ Once the view has returned its response nothing it started can be cancelled by t
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import contextvars
 import json
+import logging
+from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.request import validate_host
 from django.views.decorators.csrf import csrf_exempt
-from mcp_types.jsonrpc import INVALID_REQUEST, PARSE_ERROR
+from mcp_types import PROTOCOL_VERSION_META_KEY
+from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 
 from apps.core.errors import OpenWopError, Unauthenticated
-from apps.mcp.dispatch import dispatch, exchange_open
+from apps.mcp.dispatch import dispatch_begin, exchange_open
 from apps.mcp.errors import McpError, mcp_error_from
+from apps.mcp.handshake import (
+    HANDSHAKE_REVISIONS,
+    SESSION_HEADER,
+    handshake_dispatch_begin,
+    handshake_revisions_offered,
+    initialize,
+    session_check,
+    session_exchange_open,
+    session_unknown,
+)
+from apps.mcp.sessions import session_end
+from apps.mcp.tools import Finish
 from apps.tenants.selectors import subject_from_authorization
+from apps.tenants.subject import Subject
+
+logger = logging.getLogger(__name__)
+SSE_AFTER_SECONDS = 1.0
+SSE_KEEPALIVE_SECONDS = 15.0
 
 
 def _json(payload: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None) -> HttpResponse:
@@ -59,13 +92,53 @@ def _unauthenticated(exc: Unauthenticated) -> McpError:
     return error
 
 
+def _modern_envelope(body: dict[str, Any]) -> bool:
+    params = body.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
+
+
+async def _session_path(body: dict[str, Any], headers: dict[str, str]) -> bool:
+    """Is this a handshake-era request? Only when no 2026-07-28 envelope claims it."""
+    if _modern_envelope(body):
+        return False
+    if SESSION_HEADER.lower() in headers or headers.get("mcp-protocol-version") in HANDSHAKE_REVISIONS:
+        return True
+    return body.get("method") == "initialize" and bool(await sync_to_async(handshake_revisions_offered)())
+
+
+async def _authenticate(request: HttpRequest, request_id: Any) -> Subject | HttpResponse:
+    try:
+        return await sync_to_async(subject_from_authorization)(request.headers.get("Authorization"))
+    except Unauthenticated as exc:
+        return _error(request_id, _unauthenticated(exc))
+
+
+async def _session_delete(request: HttpRequest) -> HttpResponse:
+    subject = await _authenticate(request, None)
+    if isinstance(subject, HttpResponse):
+        return subject
+    ended = await sync_to_async(session_end)(subject=subject, session_id=request.headers[SESSION_HEADER])
+    return HttpResponse(status=204) if ended else _error(None, session_unknown())
+
+
+async def _not_allowed() -> HttpResponse:
+    """DELETE exists only while handshake-era sessions can (2026-07-28 alone is POST only)."""
+    sessions = bool(await sync_to_async(handshake_revisions_offered)())
+    return HttpResponse(status=405, headers={"Allow": "POST, DELETE" if sessions else "POST"})
+
+
 @csrf_exempt
 async def mcp_endpoint(request: HttpRequest) -> HttpResponse:
-    if request.method != "POST":
-        # 2026-07-28 has no GET stream and no session to DELETE.
-        return HttpResponse(status=405, headers={"Allow": "POST"})
+    if request.method not in ("POST", "DELETE"):
+        # No GET stream: the server never starts a conversation (405 is the transport's answer).
+        return await _not_allowed()
     if not origin_allowed(request.headers.get("Origin")):
         return _error(None, McpError(INVALID_REQUEST, "Origin not allowed", http_status=403))
+    if request.method == "DELETE":
+        if SESSION_HEADER not in request.headers:
+            return await _not_allowed()  # stateless: no session to end
+        return await _session_delete(request)
     try:
         body = json.loads(request.body)
     except (ValueError, UnicodeDecodeError):
@@ -74,21 +147,83 @@ async def mcp_endpoint(request: HttpRequest) -> HttpResponse:
         request_id = body.get("id") if isinstance(body, dict) else None
         return _error(request_id, McpError(INVALID_REQUEST, "Invalid Request"))
     request_id = body.get("id")
-    try:
-        subject = await sync_to_async(subject_from_authorization)(request.headers.get("Authorization"))
-    except Unauthenticated as exc:
-        return _error(request_id, _unauthenticated(exc))
-    if "id" not in body:
-        # A notification. On HTTP none asks anything of us: closing the stream is the cancel.
-        return HttpResponse(status=202)
+    subject = await _authenticate(request, request_id)
+    if isinstance(subject, HttpResponse):
+        return subject
     headers = {name.lower(): value for name, value in request.headers.items()}
+    origin = request.headers.get("Origin")
     try:
-        exchange = await exchange_open(
-            body=body, subject=subject, headers=headers, origin=request.headers.get("Origin")
-        )
-        result = await dispatch(exchange, body["method"], body.get("params"))
+        session_path = await _session_path(body, headers)
+        if "id" not in body:
+            # A notification. On HTTP none asks anything of us: closing the stream is the cancel.
+            if session_path and body["method"] != "initialize":
+                await session_check(subject=subject, headers=headers)
+            return HttpResponse(status=202)
+        if session_path and body["method"] == "initialize":
+            result, session_id = await initialize(body=body, subject=subject, origin=origin)
+            return _json({"jsonrpc": "2.0", "id": request_id, "result": result}, headers={SESSION_HEADER: session_id})
+        if session_path:
+            exchange = await session_exchange_open(body=body, subject=subject, headers=headers, origin=origin)
+            finish = await handshake_dispatch_begin(exchange, body["method"], body.get("params"))
+        else:
+            exchange = await exchange_open(body=body, subject=subject, headers=headers, origin=origin)
+            finish = await dispatch_begin(exchange, body["method"], body.get("params"))
     except McpError as exc:
         return _error(request_id, exc)
     except OpenWopError as exc:
         return _error(request_id, mcp_error_from(exc))
-    return _json({"jsonrpc": "2.0", "id": request_id, "result": result})
+    return await _respond(request, request_id, finish)
+
+
+def _outcome(request_id: Any, task: asyncio.Future[dict[str, Any]]) -> tuple[dict[str, Any], int, dict[str, str]]:
+    """A finished step as (JSON-RPC message, HTTP status, headers)."""
+    try:
+        return {"jsonrpc": "2.0", "id": request_id, "result": task.result()}, 200, {}
+    except McpError as exc:
+        error = exc
+    except OpenWopError as exc:
+        error = mcp_error_from(exc)
+    except Exception:  # never a stack trace on the wire, streamed or not
+        logger.exception("MCP request failed")
+        error = McpError(INTERNAL_ERROR, "Internal error")
+    return {"jsonrpc": "2.0", "id": request_id, "error": error.error_object()}, error.http_status, error.headers
+
+
+async def _cancel(task: asyncio.Future[dict[str, Any]]) -> None:
+    """Cancel the step and let it finish cancelling (its run is cancelled with it)."""
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        await task
+
+
+async def _respond(request: HttpRequest, request_id: Any, finish: Finish) -> HttpResponse:
+    # A fresh context: the view may run under a sync middleware's thread executor that quits when
+    # the view returns, and a streamed step outlives the view (its sync_to_async reads would fail).
+    task = asyncio.get_running_loop().create_task(finish(), context=contextvars.Context())
+    streamable = "text/event-stream" in request.headers.get("Accept", "")
+    try:
+        await asyncio.wait({task}, timeout=SSE_AFTER_SECONDS if streamable else None)
+    except asyncio.CancelledError:  # the client went away before any byte of the answer
+        await _cancel(task)
+        raise
+    if task.done():
+        return _json(*_outcome(request_id, task))
+    return StreamingHttpResponse(
+        _sse(request_id, task),
+        content_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+async def _sse(request_id: Any, task: asyncio.Future[dict[str, Any]]) -> AsyncIterator[bytes]:
+    """Keep-alive comments while the run works, then the response; until that last event is out
+    the run still belongs to the request (a disconnect cancels the stream, and so the run)."""
+    try:
+        yield b": the tool is running\n\n"
+        while not (await asyncio.wait({task}, timeout=SSE_KEEPALIVE_SECONDS))[0]:
+            yield b": keep-alive\n\n"
+        message, _, _ = _outcome(request_id, task)
+        yield b"event: message\ndata: " + json.dumps(message, separators=(",", ":")).encode() + b"\n\n"
+    finally:
+        if not task.done():
+            await _cancel(task)

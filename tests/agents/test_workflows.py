@@ -6,7 +6,7 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from apps.agents.fixtures import FIXTURE_WORKFLOWS
+from apps.agents.fixtures import FIXTURE_WORKFLOWS, MCP_CONFORMANCE_FIXTURES
 from apps.agents.models import Workflow
 from apps.agents.services import workflow_create, workflow_fixtures_seed
 from apps.core.errors import ValidationFailed
@@ -16,7 +16,7 @@ from tests.envelope import assert_envelope
 
 pytestmark = pytest.mark.django_db
 
-FIXTURE_IDS = [
+FIXTURE_IDS = sorted([
     "a2a-tck",
     "conformance-approval",
     "conformance-cancellable",
@@ -25,7 +25,8 @@ FIXTURE_IDS = [
     "conformance-failure",
     "conformance-noop",
     "echo",
-]
+    *MCP_CONFORMANCE_FIXTURES,  # the tools the MCP conformance suite calls by name
+])
 
 
 def test_a_new_tenant_is_seeded_with_the_fixtures(django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]

@@ -13,8 +13,9 @@ from django.test import Client
 from apps.agents.services import workflow_fixtures_seed
 from apps.audit.models import HostEvent
 from apps.audit.selectors import host_event_cursor_open, host_events_after
+from apps.facets.models import Facet
 from apps.facets.negotiation import NEGOTIATION_EVENT, negotiation_decide, peer_origin_digest
-from apps.facets.services import facet_ensure, facet_update
+from apps.facets.services import facet_ensure
 from apps.runs.models import RunEvent
 from apps.runs.services import run_create
 from apps.tenants.selectors import subject_from_api_key
@@ -27,12 +28,10 @@ RECORD_KEYS = {"protocol", "outcome", "version", "requested", "floor", "reason",
 
 @pytest.fixture
 def a2a_with_floor() -> None:
+    # Written past validation (the door serves 1.0 only, so 0.3 is not offerable): a row from before
+    # the servable check, which negotiation must still refuse below the floor.
     facet_ensure(protocol="a2a")
-    facet_update(
-        protocol="a2a",
-        changes={"versions": ["0.3", "1.0"], "minimum_version": "1.0", "preferred_version": "1.0"},
-        actor="test",
-    )
+    Facet.objects.filter(protocol="a2a").update(versions=["0.3", "1.0"], minimum_version="1.0", preferred_version="1.0")
 
 
 def _records(subject) -> list[HostEvent]:  # type: ignore[no-untyped-def]

@@ -83,14 +83,12 @@ def test_update_is_validated_and_audited() -> None:
         facet_update(protocol="a2a", changes={"profiles": ["a2a-0.3-legacy"]}, actor="admin:op")
     assert "profiles" in info.value.details["fields"]
     before_count = FacetChange.objects.filter(protocol="a2a").count()
-    facet = facet_update(
-        protocol="a2a", changes={"versions": ["0.3", "1.0"], "minimum_version": "0.3"}, actor="admin:op"
-    )
-    assert facet.minimum_version == "0.3"
+    facet = facet_update(protocol="a2a", changes={"refresh_window_days": 45}, actor="admin:op")
+    assert facet.refresh_window_days == 45
     change = FacetChange.objects.filter(protocol="a2a").first()
     assert FacetChange.objects.filter(protocol="a2a").count() == before_count + 1
     assert change.actor == "admin:op"
-    assert change.before["minimum_version"] == "1.0" and change.after["minimum_version"] == "0.3"
+    assert change.before["refresh_window_days"] == 30 and change.after["refresh_window_days"] == 45
 
 
 def test_refresh_moves_the_date_only_for_known_versions() -> None:

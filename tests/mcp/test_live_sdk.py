@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 from typing import Any
@@ -173,14 +174,18 @@ def _raw_post(base_url: str, key: str, body: dict[str, Any]) -> socket.socket:
 
 
 def _read_response(sock: socket.socket) -> dict[str, Any]:
+    """The one JSON-RPC response, sent as JSON (Content-Length) or, for a slow answer, as SSE."""
     sock.settimeout(60)
     raw = b""
     while b"\r\n\r\n" not in raw:
         raw += sock.recv(65536)
     head, _, rest = raw.partition(b"\r\n\r\n")
-    length = int(
-        next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
-    )
+    lengths = [line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")]
+    if not lengths:  # chunked text/event-stream: read up to the end of the `message` event
+        while not re.search(rb"data: [^\r\n]*\n\n", rest):
+            rest += sock.recv(65536)
+        return json.loads(re.search(rb"data: ([^\r\n]*)", rest).group(1))  # type: ignore[union-attr]
+    length = int(lengths[0])
     while len(rest) < length:
         rest += sock.recv(65536)
     return json.loads(rest[:length])

@@ -95,11 +95,18 @@ def test_base64_encoded_mcp_name_is_accepted(acme: McpCaller) -> None:
     assert response.status_code == 200, response.content
 
 
-def test_missing_meta_is_32602_and_missing_capabilities_is_32021(acme: McpCaller) -> None:
+def test_missing_meta_or_capabilities_is_32602(acme: McpCaller) -> None:
+    """A request without `clientCapabilities` is malformed (-32602, as mcp 2.3.0 and the conformance
+    suite's sep-2575 check say); -32021 is for one capability the request did not declare."""
     no_meta = {"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {}}
     _error(acme.post_raw(no_meta, {"MCP-Protocol-Version": VERSION, "Mcp-Method": "tools/list"}), 400, -32602)
     no_caps = rpc("tools/list", meta={"io.modelcontextprotocol/protocolVersion": VERSION})
-    _error(acme.post_raw(no_caps, routing_headers(no_caps)), 400, -32021)
+    _error(acme.post_raw(no_caps, routing_headers(no_caps)), 400, -32602)
+    bad_caps = rpc("tools/list", meta={"io.modelcontextprotocol/protocolVersion": VERSION,
+                                      "io.modelcontextprotocol/clientCapabilities": ["elicitation"]})
+    _error(acme.post_raw(bad_caps, routing_headers(bad_caps)), 400, -32602)
+    # Headers still come first: a mismatch is -32020 even when the capabilities are missing.
+    _error(acme.post_raw(no_caps, {**routing_headers(no_caps), "Mcp-Method": "tools/call"}), 400, -32020)
     assert _negotiations(acme) == []
 
 

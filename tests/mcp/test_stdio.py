@@ -101,3 +101,29 @@ def test_refuses_to_start_without_a_valid_key(stdio_env: dict[str, str]) -> None
         )
         assert result.returncode != 0 and result.stdout == b""
         assert b"owk_nope" not in result.stderr  # never echo a credential
+
+
+def _offer_handshake_revisions() -> None:
+    from apps.facets.services import facet_update
+
+    try:
+        facet_update(
+            protocol="mcp",
+            changes={"versions": ["2025-06-18", "2025-11-25", "2026-07-28"], "minimum_version": "2025-06-18"},
+            actor="test",
+        )
+    finally:
+        connection.close()  # sync_to_async's worker thread: leave no session behind
+
+
+async def test_a_handshake_era_client_over_stdio_when_offered(stdio_env: dict[str, str]) -> None:
+    await sync_to_async(_offer_handshake_revisions)()
+    command = _command()
+    server = StdioServerParameters(command=command[0], args=command[1:], env=stdio_env, cwd=str(ROOT))
+    async with Client(server, mode="legacy") as client:
+        assert client.protocol_version == "2025-11-25"
+        assert "echo" in [t.name for t in (await client.list_tools()).tools]
+        echo = await client.call_tool("echo", {"over": "stdio"})
+        assert echo.is_error is False and echo.structured_content == {"over": "stdio"}
+        approval = await client.call_tool("conformance-approval", {})  # no MRTR at this revision
+        assert approval.is_error is True and "cannot carry" in approval.content[0].text  # type: ignore[union-attr]

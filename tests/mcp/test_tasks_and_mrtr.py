@@ -18,6 +18,12 @@ pytestmark = pytest.mark.django_db
 WITH_TASKS = {"elicitation": {"form": {}, "url": {}}, "extensions": {TASKS: {}}}
 
 
+@pytest.fixture(autouse=True)
+def _no_task_grace(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # No worker runs here, so no run ends by itself: waiting out the grace would only cost time.
+    monkeypatch.setattr("apps.mcp.tools.TASK_GRACE_SECONDS", 0.0)
+
+
 def _advance(run_id: str) -> Run:
     run_advance(run_id=run_id, worker="test-worker")
     return Run.unscoped_all_tenants.get(run_id=run_id)

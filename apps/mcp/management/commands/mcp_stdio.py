@@ -4,7 +4,8 @@ The same ladder and methods as HTTP, minus the routing headers (stdio has none).
 Subject of the API key named by the environment variable, resolved once at start: no key, no
 server. Requests run concurrently, so a `notifications/cancelled` naming one in flight cancels it
 (and, for `tools/call`, its run with `mcp-request-cancelled`); a cancelled request gets no answer.
-Logs go to stderr; stdout carries only JSON-RPC responses.
+Logs go to stderr; stdout carries only JSON-RPC responses. When the operator offers a handshake-era
+revision, `initialize` opens the connection at that revision (the connection is the session).
 """
 
 from __future__ import annotations
@@ -15,12 +16,20 @@ import os
 import sys
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.core.management.base import BaseCommand, CommandError
+from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 
 from apps.core.errors import OpenWopError
 from apps.mcp.dispatch import dispatch, exchange_open
 from apps.mcp.errors import McpError, mcp_error_from
+from apps.mcp.handshake import (
+    connection_exchange,
+    handshake_dispatch_begin,
+    handshake_revisions_offered,
+    initialize_decide,
+)
 from apps.tenants.selectors import subject_from_api_key
 from apps.tenants.subject import Subject
 
@@ -30,6 +39,7 @@ class StdioServer:
         self.subject = subject
         self.in_flight: dict[Any, asyncio.Task[None]] = {}
         self.write_lock = asyncio.Lock()
+        self.handshake_version: str | None = None
 
     async def write(self, message: dict[str, Any]) -> None:
         line = json.dumps(message, separators=(",", ":")) + "\n"
@@ -74,10 +84,27 @@ class StdioServer:
             if task is not None:
                 task.cancel()
 
+    async def answer(self, message: dict[str, Any]) -> dict[str, Any]:
+        """The stateless ladder, or, on a connection opened with `initialize` (handshake-era
+        revisions, apps/mcp/handshake.py), that revision: negotiated per request all the same."""
+        method, params = message["method"], message.get("params")
+        modern = isinstance(params, dict) and isinstance(params.get("_meta"), dict) and (
+            PROTOCOL_VERSION_META_KEY in params["_meta"]
+        )
+        if not modern and method == "initialize" and await sync_to_async(handshake_revisions_offered)():
+            result = await sync_to_async(initialize_decide)(self.subject, params, None)
+            self.handshake_version = result["protocolVersion"]
+            return result
+        if not modern and self.handshake_version is not None:
+            version = self.handshake_version
+            exchange = await sync_to_async(connection_exchange)(self.subject, version, version, params, None)
+            return await (await handshake_dispatch_begin(exchange, method, params))()
+        exchange = await exchange_open(body=message, subject=self.subject, headers=None, origin=None)
+        return await dispatch(exchange, method, params)
+
     async def handle(self, request_id: Any, message: dict[str, Any]) -> None:
         try:
-            exchange = await exchange_open(body=message, subject=self.subject, headers=None, origin=None)
-            result = await dispatch(exchange, message["method"], message.get("params"))
+            result = await self.answer(message)
         except asyncio.CancelledError:
             return  # cancelled by the client: no response (2026-07-28 basic/patterns/cancellation)
         except McpError as exc:

@@ -1,0 +1,190 @@
+"""Handshake-era revisions (2025-06-18, 2025-11-25) on the same mount, when the operator offers them.
+
+Today's desktop clients still open with `initialize`. When `mcp.revisions` lists a handshake-era
+revision at or above the floor, the mount answers it (MCP lifecycle): `initialize` negotiates the
+revision through `negotiation_decide` (one `negotiation.decided` record), answers serverInfo and
+capabilities, and mints an `Mcp-Session-Id`; every later request names the session and carries
+`MCP-Protocol-Version` equal to the session's revision, and is negotiated again (its own record).
+DELETE ends the session. An unknown, ended, lapsed or someone else's session is 404; a request
+without one is 400 (streamable HTTP 2025-06-18 §Session Management).
+
+Only the core methods exist at these revisions: ping, tools/list, tools/call. There is no MRTR and
+no tasks extension (both are 2026-07-28): a tool that may ask for approval, input or a connection
+is refused as a tool error before any run exists, and a run that still stops for input answers a
+tool error naming the run (it keeps waiting for REST or the console).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from mcp_types.jsonrpc import INVALID_REQUEST
+
+from apps.facets.negotiation import Decision, inbound_peer_origin, negotiation_decide
+from apps.facets.services import facet_ensure
+from apps.facets.versions import version_key
+from apps.mcp.dispatch import INSTRUCTIONS
+from apps.mcp.errors import McpError, invalid_params, method_not_found
+from apps.mcp.exchange import Exchange, trace_context_read
+from apps.mcp.projection import SERVER_NAME, SERVER_VERSION
+from apps.mcp.sessions import session_get, session_open
+from apps.mcp.tools import Finish, settled, tool_call_begin, tools_list_result
+from apps.tenants.subject import Subject
+
+HANDSHAKE_REVISIONS = ("2025-06-18", "2025-11-25")
+# What a request without MCP-Protocol-Version means (streamable HTTP 2025-06-18; map c.6 headers).
+HEADERLESS_REVISION = "2025-03-26"
+SESSION_HEADER = "Mcp-Session-Id"
+_MODERN_ONLY_KEYS = ("resultType", "ttlMs", "cacheScope")
+
+
+def handshake_revisions_offered() -> list[str]:
+    """The handshake-era revisions the operator offers at or above the floor, newest first."""
+    facet = facet_ensure(protocol="mcp")
+    floor = version_key("mcp", facet.minimum_version)
+    offered = [v for v in facet.versions if v in HANDSHAKE_REVISIONS and version_key("mcp", v) >= floor]
+    return sorted(offered, key=lambda v: version_key("mcp", v), reverse=True)
+
+
+def session_missing() -> McpError:
+    return McpError(INVALID_REQUEST, "Bad Request: Missing session ID", http_status=400)
+
+
+def session_unknown() -> McpError:
+    # One answer for unknown, ended, lapsed and another caller's session: the same bytes but the id.
+    return McpError(INVALID_REQUEST, "Session not found", http_status=404)
+
+
+def _revision_refused(decision: Decision, requested: str) -> McpError:
+    return McpError(
+        INVALID_REQUEST,
+        "Unsupported protocol version",
+        {"supported": list(decision.supported), "requested": requested},
+        http_status=400,
+    )
+
+
+def _decide(subject: Subject, requested: str, origin: str | None) -> Decision:
+    return negotiation_decide(
+        protocol="mcp",
+        requested=requested,
+        peer_origin=inbound_peer_origin(origin_header=origin, subject=subject),
+        subject=subject,
+        run=None,
+    )
+
+
+def initialize_decide(subject: Subject, params: Any, origin: str | None) -> dict[str, Any]:
+    """Negotiate an `initialize` (one record) and return its InitializeResult; no session yet."""
+    if not isinstance(params, Mapping):
+        raise invalid_params("params must be an object")
+    requested = params.get("protocolVersion")
+    if not isinstance(requested, str) or not requested:
+        raise invalid_params("params.protocolVersion must name a revision")
+    decision = _decide(subject, requested, origin)
+    offered = handshake_revisions_offered()
+    if decision.accepted and decision.version in HANDSHAKE_REVISIONS:
+        version = str(decision.version)
+    elif offered:
+        # Lifecycle: a revision we cannot speak is answered with the newest one we can; the client
+        # decides whether to go on. The record says what was requested and that it was refused.
+        version = offered[0]
+    else:
+        raise _revision_refused(decision, requested)
+    return {
+        "protocolVersion": version,
+        "capabilities": {"tools": {"listChanged": False}},
+        "serverInfo": {"name": SERVER_NAME, "version": SERVER_VERSION},
+        "instructions": INSTRUCTIONS,
+    }
+
+
+def _initialize(subject: Subject, params: Any, origin: str | None) -> tuple[dict[str, Any], str]:
+    result = initialize_decide(subject, params, origin)
+    capabilities = params.get("capabilities")
+    session_id = session_open(
+        subject=subject,
+        protocol_version=result["protocolVersion"],
+        client_capabilities=dict(capabilities) if isinstance(capabilities, Mapping) else {},
+    )
+    return result, session_id
+
+
+async def initialize(*, body: Mapping[str, Any], subject: Subject, origin: str | None) -> tuple[dict[str, Any], str]:
+    return await sync_to_async(_initialize)(subject, body.get("params"), origin)
+
+
+def connection_exchange(
+    subject: Subject,
+    version: str,
+    requested: str,
+    params: Any,
+    origin: str | None,
+    headers: Mapping[str, str] | None = None,
+) -> Exchange:
+    """A handshake-era exchange on a connection or session that negotiated `version`: negotiated
+    again, once (its own record), and refused if that revision is no longer on offer."""
+    decision = _decide(subject, requested, origin)
+    if not decision.accepted or decision.version != version:
+        raise _revision_refused(decision, requested)
+    headers = headers or {}
+    trace = trace_context_read(params, headers.get("traceparent"), headers.get("tracestate"))
+    # No MRTR and no extensions at these revisions: the exchange grants no elicitation or tasks.
+    return Exchange(subject=subject, version=version, capabilities={}, trace=trace)
+
+
+def _session_exchange(
+    subject: Subject, session_id: str | None, headers: Mapping[str, str], params: Any, origin: str | None
+) -> Exchange:
+    if not session_id:
+        raise session_missing()
+    session = session_get(subject=subject, session_id=session_id)
+    if session is None:
+        raise session_unknown()
+    requested = headers.get("mcp-protocol-version") or HEADERLESS_REVISION
+    return connection_exchange(subject, session.protocol_version, requested, params, origin, headers)
+
+
+async def session_exchange_open(
+    *, body: Mapping[str, Any], subject: Subject, headers: Mapping[str, str], origin: str | None
+) -> Exchange:
+    session_id = headers.get(SESSION_HEADER.lower())
+    return await sync_to_async(_session_exchange)(subject, session_id, headers, body.get("params"), origin)
+
+
+async def session_check(*, subject: Subject, headers: Mapping[str, str]) -> None:
+    """A notification names a live session of the caller, or is refused like any request."""
+    session_id = headers.get(SESSION_HEADER.lower())
+    if not session_id:
+        raise session_missing()
+    if await sync_to_async(session_get)(subject=subject, session_id=session_id) is None:
+        raise session_unknown()
+
+
+def legacy_result(result: dict[str, Any]) -> dict[str, Any]:
+    """A 2026-07-28 result in its handshake-era shape: no resultType or cache hints."""
+    return {key: value for key, value in result.items() if key not in _MODERN_ONLY_KEYS}
+
+
+async def handshake_dispatch_begin(exchange: Exchange, method: str, params: Any) -> Finish:
+    """As dispatch_begin: refusals now, a finishing step that may be streamed."""
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise invalid_params("params must be an object")
+    if method == "ping":
+        return settled({})
+    if method == "tools/list":
+        return settled(legacy_result(await sync_to_async(tools_list_result)(exchange.subject)))
+    if method == "tools/call":
+        # requestState / inputResponses are 2026-07-28 (MRTR) words: at these revisions they mean nothing.
+        plain = {key: value for key, value in params.items() if key not in ("requestState", "inputResponses")}
+        finish = await tool_call_begin(exchange, plain)
+
+        async def legacy_finish() -> dict[str, Any]:
+            return legacy_result(await finish())
+
+        return legacy_finish
+    raise method_not_found(method)
