@@ -25,7 +25,9 @@ sys.path.insert(0, str(BENCH))
 import run as bench_run  # noqa: E402
 from harness.wrk import run_wrk  # noqa: E402
 
-INTERESTING = ("apps/", "openwop_host/", "django/db/", "psycopg", "redis", "asgiref/sync.py", "django/core/handlers")
+INTERESTING = (
+    "apps/", "openwop_host/", "django/", "psycopg", "redis", "asgiref/", "channels", "daphne", "twisted", "protobuf",
+)  # fmt: skip
 
 
 def top_frames(raw: Path, limit: int) -> list[tuple[str, float]]:
@@ -52,7 +54,7 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--seconds", type=int, default=15)
     parser.add_argument("--top", type=int, default=40)
-    parser.add_argument("--cpu", action="store_true", help="on-CPU samples only (default: wall clock, waits included)")
+    parser.add_argument("--cpu", action="store_true", help="only threads holding the GIL (default: wall clock)")
     parser.add_argument("--out", default=str(bench_run.VAR / "profile.txt"))
     args = parser.parse_args()
     bench_run.VAR.mkdir(parents=True, exist_ok=True)
@@ -74,7 +76,7 @@ def main() -> None:
         assert host.proc is not None
         spy = subprocess.Popen(
             [str(bench_run.VENV_BIN / "py-spy"), "record", "--pid", str(host.proc.pid), "--subprocesses",
-             *([] if args.cpu else ["--idle"]), "--format", "raw", "--rate", "200",
+             *(["--gil"] if args.cpu else ["--idle"]), "--format", "raw", "--rate", "200",
              "--duration", str(args.seconds), "--output", str(raw), "--nonblocking"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )  # fmt: skip
@@ -90,7 +92,7 @@ def main() -> None:
     finally:
         host.stop()
         worker.stop()
-    lines = [f"scenario {args.scenario} c={args.connections} {'cpu' if args.cpu else 'wall'}: " + json.dumps(
+    lines = [f"scenario {args.scenario} c={args.connections} {'gil' if args.cpu else 'wall'}: " + json.dumps(
         {k: result.get(k) for k in ("rps", "p50_ms", "p99_ms", "bad", "generator_cpu_pct")})]  # fmt: skip
     lines += [f"{share:5.1f}%  {frame}" for frame, share in top_frames(raw, args.top)]
     Path(args.out).write_text("\n".join(lines) + "\n")

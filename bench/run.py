@@ -51,8 +51,8 @@ A2A_VERSION = "1.0"
 MCP_VERSION = "2026-07-28"
 PROXY = {"X-Forwarded-Proto": "https"}  # what the TLS-terminating proxy in front of production adds
 
-SCENARIOS = ("gettask", "sendmessage", "mcp", "negotiation", "asgi")
-QUICK = {"seconds": 2.0, "warmup": 1.0, "scenarios": ("gettask", "sendmessage", "mcp", "negotiation")}
+SCENARIOS = ("gettask", "sendmessage", "mcp", "negotiation", "asgi", "listtasks")
+QUICK = {"seconds": 3.0, "warmup": 1.0, "scenarios": ("gettask", "sendmessage", "mcp", "negotiation")}
 FULL = {"seconds": 10.0, "warmup": 3.0, "scenarios": SCENARIOS}
 CONCURRENCY = (1, 16, 64)
 
@@ -70,8 +70,8 @@ ASGI_VARIANTS: dict[str, Callable[[int, int], list[str]]] = {
         "-w", str(w), "-b", f"127.0.0.1:{port}", "--log-level", "warning",
     ],
 }  # fmt: skip
-RECOMMENDED = os.environ.get("BENCH_ASGI", "uvicorn")
-WORKERS = int(os.environ.get("BENCH_WORKERS", "2"))
+RECOMMENDED = os.environ.get("BENCH_ASGI", "daphne")  # bench/README.md "ASGI server"
+WORKERS = int(os.environ.get("BENCH_WORKERS", "1"))  # ours and every peer alike
 
 
 # ---------------------------------------------------------------------------------------------
@@ -115,6 +115,11 @@ def host_env(port: int) -> dict[str, str]:
 
 
 _SECRET = secrets.token_urlsafe(48)
+_MAKE_KEYS = """
+from apps.tenants.services import api_key_create, tenant_get_or_create
+tenant, _ = tenant_get_or_create(slug="bench")
+print(" ".join(api_key_create(tenant=tenant, kind="user", label="bench")[1] for _ in range(16)))
+"""
 
 
 def manage(*args: str) -> str:
@@ -272,7 +277,7 @@ def run(args: argparse.Namespace) -> Path:
     _ensure_database(PEER_DATABASE_URL)
     print(f"migrating {DATABASE_URL.rsplit('/', 1)[1]}", flush=True)
     manage("migrate", "--noinput", "-v", "0")
-    keys = [manage("create_api_key", "--tenant", "bench", "--label", "bench") for _ in range(16)]
+    keys = manage("shell", "-v", "0", "-c", _MAKE_KEYS).splitlines()[-1].split()  # 16 Subjects, one process
     key = keys[0]
     bench = Bench(seconds=args.seconds, warmup=args.warmup)
     peer_task_id = f"bench-{secrets.token_hex(6)}"
@@ -309,7 +314,8 @@ def run(args: argparse.Namespace) -> Path:
             print("scenario sendmessage", flush=True)
             for c in args.concurrency:
                 bench.measure("sendmessage", ours_name, sendmessage_load(base, key), ours_servers, c)
-                for name in ("a2a-sdk postgres", "a2a-sdk memory"):
+                # --quick: the durable peer only (the target is against it); the full run adds memory.
+                for name in ("a2a-sdk postgres",) if args.quick else ("a2a-sdk postgres", "a2a-sdk memory"):
                     bench.measure("sendmessage", name, sendmessage_load(peer_base(name), None), [peers[name]], c)
         if "mcp" in args.scenarios:
             print("scenario mcp", flush=True)
@@ -326,13 +332,17 @@ def run(args: argparse.Namespace) -> Path:
                 )
         if "negotiation" in args.scenarios:
             print("scenario negotiation", flush=True)
-            levels = [64] if args.quick else [c for c in args.concurrency if c > 1]
+            levels = [16] if args.quick else [c for c in args.concurrency if c > 1]
             _negotiation(bench, base, task_id, keys, ours_servers, ours_name, levels)
+            bench.rows.append(_negotiation_inproc(keys[1], task_id, n=100 if args.quick else 500))
         if "asgi" in args.scenarios:
             print("scenario asgi", flush=True)
             ours.stop()
             started.remove(ours)
             _asgi(bench, task_id, key, worker, args.concurrency)
+        if "listtasks" in args.scenarios:
+            print("scenario listtasks (bench/listtasks_scale.py)", flush=True)
+            bench.rows.append(_listtasks(args.listtasks_sizes, args.listtasks_others))
         if args.push:
             print("scenario push (bench/push_isolation.py)", flush=True)
             bench.rows.extend(_push())
@@ -367,6 +377,27 @@ def _negotiation(
         bench.measure("negotiation", f"{ours_name} 16 subjects", multi, servers, c)
 
 
+def _negotiation_inproc(key: str, task_id: str, *, n: int) -> dict[str, Any]:
+    """bench/negotiation_cost.py: each step of GetTask timed alone, with its SQL count."""
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "negotiation_cost.py"), "--key", key, "--task", task_id, "--n", str(n)],
+        cwd=ROOT, env=host_env(0), capture_output=True, text=True,
+    )  # fmt: skip
+    text = out.stdout if out.returncode == 0 else out.stderr[-2000:]
+    target = "in-process steps (bench/negotiation_cost.py)"
+    return {"scenario": "negotiation", "target": target, "connections": 1, "stdout": text, "returncode": out.returncode}
+
+
+def _listtasks(sizes: str, others: int) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "listtasks_scale.py"), "--sizes", sizes, "--other-tenants", str(others)],
+        cwd=ROOT, env=host_env(0), capture_output=True, text=True,
+    )  # fmt: skip
+    text = out.stdout if out.returncode == 0 else out.stderr[-2000:]
+    return {"scenario": "listtasks", "target": f"task_page at {sizes} runs/tenant", "connections": 1,
+            "stdout": text, "returncode": out.returncode}  # fmt: skip
+
+
 def _asgi(bench: Bench, task_id: str, key: str, worker: Server, concurrency: list[int]) -> None:
     """The servers we could ship, on GetTask; plus the recommended one without the connection pool
     (DATABASE_POOL_MAX_SIZE=0: a new PostgreSQL connection per request, the default before)."""
@@ -399,6 +430,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, help="warm-up seconds per point")
     parser.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)))
     parser.add_argument("--push", action="store_true", help="also run bench/push_isolation.py")
+    parser.add_argument("--listtasks-sizes", default="10000,100000", help="runs per tenant (1000000 takes long)")
+    parser.add_argument("--listtasks-others", type=int, default=10, help="other tenants of the same size")
     parser.add_argument("--name", help="results file stem (default: the UTC date and time)")
     args = parser.parse_args()
     preset = QUICK if args.quick else FULL

@@ -66,7 +66,10 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             row = next(
                 (r for r in rated if r["scenario"] == scenario and r["target"] == peer and r["connections"] == c), None
             )
-            if row is None or row.get("rps_ratio") is None:
+            if row is None:
+                continue
+            if row.get("rps_ratio") is None:  # the peer completed nothing inside the window
+                verdicts.append({"target": label, "connections": c, "rps_ratio": None, "p99_ratio": None, "met": None})
                 continue
             met = row["rps_ratio"] >= minimum and (not p99_too or (row["p99_ratio"] or 99) <= 1.0)
             verdicts.append(
@@ -81,6 +84,15 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
              "max_rss_mb": worst, "met": worst < RSS_LIMIT_MB}
         )  # fmt: skip
     return verdicts
+
+
+def cpu_ms_per_request(row: dict[str, Any]) -> float | None:
+    """Server CPU time per good response: the cost that stays comparable on a loaded machine."""
+    return round(row["server_cpu_pct"] * 10 / row["rps"], 2) if row["rps"] else None
+
+
+def _verdict(met: bool | None) -> str:
+    return "not measured (no response inside the window)" if met is None else "yes" if met else "**no**"
 
 
 def _fmt(value: Any, suffix: str = "") -> str:
@@ -101,7 +113,8 @@ def markdown(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         "Ratios: `req/s ratio` = ours / this peer (variants: this / the first line); `p99 ratio` likewise "
         "(below 1 = shorter tail). `bad` = non-2xx or a body without the success marker, plus socket errors; "
         "bad responses are not counted as throughput. `wrk cpu` = the load generator's own CPU "
-        "(% of one core): far below 100 % means wrk was not the bottleneck.",
+        "(% of one core): far below 100 % means wrk was not the bottleneck. `cpu ms/req` = the server processes' "
+        "CPU time per good response (includes our Celery worker).",
         "",
     ]
     rated = ratios(rows)
@@ -115,22 +128,23 @@ def markdown(meta: dict[str, Any], rows: list[dict[str, Any]]) -> str:
             else:
                 lines.append(
                     f"| {v['target']} | {v['connections']} | {_fmt(v['rps_ratio'])} | {_fmt(v['p99_ratio'])} | "
-                    f"{'yes' if v['met'] else '**no**'} |"
+                    f"{_verdict(v['met'])} |"
                 )
         lines.append("")
     for scenario in dict.fromkeys(r["scenario"] for r in rated):
         lines += [
             f"## {scenario}",
             "",
-            "| target | c | req/s | p50 ms | p99 ms | bad | req/s ratio | p99 ratio | server cpu % | max RSS MB "
-            "| wrk cpu % |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
+            "| target | c | req/s | p50 ms | p99 ms | bad | req/s ratio | p99 ratio | server cpu % | cpu ms/req "
+            "| max RSS MB | wrk cpu % |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in (r for r in rated if r["scenario"] == scenario):
             lines.append(
                 f"| {r['target']} | {r['connections']} | {r['rps']} | {r['p50_ms']} | {r['p99_ms']} | "
                 f"{r['bad'] + r['socket_errors']} | {_fmt(r.get('rps_ratio'))} | {_fmt(r.get('p99_ratio'))} | "
-                f"{r['server_cpu_pct']} | {r['server_max_rss_mb']} | {r['generator_cpu_pct']} |"
+                f"{r['server_cpu_pct']} | {_fmt(cpu_ms_per_request(r))} | {r['server_max_rss_mb']} | "
+                f"{r['generator_cpu_pct']} |"
             )
         samples = [f"{r['target']} c={r['connections']}: `{r['first_bad'][:160]}`" for r in rated
                    if r["scenario"] == scenario and r.get("first_bad")]  # fmt: skip
@@ -185,3 +199,11 @@ def write(meta: dict[str, Any], rows: list[dict[str, Any]], directory: Path, *, 
     path.with_suffix(".md").write_text(markdown(meta, rows) + "\n")
     charts(rows, path.with_suffix(".png"))
     return path
+
+
+if __name__ == "__main__":  # re-render a results JSON's table and chart: report.py bench/results/<stem>.json
+    import sys
+
+    source = Path(sys.argv[1])
+    saved = json.loads(source.read_text())
+    print(write(saved["meta"], saved["rows"], source.parent, name=source.stem))

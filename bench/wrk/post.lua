@@ -13,7 +13,6 @@
 
 local threads = {}
 local counter = 0
-local thread_id = 0
 local body_template = os.getenv("BENCH_BODY") or ""
 local ok_marker = os.getenv("BENCH_OK") or ""
 local headers = {}
@@ -31,6 +30,9 @@ function setup(thread)
 end
 
 function init(args)
+  -- thread_id is this thread's global, set by setup(); every thread's Lua state starts with the
+  -- same random seed, so the id (not the random part) is what keeps threads' values apart.
+  math.randomseed(os.time() * 1000 + (thread_id or 0))
   good = 0
   bad = 0
   first_bad = ""
@@ -38,7 +40,7 @@ end
 
 function request()
   counter = counter + 1
-  local body = string.gsub(body_template, "{{N}}", tostring(thread_id) .. "-" .. tostring(counter) .. "-" .. tostring(math.random(1, 1000000000)))
+  local body = string.gsub(body_template, "{{N}}", tostring(thread_id or 0) .. "-" .. tostring(counter) .. "-" .. tostring(math.random(1, 1000000000)))
   local sent = headers
   if #rotate > 0 then
     local value = rotate[(counter % #rotate) + 1]

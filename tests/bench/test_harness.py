@@ -75,6 +75,10 @@ def test_targets_need_both_throughput_and_p99() -> None:
     label = report.TARGETS[0][5]
     assert verdicts[(label, 16)] is True
     assert verdicts[(label, 64)] is False
+    rows.append(row("sendmessage", "ours", 16, 5.0, 900.0))
+    rows.append(row("sendmessage", "a2a-sdk postgres", 16, 0.0, 0.0))  # nothing completed: no verdict either way
+    assert verdicts.get((report.TARGETS[1][5], 16)) is None
+    assert {(v["target"], v["connections"]): v["met"] for v in report.targets(rows)}[(report.TARGETS[1][5], 16)] is None
     memory = next(v for v in report.targets(rows) if "max_rss_mb" in v)
     assert memory["max_rss_mb"] == 350.0 and memory["met"] is False
 
@@ -100,6 +104,7 @@ def test_report_writes_json_table_and_chart(tmp_path: Path) -> None:
     table = path.with_suffix(".md").read_text()
     assert "| a2a-sdk postgres | 16 | 800.0 | " in table and "| 2.0 | 0.5 |" in table
     assert "## Targets" in table
+    assert report.cpu_ms_per_request(rows[0]) == 9.0  # 90 % of a core / 100 req/s
     assert path.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -128,12 +133,13 @@ def test_lua_script_against_a_live_server_counts_good_and_bad() -> None:
     try:
         load = Load(url=f"http://127.0.0.1:{server.server_port}/", body='{"id":"{{N}}"}', headers={"X-Bench": "yes"},
                     ok_marker="GOOD")  # fmt: skip
-        result = run_wrk(load, connections=1, seconds=1, threads=1, cpus=_any_cpu())
+        result = run_wrk(load, connections=2, seconds=1, threads=2, cpus=_any_cpu())
     finally:
         server.shutdown()
     assert result["good"] + result["bad"] == result["requests"] > 2
     assert result["good"] > 0 and result["bad"] > 0
-    assert len(set(seen)) == len(seen)  # every body unique
+    assert len(set(seen)) == len(seen)  # every body unique, across both wrk threads too
+    assert {body.split('"id":"')[1].split("-")[0] for body in seen} == {"1", "2"}
     assert 0 <= result["generator_cpu_pct"] <= 400
 
 
