@@ -197,7 +197,10 @@ def write(meta: dict[str, Any], rows: list[dict[str, Any]], directory: Path, *, 
     doc = {"meta": meta, "rows": ratios(rows) + [r for r in rows if "rps" not in r], "targets": targets(rows)}
     path.write_text(json.dumps(doc, indent=2) + "\n")
     path.with_suffix(".md").write_text(markdown(meta, rows) + "\n")
-    charts(rows, path.with_suffix(".png"))
+    try:
+        charts(rows, path.with_suffix(".png"))
+    except ImportError:  # matplotlib comes with the `bench` extra (`make bench` installs it)
+        print("no chart: matplotlib is not installed (pip install -e '.[bench]')")
     return path
 
 

@@ -83,7 +83,7 @@ def test_targets_need_both_throughput_and_p99() -> None:
     assert memory["max_rss_mb"] == 350.0 and memory["met"] is False
 
 
-def test_report_writes_json_table_and_chart(tmp_path: Path) -> None:
+def _sample() -> tuple[dict, list[dict]]:
     rows = [row("gettask", "ours (uvicorn x2)", c, 100.0 * c, 10.0) for c in (1, 16)]
     rows += [row("gettask", "a2a-sdk postgres", c, 50.0 * c, 20.0) for c in (1, 16)]
     meta = {
@@ -91,6 +91,11 @@ def test_report_writes_json_table_and_chart(tmp_path: Path) -> None:
         "generator_cpus": "0", "ours": "ours (uvicorn x2)", "seconds": 2, "warmup": 1,
         "machine": {"cpus": 2, "platform": "Linux", "python": "3.11", "load_avg_at_end": (1.0, 1.0, 1.0)},
     }  # fmt: skip
+    return meta, rows
+
+
+def test_report_writes_json_and_table(tmp_path: Path) -> None:
+    meta, rows = _sample()
     path = report.write(meta, rows, tmp_path, name="sample")
     doc = json.loads(path.read_text())
     assert len(doc["rows"]) == 4
@@ -105,6 +110,12 @@ def test_report_writes_json_table_and_chart(tmp_path: Path) -> None:
     assert "| a2a-sdk postgres | 16 | 800.0 | " in table and "| 2.0 | 0.5 |" in table
     assert "## Targets" in table
     assert report.cpu_ms_per_request(rows[0]) == 9.0  # 90 % of a core / 100 req/s
+
+
+def test_report_chart_is_a_png(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="matplotlib comes with the bench extra (pip install -e '.[bench]')")
+    meta, rows = _sample()
+    path = report.write(meta, rows, tmp_path, name="sample")
     assert path.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
