@@ -8,7 +8,7 @@ PORT ?= 8000
 TEST_WORKERS ?= auto
 export DJANGO_DEBUG ?= 1
 
-.PHONY: install run test lint worker clean
+.PHONY: install run test lint worker clean bench bench-quick
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -41,6 +41,19 @@ test: install
 
 lint: install
 	$(BIN)/ruff check .
+
+# Benchmarks against the reference servers (bench/README.md). Needs wrk, PostgreSQL and Redis;
+# BENCH_DATABASE_URL / BENCH_PEER_DATABASE_URL / BENCH_REDIS_URL choose where (databases are created).
+BENCH_STAMP := $(VENV)/.bench-stamp
+$(BENCH_STAMP): pyproject.toml $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[test,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(BIN)/python bench/run.py --push $(BENCH_ARGS)
+
+bench-quick: $(BENCH_STAMP)
+	$(BIN)/python bench/run.py --quick $(BENCH_ARGS)
 
 clean:
 	rm -rf var .pytest_cache .ruff_cache

@@ -124,6 +124,16 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", 0)
     DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
+    # Under ASGI every request's sync code runs on its own thread, so without a pool each request
+    # opens (and closes) its own PostgreSQL connection, and concurrency = connections. A pool per
+    # process (psycopg_pool) reuses them and caps the count; bench/README.md has the numbers.
+    _pool_max = env.int("DATABASE_POOL_MAX_SIZE", default=0)
+    if _pool_max:
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": min(2, _pool_max),
+            "max_size": _pool_max,
+            "timeout": env.float("DATABASE_POOL_TIMEOUT", default=10.0),
+        }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -59,3 +59,24 @@ def test_configured_backends(tmp_path: Path) -> None:
     assert engine == "django.db.backends.postgresql"
     assert layer == "channels_redis.core.RedisChannelLayer"
     assert broker == "redis"
+
+
+def test_database_pool_is_opt_in(tmp_path: Path) -> None:
+    """DATABASE_POOL_MAX_SIZE turns on Django's psycopg pool (bench/README.md); absent, no pool."""
+    code = (
+        "import django, json; django.setup(); from django.conf import settings as s;"
+        "print(json.dumps(s.DATABASES['default'].get('OPTIONS', {}).get('pool')))"
+    )
+    url = "postgres://postgres@127.0.0.1:5432/not_connected_to"
+    outputs = []
+    for extra in ({}, {"DATABASE_POOL_MAX_SIZE": "4"}):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_", "REDIS_URL"))}
+        env.update(DJANGO_DEBUG="1", DATABASE_URL=url, OPENWOP_VAR_DIR=str(tmp_path), **extra)
+        result = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, env={**env, "DJANGO_SETTINGS_MODULE": "openwop_host.settings"},
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        outputs.append(json.loads(result.stdout.strip().splitlines()[-1]))
+    assert outputs[0] is None
+    assert outputs[1] == {"min_size": 2, "max_size": 4, "timeout": 10.0}

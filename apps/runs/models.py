@@ -80,6 +80,8 @@ class Run(TenantOwnedModel):
         ordering = ["-created_at", "-id"]
         indexes = [
             models.Index(fields=["tenant", "-created_at", "-id"], name="run_list_newest_first"),
+            # A2A ListTasks pages newest status first: without it each page sorts the whole tenant.
+            models.Index(fields=["tenant", "-updated_at", "-id"], name="run_list_status_newest"),
             models.Index(fields=["status", "lease_expires_at"], name="run_sweep"),
         ]
         constraints = [

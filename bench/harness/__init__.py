@@ -1,0 +1,1 @@
+"""The bench harness: process control, wrk runs, and the report (bench/README.md)."""

@@ -1,0 +1,450 @@
+"""`make bench` / `make bench-quick`: our host against the reference servers, side by side.
+
+Every scenario runs ours and the peer(s) in the same invocation, each server pinned to the same
+core set (BENCH_SERVER_CPUS, default "1") and wrk on its own (BENCH_GEN_CPUS, default "0"); each
+measurement is preceded by a warm-up run against the same server. Targets are measured one after
+the other per concurrency level (ours, then each peer), so drift in the machine's load hits both.
+
+Ours runs with production settings: DJANGO_DEBUG=0, a secret key, PostgreSQL, Redis, requests as
+a TLS-terminating proxy forwards them (X-Forwarded-Proto: https), a real Celery worker for runs.
+The peers run from their own venv (BENCH_PEER_VENV, created from bench/peers/requirements.txt).
+
+    .venv/bin/python bench/run.py --quick            # under 3 minutes
+    .venv/bin/python bench/run.py                    # everything
+    .venv/bin/python bench/run.py --scenarios gettask,asgi --seconds 10
+
+Results: bench/results/<date>.json, .md and .png (bench/harness/report.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import secrets
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(BENCH))
+
+from harness import report  # noqa: E402
+from harness.procs import Server, free_port  # noqa: E402
+from harness.wrk import Load, run_wrk  # noqa: E402
+
+VENV_BIN = Path(sys.executable).parent
+VAR = ROOT / "var" / "bench"
+PEER_VENV = Path(os.environ.get("BENCH_PEER_VENV", str(VAR / "peer-venv")))
+SERVER_CPUS = os.environ.get("BENCH_SERVER_CPUS", "1")
+GEN_CPUS = os.environ.get("BENCH_GEN_CPUS", "0")
+DATABASE_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/openwop_bench")
+PEER_DATABASE_URL = os.environ.get("BENCH_PEER_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/openwop_bench_ref")
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/15")
+A2A_VERSION = "1.0"
+MCP_VERSION = "2026-07-28"
+PROXY = {"X-Forwarded-Proto": "https"}  # what the TLS-terminating proxy in front of production adds
+
+SCENARIOS = ("gettask", "sendmessage", "mcp", "negotiation", "asgi", "listtasks")
+QUICK = {"seconds": 3.0, "warmup": 1.0, "scenarios": ("gettask", "sendmessage", "mcp", "negotiation")}
+FULL = {"seconds": 10.0, "warmup": 3.0, "scenarios": SCENARIOS}
+CONCURRENCY = (1, 16, 64)
+
+# The ASGI servers we could ship; "recommended" is what ours runs as in every other scenario.
+ASGI_VARIANTS: dict[str, Callable[[int, int], list[str]]] = {
+    "daphne": lambda port, _w: [
+        str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "openwop_host.asgi:application",
+    ],
+    "uvicorn": lambda port, w: [
+        str(VENV_BIN / "uvicorn"), "openwop_host.asgi:application", "--host", "127.0.0.1", "--port", str(port),
+        "--loop", "uvloop", "--http", "httptools", "--workers", str(w), "--no-access-log", "--log-level", "warning",
+    ],
+    "gunicorn": lambda port, w: [
+        str(VENV_BIN / "gunicorn"), "openwop_host.asgi:application", "-k", "uvicorn_worker.UvicornWorker",
+        "-w", str(w), "-b", f"127.0.0.1:{port}", "--log-level", "warning",
+    ],
+}  # fmt: skip
+RECOMMENDED = os.environ.get("BENCH_ASGI", "daphne")  # bench/README.md "ASGI server"
+WORKERS = int(os.environ.get("BENCH_WORKERS", "1"))  # ours and every peer alike
+
+
+# ---------------------------------------------------------------------------------------------
+# Setup
+
+
+def _ensure_database(url: str) -> None:
+    import psycopg
+
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def _ensure_peer_venv() -> None:
+    if (PEER_VENV / "bin" / "uvicorn").exists():
+        return
+    print(f"creating the peer venv {PEER_VENV} (reference servers' own dependencies)", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", str(PEER_VENV)], check=True)
+    subprocess.run(
+        [str(PEER_VENV / "bin" / "pip"), "install", "-q", "-r", str(BENCH / "peers" / "requirements.txt")], check=True
+    )
+
+
+def host_env(port: int) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        DJANGO_DEBUG="0",
+        DJANGO_SECRET_KEY=_SECRET,
+        DATABASE_URL=DATABASE_URL,
+        REDIS_URL=REDIS_URL,
+        OPENWOP_PUBLIC_URL=f"http://127.0.0.1:{port}",
+        DJANGO_ALLOWED_HOSTS="127.0.0.1,localhost",
+        OPENWOP_CELERY_QUEUE="openwop-bench",
+        OPENWOP_VAR_DIR=str(VAR / "host"),
+        DJANGO_LOG_LEVEL="WARNING",
+    )
+    env.setdefault("DATABASE_POOL_MAX_SIZE", os.environ.get("BENCH_DATABASE_POOL_MAX_SIZE", "8"))
+    return env
+
+
+_SECRET = secrets.token_urlsafe(48)
+_MAKE_KEYS = """
+from apps.tenants.services import api_key_create, tenant_get_or_create
+tenant, _ = tenant_get_or_create(slug="bench")
+print(" ".join(api_key_create(tenant=tenant, kind="user", label="bench")[1] for _ in range(16)))
+"""
+
+
+def manage(*args: str) -> str:
+    out = subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=host_env(0), check=True, capture_output=True, text=True
+    )
+    return out.stdout.strip()
+
+
+def start_worker() -> Server:
+    worker = Server(
+        name="celery",
+        cmd=[str(VENV_BIN / "celery"), "-A", "openwop_host", "worker", "--pool", "threads", "--concurrency", "16",
+             "-Q", "openwop-bench", "--loglevel", "warning", "--without-gossip", "--without-mingle"],
+        env=host_env(0), cwd=ROOT, log=VAR / "logs" / "celery.log",
+    )  # fmt: skip
+    worker.start(cpus=SERVER_CPUS)
+    return worker
+
+
+def start_host(variant: str, workers: int, **env: str) -> Server:
+    port = free_port()
+    server = Server(
+        name=f"ours-{variant}", cmd=ASGI_VARIANTS[variant](port, workers), env={**host_env(port), **env}, cwd=ROOT,
+        log=VAR / "logs" / f"host-{variant}-{workers}.log", port=port,
+    )  # fmt: skip
+    server.start(cpus=SERVER_CPUS)
+    server.wait_http("/.well-known/openwop", headers=PROXY)
+    return server
+
+
+def start_peer(module: str, name: str, env: dict[str, str], workers: int) -> Server:
+    port = free_port()
+    penv = dict(os.environ)
+    penv.update(env, BENCH_PEER_PORT=str(port))
+    server = Server(
+        name=name,
+        cmd=[str(PEER_VENV / "bin" / "uvicorn"), "--factory", f"peers.{module}:app_factory", "--host", "127.0.0.1",
+             "--port", str(port), "--workers", str(workers), "--no-access-log", "--log-level", "warning"],
+        env=penv, cwd=BENCH, log=VAR / "logs" / f"{name}.log", port=port,
+    )  # fmt: skip
+    server.start(cpus=SERVER_CPUS)
+    server.wait_http("/.well-known/agent-card.json" if module == "a2a_reference" else "/")
+    return server
+
+
+def post_json(url: str, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+    req = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json", **headers}, method="POST"
+    )
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        return json.loads(resp.read())
+
+
+# ---------------------------------------------------------------------------------------------
+# Loads
+
+
+def a2a_headers(key: str | None) -> dict[str, str]:
+    headers = {"A2A-Version": A2A_VERSION, **PROXY}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    return headers
+
+
+def gettask_load(base: str, task_id: str, key: str | None, *, version: bool = True) -> Load:
+    headers = a2a_headers(key)
+    if not version:
+        del headers["A2A-Version"]
+    body = json.dumps({"jsonrpc": "2.0", "id": "{{N}}", "method": "GetTask", "params": {"id": task_id}})
+    return Load(url=f"{base}/a2a/jsonrpc", body=body, headers=headers, ok_marker="TASK_STATE_COMPLETED")
+
+
+def sendmessage_load(base: str, key: str | None) -> Load:
+    message = {"role": "ROLE_USER", "messageId": "bench-{{N}}", "parts": [{"text": "ping"}]}
+    if key:  # ours: route to the no-op fixture workflow
+        message["metadata"] = {"openwop": {"skillId": "conformance-noop"}}
+    body = json.dumps({"jsonrpc": "2.0", "id": "{{N}}", "method": "SendMessage", "params": {"message": message}})
+    return Load(url=f"{base}/a2a/jsonrpc", body=body, headers=a2a_headers(key), ok_marker="TASK_STATE_COMPLETED")
+
+
+def mcp_load(base: str, tool: str, key: str | None) -> Load:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MCP_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": "{{N}}", "method": "tools/call",
+         "params": {"name": tool, "arguments": {}, "_meta": meta}}
+    )  # fmt: skip
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MCP_VERSION,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": tool,
+        **PROXY,
+    }
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    return Load(url=f"{base}/mcp", body=body, headers=headers, ok_marker='"isError":false')
+
+
+# ---------------------------------------------------------------------------------------------
+# Measuring
+
+
+class Bench:
+    def __init__(self, *, seconds: float, warmup: float) -> None:
+        self.seconds = seconds
+        self.warmup = warmup
+        self.rows: list[dict[str, Any]] = []
+
+    def measure(
+        self, scenario: str, target: str, load: Load, servers: list[Server], connections: int, **extra: Any
+    ) -> dict[str, Any]:
+        threads = 1 if connections < 8 else 2
+        run_wrk(load, connections=connections, seconds=self.warmup, threads=threads, cpus=GEN_CPUS)
+        cpu_before = sum(s.cpu_seconds() for s in servers)
+        result = run_wrk(load, connections=connections, seconds=self.seconds, threads=threads, cpus=GEN_CPUS)
+        cpu_used = sum(s.cpu_seconds() for s in servers) - cpu_before
+        rss = {pid: mb for s in servers for pid, mb in s.rss_mb().items() if mb > 0}
+        row = {
+            "scenario": scenario,
+            "target": target,
+            "connections": connections,
+            **result,
+            "server_cpu_pct": round(100 * cpu_used / result["wall_s"], 1),
+            "server_max_rss_mb": round(max(rss.values()), 1) if rss else 0.0,
+            **extra,
+        }
+        self.rows.append(row)
+        print(
+            f"  {scenario:12} {target:22} c={connections:<3} {row['rps']:>8.1f} req/s  p50 {row['p50_ms']:>7.2f} ms"
+            f"  p99 {row['p99_ms']:>7.2f} ms  bad {row['bad'] + row['socket_errors']:>4}  server cpu"
+            f" {row['server_cpu_pct']:>5.1f}%  wrk cpu {row['generator_cpu_pct']:>5.1f}%",
+            flush=True,
+        )
+        return row
+
+
+def create_task(base: str, key: str) -> str:
+    """A completed task via a real SendMessage on the no-op workflow (GetTask's subject)."""
+    load = sendmessage_load(base, key)
+    body = json.loads(load.body.replace("{{N}}", secrets.token_hex(8)))
+    answer = post_json(load.url, body, load.headers)
+    task = answer["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", answer
+    return str(task["id"])
+
+
+def run(args: argparse.Namespace) -> Path:
+    VAR.mkdir(parents=True, exist_ok=True)
+    _ensure_peer_venv()
+    _ensure_database(DATABASE_URL)
+    _ensure_database(PEER_DATABASE_URL)
+    print(f"migrating {DATABASE_URL.rsplit('/', 1)[1]}", flush=True)
+    manage("migrate", "--noinput", "-v", "0")
+    keys = manage("shell", "-v", "0", "-c", _MAKE_KEYS).splitlines()[-1].split()  # 16 Subjects, one process
+    key = keys[0]
+    bench = Bench(seconds=args.seconds, warmup=args.warmup)
+    peer_task_id = f"bench-{secrets.token_hex(6)}"
+    peer_pg_dsn = PEER_DATABASE_URL.replace("postgres://", "postgresql+asyncpg://", 1)
+    started: list[Server] = []
+    try:
+        worker = start_worker()
+        started.append(worker)
+        ours = start_host(RECOMMENDED, WORKERS)
+        started.append(ours)
+        base = f"http://127.0.0.1:{ours.port}"
+        task_id = create_task(base, key)
+        ours_servers = [ours, worker]
+        ours_name = f"ours ({RECOMMENDED} x{WORKERS})"
+        peers: dict[str, Server] = {}
+        if {"gettask", "sendmessage", "asgi"} & set(args.scenarios):
+            for store in ("postgres", "memory"):
+                peers[f"a2a-sdk {store}"] = start_peer(
+                    "a2a_reference", f"a2a-sdk-{store}",
+                    {"BENCH_A2A_STORE": store, "BENCH_PG_DSN": peer_pg_dsn, "BENCH_TASK_ID": peer_task_id}, WORKERS,
+                )  # fmt: skip
+                started.append(peers[f"a2a-sdk {store}"])
+
+        def peer_base(name: str) -> str:
+            return f"http://127.0.0.1:{peers[name].port}"
+
+        if "gettask" in args.scenarios:
+            print("scenario gettask", flush=True)
+            for c in args.concurrency:
+                bench.measure("gettask", ours_name, gettask_load(base, task_id, key), ours_servers, c)
+                for name in ("a2a-sdk postgres", "a2a-sdk memory"):
+                    bench.measure("gettask", name, gettask_load(peer_base(name), peer_task_id, None), [peers[name]], c)
+        if "sendmessage" in args.scenarios:
+            print("scenario sendmessage", flush=True)
+            for c in args.concurrency:
+                bench.measure("sendmessage", ours_name, sendmessage_load(base, key), ours_servers, c)
+                # --quick: the durable peer only (the target is against it); the full run adds memory.
+                for name in ("a2a-sdk postgres",) if args.quick else ("a2a-sdk postgres", "a2a-sdk memory"):
+                    bench.measure("sendmessage", name, sendmessage_load(peer_base(name), None), [peers[name]], c)
+        if "mcp" in args.scenarios:
+            print("scenario mcp", flush=True)
+            mcp_peer = start_peer("mcp_reference", "mcp-sdk", {}, WORKERS)
+            started.append(mcp_peer)
+            for c in args.concurrency:
+                bench.measure("mcp", ours_name, mcp_load(base, "conformance-noop", key), ours_servers, c)
+                bench.measure(
+                    "mcp",
+                    "mcp-sdk MCPServer",
+                    mcp_load(f"http://127.0.0.1:{mcp_peer.port}", "noop", None),
+                    [mcp_peer],
+                    c,
+                )
+        if "negotiation" in args.scenarios:
+            print("scenario negotiation", flush=True)
+            levels = [16] if args.quick else [c for c in args.concurrency if c > 1]
+            _negotiation(bench, base, task_id, keys, ours_servers, ours_name, levels)
+            bench.rows.append(_negotiation_inproc(keys[1], task_id, n=100 if args.quick else 500))
+        if "asgi" in args.scenarios:
+            print("scenario asgi", flush=True)
+            ours.stop()
+            started.remove(ours)
+            _asgi(bench, task_id, key, worker, args.concurrency)
+        if "listtasks" in args.scenarios:
+            print("scenario listtasks (bench/listtasks_scale.py)", flush=True)
+            bench.rows.append(_listtasks(args.listtasks_sizes, args.listtasks_others))
+        if args.push:
+            print("scenario push (bench/push_isolation.py)", flush=True)
+            bench.rows.extend(_push())
+    finally:
+        for server in reversed(started):
+            server.stop()
+    meta = {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command": " ".join(["bench/run.py", *sys.argv[1:]]),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+                    "load_avg_at_end": os.getloadavg()},
+        "server_cpus": SERVER_CPUS, "generator_cpus": GEN_CPUS, "ours": ours_name,
+        "seconds": args.seconds, "warmup": args.warmup,
+    }  # fmt: skip
+    return report.write(meta, bench.rows, BENCH / "results", name=args.name)
+
+
+def _negotiation(
+    bench: Bench, base: str, task_id: str, keys: list[str], servers: list[Server], ours_name: str, levels: list[int]
+) -> None:
+    """What negotiation + its record costs: GetTask with the header, without it (the decision still
+    runs and is still recorded: no bypass exists), and spread over 16 keys of the same tenant (16
+    Subjects, 16 host-event streams) to show the per-Subject sequence lock the record takes."""
+    for c in levels:
+        bench.measure("negotiation", f"{ours_name} A2A-Version", gettask_load(base, task_id, keys[0]), servers, c)
+        load = gettask_load(base, task_id, keys[0], version=False)
+        bench.measure("negotiation", f"{ours_name} no header", load, servers, c)
+        multi = gettask_load(base, task_id, "{{KEY}}")
+        multi = Load(
+            url=multi.url, body=multi.body, headers=multi.headers, ok_marker=multi.ok_marker, rotate=tuple(keys)
+        )
+        bench.measure("negotiation", f"{ours_name} 16 subjects", multi, servers, c)
+
+
+def _negotiation_inproc(key: str, task_id: str, *, n: int) -> dict[str, Any]:
+    """bench/negotiation_cost.py: each step of GetTask timed alone, with its SQL count."""
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "negotiation_cost.py"), "--key", key, "--task", task_id, "--n", str(n)],
+        cwd=ROOT, env=host_env(0), capture_output=True, text=True,
+    )  # fmt: skip
+    text = out.stdout if out.returncode == 0 else out.stderr[-2000:]
+    target = "in-process steps (bench/negotiation_cost.py)"
+    return {"scenario": "negotiation", "target": target, "connections": 1, "stdout": text, "returncode": out.returncode}
+
+
+def _listtasks(sizes: str, others: int) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "listtasks_scale.py"), "--sizes", sizes, "--other-tenants", str(others)],
+        cwd=ROOT, env=host_env(0), capture_output=True, text=True,
+    )  # fmt: skip
+    text = out.stdout if out.returncode == 0 else out.stderr[-2000:]
+    return {"scenario": "listtasks", "target": f"task_page at {sizes} runs/tenant", "connections": 1,
+            "stdout": text, "returncode": out.returncode}  # fmt: skip
+
+
+def _asgi(bench: Bench, task_id: str, key: str, worker: Server, concurrency: list[int]) -> None:
+    """The servers we could ship, on GetTask; plus the recommended one without the connection pool
+    (DATABASE_POOL_MAX_SIZE=0: a new PostgreSQL connection per request, the default before)."""
+    variants = [("daphne", 1, "8"), ("uvicorn", 1, "8"), ("uvicorn", 2, "8"), ("gunicorn", 2, "8"), ("uvicorn", 2, "0")]
+    for variant, workers, pool in variants:
+        server = start_host(variant, workers, DATABASE_POOL_MAX_SIZE=pool)
+        label = f"{variant} x{workers}" + ("" if pool != "0" else " no pool")
+        try:
+            base = f"http://127.0.0.1:{server.port}"
+            for c in concurrency:
+                bench.measure("asgi", label, gettask_load(base, task_id, key), [server, worker], c)
+        finally:
+            server.stop()
+
+
+def _push() -> list[dict[str, Any]]:
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "push_isolation.py")], cwd=ROOT, capture_output=True, text=True,
+        env={**os.environ, "DJANGO_DEBUG": "1"},
+    )  # fmt: skip
+    return [{"scenario": "push", "target": "push_isolation.py", "connections": 0, "stdout": out.stdout[-4000:],
+             "returncode": out.returncode}]  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="the under-3-minute subset")
+    parser.add_argument("--scenarios", help=f"comma list of {','.join(SCENARIOS)}")
+    parser.add_argument("--seconds", type=float, help="measured seconds per point")
+    parser.add_argument("--warmup", type=float, help="warm-up seconds per point")
+    parser.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)))
+    parser.add_argument("--push", action="store_true", help="also run bench/push_isolation.py")
+    parser.add_argument("--listtasks-sizes", default="10000,100000", help="runs per tenant (1000000 takes long)")
+    parser.add_argument("--listtasks-others", type=int, default=10, help="other tenants of the same size")
+    parser.add_argument("--name", help="results file stem (default: the UTC date and time)")
+    args = parser.parse_args()
+    preset = QUICK if args.quick else FULL
+    args.scenarios = tuple(args.scenarios.split(",")) if args.scenarios else preset["scenarios"]
+    args.seconds = args.seconds or preset["seconds"]
+    args.warmup = args.warmup or preset["warmup"]
+    args.concurrency = [int(c) for c in args.concurrency.split(",")]
+    unknown = set(args.scenarios) - set(SCENARIOS)
+    if unknown:
+        parser.error(f"unknown scenarios: {sorted(unknown)}")
+    path = run(args)
+    print(f"results: {path} (+ .md, .png)")
+
+
+if __name__ == "__main__":
+    main()
