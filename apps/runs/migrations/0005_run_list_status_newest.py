@@ -7,7 +7,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('agents', '0003_agentchange_append_only_trigger'),
-        ('runs', '0003_run_agent_id'),
+        ('runs', '0004_run_trace_context'),
         ('tenants', '0002_operator_auditor_groups'),
     ]
 
