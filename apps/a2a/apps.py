@@ -16,3 +16,8 @@ class A2AConfig(AppConfig):
         surfaces.register_surface(surfaces.A2A_DURABLE_TASKS)
         surfaces.register_surface(surfaces.A2A_PUSH)  # push configs (interop.md §A2A push delivery)
         surfaces.register_surface(surfaces.A2A_AGENT_CARDS)  # tenant: R (interop.md §Per-agent cards)
+
+        from apps.a2a.refusals import a2a_refusal
+        from apps.core.request_limits import register_refusal_renderer
+
+        register_refusal_renderer("/a2a", a2a_refusal)  # limits answer in A2A's wire, never the envelope

@@ -23,6 +23,7 @@ from django.views.decorators.csrf import csrf_exempt
 from mcp_types.jsonrpc import INVALID_REQUEST, PARSE_ERROR
 
 from apps.core.errors import OpenWopError, Unauthenticated
+from apps.core.json_limits import json_loads_limited
 from apps.mcp.dispatch import dispatch, exchange_open
 from apps.mcp.errors import McpError, mcp_error_from
 from apps.tenants.selectors import subject_from_authorization
@@ -67,7 +68,7 @@ async def mcp_endpoint(request: HttpRequest) -> HttpResponse:
     if not origin_allowed(request.headers.get("Origin")):
         return _error(None, McpError(INVALID_REQUEST, "Origin not allowed", http_status=403))
     try:
-        body = json.loads(request.body)
+        body = json_loads_limited(request.body)
     except (ValueError, UnicodeDecodeError):
         return _error(None, McpError(PARSE_ERROR, "Parse error"))
     if not isinstance(body, dict) or body.get("jsonrpc") != "2.0" or not isinstance(body.get("method"), str):

@@ -23,6 +23,7 @@ from apps.core.errors import NotFound, ValidationFailed
 from apps.core.ids import mint_opaque
 from apps.push.capabilities import push_max_attempts
 from apps.push.crypto import credential_seal
+from apps.push.limits import push_registration_check
 from apps.push.models import Delivery, DeliveryKind, DeliveryStatus, PushConfig, Webhook
 from apps.runs.models import Run, RunEvent
 from apps.runs.selectors import run_get_readable
@@ -73,6 +74,7 @@ def push_config_create(
     400 webhook_url_rejected on REST) or ValidationFailed (authentication shape)."""
     run = _task_readable(subject=subject, task_id=task_id)
     egress_check_url(url)
+    push_registration_check(tenant_id=run.tenant_id, run=run)
     scheme, credentials = "", None
     if authentication:
         scheme = str(authentication.get("scheme") or "")
@@ -138,6 +140,7 @@ def webhook_register(*, subject: Subject, url: str, events: list[str], secret: s
         secret = mint_opaque(43)
     if not isinstance(secret, str) or not secret or len(secret) > MAX_SECRET_LENGTH:
         raise ValidationFailed("secret must be a non-empty string.", details={"field": "secret"})
+    push_registration_check(tenant_id=_tenant_pk(subject))
     with transaction.atomic(durable=True):
         return Webhook.objects.create(
             tenant_id=_tenant_pk(subject),

@@ -19,6 +19,7 @@ from django.core.management.base import BaseCommand, CommandError
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 
 from apps.core.errors import OpenWopError
+from apps.core.json_limits import json_loads_limited
 from apps.mcp.dispatch import dispatch, exchange_open
 from apps.mcp.errors import McpError, mcp_error_from
 from apps.tenants.selectors import subject_from_api_key
@@ -50,7 +51,7 @@ class StdioServer:
 
     async def receive(self, line: bytes) -> None:
         try:
-            message = json.loads(line)
+            message = json_loads_limited(line)
         except ValueError:
             await self.write(_error(None, McpError(PARSE_ERROR, "Parse error")))
             return
