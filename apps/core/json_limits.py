@@ -9,17 +9,58 @@ Every door parses with `json_loads_limited`, whose refusal is a ValueError like 
 from __future__ import annotations
 
 import json
+import math
 import re
 from itertools import accumulate
 from typing import Any
 
 from django.conf import settings
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import JSONParser, get_encoding
 
 # A JSON string token (escapes included); removed before counting so brackets inside strings don't count.
 _STRING_RE = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 # Every byte but a bracket is deleted; then `[`/`{` weigh +1 and `]`/`}` weigh -1.
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _WEIGHT = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+
+
+# A \uD800-\uDFFF escape: legal JSON text, but a lone one decodes to a string no codec can encode
+# (I-JSON, RFC 7493 §2.1, forbids it). Only a body holding one is walked to look for a lone one.
+_SURROGATE_ESCAPE_RE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+class JsonLoneSurrogate(ValueError):
+    """A string that is not Unicode (an unpaired surrogate escape): refused like malformed JSON."""
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON (RFC 8259 has no NaN or Infinity).")
+
+
+def _finite_float(text: str) -> float:
+    """1e999 parses to inf in Python, which no JSON encoder or PostgreSQL jsonb can store."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"The number {text[:40]} is out of range.")
+    return value
 
 
 class JsonTooDeep(ValueError):
@@ -48,12 +89,29 @@ def json_depth_exceeds(data: bytes | str, max_depth: int) -> bool:
 
 
 def json_loads_limited(data: bytes | bytearray | str, *, max_depth: int | None = None) -> Any:
-    """`json.loads` behind the depth ceiling. Raises ValueError (JsonTooDeep, JSONDecodeError) or
-    UnicodeDecodeError, never RecursionError."""
+    """`json.loads` behind the depth ceiling, refusing what is not interoperable JSON (I-JSON): strings
+    that are not Unicode, NaN / Infinity, numbers out of float range. Raises
+    ValueError (JsonTooDeep, JsonLoneSurrogate, JSONDecodeError) or UnicodeDecodeError, never
+    RecursionError."""
     ceiling = max_json_depth() if max_depth is None else max_depth
     if json_depth_exceeds(data, ceiling):
         raise JsonTooDeep(f"JSON nesting deeper than {ceiling} levels.")
     try:
-        return json.loads(data)
+        value = json.loads(data, parse_constant=_no_constant, parse_float=_finite_float)
     except RecursionError:  # only reachable with the ceiling off
         raise JsonTooDeep("JSON nesting too deep to parse.") from None
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
+    if _SURROGATE_ESCAPE_RE.search(raw) and _has_lone_surrogate(value):
+        raise JsonLoneSurrogate("JSON text holds an unpaired surrogate escape.")
+    return value
+
+
+class LimitedJSONParser(JSONParser):
+    """DRF's JSON parser on the shared loader: the REST wire refuses what the protocol doors refuse."""
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: dict[str, Any] | None = None) -> Any:
+        encoding = get_encoding(parser_context or {})
+        try:
+            return json_loads_limited(stream.read().decode(encoding))
+        except (ValueError, LookupError) as exc:
+            raise ParseError(f"JSON parse error - {exc}") from None

@@ -59,3 +59,19 @@ def test_unbalanced_and_non_json_bytes_are_left_to_the_parser() -> None:
     assert json_depth_exceeds(b"[[[[", 2)
     with pytest.raises(ValueError):
         json_loads_limited(b"\xff\xfe[[[", max_depth=2)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b'{"a": "\\ud800"}', b'{"\\udc00x": 1}', b'["ok", ["\\ud83d"]]', b"NaN", b'{"a": Infinity}', b"[-Infinity]",
+     b'{"n": 1e999}', b'{"n": -1e400}'],
+)
+def test_what_is_not_interoperable_json_is_refused(raw: bytes) -> None:
+    with pytest.raises(ValueError):
+        json_loads_limited(raw)
+
+
+def test_paired_surrogates_and_big_finite_numbers_are_fine() -> None:
+    assert json_loads_limited(b'{"a": "\\ud83d\\ude00", "n": 1e308, "i": 100000000000000000000000}') == {
+        "a": "\U0001f600", "n": 1e308, "i": 10**23
+    }

@@ -13,6 +13,7 @@ from django.test import Client
 
 from apps.agents.services import workflow_fixtures_seed
 from apps.tenants.models import Tenant
+from tests.push.conftest import ca, ca_bundle  # noqa: F401 - fixtures
 from tests.runs.conftest import acme, caller_for, globex, sent_advances  # noqa: F401 - fixtures
 
 MCP_META = {
