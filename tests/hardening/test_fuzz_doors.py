@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Any
 from urllib.parse import quote
 
+import httpx
 import pytest
 from django.test import Client
 from hypothesis import given, note
@@ -110,3 +111,46 @@ def test_hostile_requests_on_the_mcp_door(fuzz_key: str, settings) -> None:  # t
 
     property_()
     _report("mcp", seen)
+
+
+def test_hostile_requests_over_raw_http(live_url: str, live_worker, door_for) -> None:  # type: ignore[no-untyped-def]
+    """The same cases over a real socket to Daphne (its own header and body parsing in front of
+    Django), with a real worker so started runs progress; a smaller sample."""
+    key = door_for("acme").key
+    seen = Counter[int]()
+
+    def send(client: httpx.Client, path: str, case: Case) -> None:
+        note(repr(case))
+        headers = {**case.headers, **authorization(case, key)}
+        before = state_counts()
+        try:
+            response = client.request(case.http_method, quote(path.encode("utf-8", "surrogatepass"), safe="/:~%"),
+                                      content=case.body, headers=headers)
+        except httpx.ReadTimeout:  # a stream that stays open (SendStreamingMessage) is not an answer to judge
+            return
+        except httpx.LocalProtocolError:  # a header value the client itself will not put on the wire
+            return
+        seen[response.status_code] += 1
+        streaming = response.headers.get("content-type", "").startswith("text/event-stream")
+        body = assert_protocol_answer(response.status_code, response.headers.get("content-type", ""),
+                                      b"" if streaming else response.content)
+        assert "openwop-version" not in response.headers
+        if is_refusal(response.status_code, body):
+            assert state_counts() == before, (response.status_code, body)
+
+    with httpx.Client(base_url=live_url, timeout=httpx.Timeout(20, read=5)) as client:
+
+        @fuzz_settings(60)
+        @given(case=a2a_cases, path=a2a_paths)
+        def a2a(case: Case, path: str) -> None:
+            send(client, path, case)
+
+        @fuzz_settings(60)
+        @given(case=mcp_cases)
+        def mcp(case: Case) -> None:
+            send(client, "/mcp", case)
+
+        a2a()
+        mcp()
+    print(f"fuzz raw http: {sum(seen.values())} requests, statuses {dict(sorted(seen.items()))}")
+    assert sum(seen.values()) >= 100 and any(status < 300 for status in seen)
