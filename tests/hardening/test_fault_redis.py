@@ -6,7 +6,6 @@ after Redis returns everything still works."""
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -17,6 +16,7 @@ import pytest
 from apps.agents.services import workflow_fixtures_seed
 from apps.runs.models import Run, RunEvent
 from apps.tenants.models import Tenant
+from tests.audit.sse_frames import FrameReader
 from tests.hardening.services import private_redis
 from tests.live import start_celery_worker, start_daphne, wait_until
 
@@ -24,19 +24,12 @@ from tests.live import start_celery_worker, start_daphne, wait_until
 def _frames(url: str, headers: dict[str, str], out: list[dict[str, Any]], stop: str) -> None:
     with httpx.stream("GET", url, headers=headers, timeout=60) as response:
         assert response.status_code == 200
-        frame: dict[str, Any] = {}
-        for line in response.iter_lines():
-            if line.startswith("id: "):
-                frame["id"] = int(line[4:])
-            elif line.startswith("event: "):
-                frame["event"] = line[7:]
-            elif line.startswith("data: "):
-                frame["data"] = json.loads(line[6:])
-            elif line == "" and frame:
-                out.append(frame)
-                if frame["event"] == stop:
-                    return
-                frame = {}
+        reader = FrameReader(response)
+        while True:
+            frame = reader.next_frame()
+            out.append({"id": int(frame.id or 0), "event": frame.event, "data": frame.data})
+            if frame.event == stop:
+                return
 
 
 def _contiguous(run_id: str) -> list[int]:
