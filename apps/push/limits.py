@@ -13,6 +13,8 @@ from django.conf import settings
 from apps.core.errors import RateLimited, ValidationFailed
 from apps.push.models import Delivery, DeliveryStatus, PushConfig
 from apps.runs.models import Run
+from apps.tenants.models import Tenant
+from apps.tenants.subject import Subject
 
 # A backlog drains in attempts, not instantly: a refused registration may retry after this long.
 BACKLOG_RETRY_AFTER_SECONDS = 30
@@ -46,3 +48,10 @@ def push_registration_check(*, tenant_id: int, run: Run | None = None) -> None:
                 retry_after=BACKLOG_RETRY_AFTER_SECONDS,
                 details={"limit": backlog},
             )
+
+
+def push_backlog_check(*, subject: Subject) -> None:
+    """The tenant-backlog half of `push_registration_check`, for a door that registers a push
+    config with a run it has yet to create (A2A's inline config): refused before the run exists."""
+    tenant_id = int(Tenant.objects.values_list("pk", flat=True).get(slug=subject.tenant))
+    push_registration_check(tenant_id=tenant_id)

@@ -10,6 +10,7 @@ from apps.core.errors import RateLimited
 from apps.push.limits import PushConfigLimitReached
 from apps.push.models import Delivery, DeliveryStatus, PushConfig
 from apps.push.services import push_config_create, webhook_register
+from apps.runs.models import Run
 from tests.core.test_egress import FakeDns
 from tests.envelope import assert_envelope
 from tests.hardening.conftest import a2a_reason, assert_jsonrpc_error
@@ -71,6 +72,22 @@ def test_pending_deliveries_per_tenant(acme: Caller, globex: Caller, settings) -
     run_id = acme.create_run("conformance-approval")
     with pytest.raises(RateLimited):
         push_config_create(subject=acme.subject, task_id=run_id, url=HOOK)
+
+    # A2A's inline config on SendMessage is refused before a run exists.
+    runs_before = Run.unscoped_all_tenants.count()
+    inline = {
+        "jsonrpc": "2.0", "id": 4, "method": "SendMessage",
+        "params": {
+            "message": {"messageId": "backlog-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
+            "configuration": {"returnImmediately": True, "taskPushNotificationConfig": {"url": HOOK}},
+        },
+    }
+    response = acme.client.post(
+        "/a2a/jsonrpc", data=inline, content_type="application/json",
+        headers={"Authorization": f"Bearer {acme.key}", "A2A-Version": "1.0"},
+    )
+    assert a2a_reason(assert_jsonrpc_error(response, -32602, 200, 4)) == "INVALID_PARAMS"
+    assert Run.unscoped_all_tenants.count() == runs_before
 
     # The owed deliveries are all still there; the other tenant registers freely.
     assert Delivery.unscoped_all_tenants.filter(status=DeliveryStatus.PENDING).count() >= pending
