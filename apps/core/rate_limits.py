@@ -5,8 +5,10 @@ counters; otherwise Django's local-memory cache, per process. Counters are keyed
 bearer token, never the token itself and without a database lookup, so a forged or unknown token
 costs no query here and nobody can spend another key's budget without holding its secret.
 
-Both limits fail open: with the cache unreachable (Redis down) requests are served unlimited and
-a warning is logged at most once a minute. Availability of the wire outranks the abuse ceiling.
+Both limits fail open: with the cache unreachable (Redis down) requests are served unlimited for
+CACHE_RETRY_SECONDS before the cache is tried again, and a warning is logged at most once a
+minute. Availability of the wire outranks the abuse ceiling. These functions are synchronous (the
+cache client is); the middleware calls them off the event loop.
 """
 
 from __future__ import annotations
@@ -25,7 +27,11 @@ logger = logging.getLogger(__name__)
 _KEY_SALT = "openwop-host.rate-limits"
 # A stream slot that was never released (its process died) is forgotten after this long.
 STREAM_SLOT_TTL_SECONDS = 3600
+# After a cache failure the limits stay off this long, so an unreachable Redis costs one connect
+# timeout per interval rather than one per request.
+CACHE_RETRY_SECONDS = 5.0
 _warned_at = 0.0
+_cache_retry_at = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,9 +68,14 @@ def _streams_cache_key(bucket: str) -> str:
     return f"openwop:streams:{bucket}"
 
 
+def _cache_usable() -> bool:
+    return time.monotonic() >= _cache_retry_at
+
+
 def _cache_down(exc: Exception) -> None:
-    global _warned_at
+    global _warned_at, _cache_retry_at
     now = time.monotonic()
+    _cache_retry_at = now + CACHE_RETRY_SECONDS
     if now - _warned_at > 60:
         _warned_at = now
         logger.warning("rate limits not enforced: the cache is unreachable (%s)", type(exc).__name__)
@@ -73,7 +84,7 @@ def _cache_down(exc: Exception) -> None:
 def request_admit(bucket: str, limits: LimitSettings) -> int | None:
     """Count one request in the bucket's current window. None: admitted; an int: refused, retry
     after that many seconds (the rest of the window)."""
-    if limits.requests <= 0:
+    if limits.requests <= 0 or not _cache_usable():
         return None
     now = time.time()
     window = int(now // limits.window_seconds)
@@ -92,7 +103,7 @@ def request_admit(bucket: str, limits: LimitSettings) -> int | None:
 def stream_slot_acquire(bucket: str, limits: LimitSettings) -> bool | None:
     """Take a stream slot. True: taken (release it later); False: the key is at its ceiling;
     None: nothing to release (no ceiling, or the cache is down)."""
-    if limits.streams <= 0:
+    if limits.streams <= 0 or not _cache_usable():
         return None
     key = _streams_cache_key(bucket)
     try:
