@@ -25,9 +25,11 @@ from apps.runs.models import Run, RunEvent
 FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "0") or 0)
 
 
-def fuzz_settings(default_examples: int) -> settings:
+def fuzz_settings(default_examples: int, *, fuzz_cap: int | None = None) -> settings:
+    """`default_examples` in the suite; FUZZ_EXAMPLES (at most `fuzz_cap`) under `make fuzz`."""
+    fuzzing = min(FUZZ_EXAMPLES, fuzz_cap) if FUZZ_EXAMPLES and fuzz_cap else FUZZ_EXAMPLES
     return settings(
-        max_examples=FUZZ_EXAMPLES or default_examples,
+        max_examples=fuzzing or default_examples,
         deadline=None,
         derandomize=not FUZZ_EXAMPLES,
         database=None,

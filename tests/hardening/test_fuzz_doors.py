@@ -140,12 +140,12 @@ def test_hostile_requests_over_raw_http(live_url: str, live_worker, door_for) ->
 
     with httpx.Client(base_url=live_url, timeout=httpx.Timeout(20, read=5)) as client:
 
-        @fuzz_settings(60)
+        @fuzz_settings(60, fuzz_cap=1000)  # over a socket with a worker: ~10x slower per case
         @given(case=a2a_cases, path=a2a_paths)
         def a2a(case: Case, path: str) -> None:
             send(client, path, case)
 
-        @fuzz_settings(60)
+        @fuzz_settings(60, fuzz_cap=1000)
         @given(case=mcp_cases)
         def mcp(case: Case) -> None:
             send(client, "/mcp", case)
