@@ -27,7 +27,7 @@ _WEIGHT = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 
 # A \uD800-\uDFFF escape: legal JSON text, but a lone one decodes to a string no codec can encode
 # (I-JSON, RFC 7493 §2.1, forbids it). Only a body holding one is walked to look for a lone one.
-_SURROGATE_ESCAPE_RE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_SURROGATE_ESCAPE_RE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
 class JsonLoneSurrogate(ValueError):
@@ -94,14 +94,18 @@ def json_loads_limited(data: bytes | bytearray | str, *, max_depth: int | None =
     ValueError (JsonTooDeep, JsonLoneSurrogate, JSONDecodeError) or UnicodeDecodeError, never
     RecursionError."""
     ceiling = max_json_depth() if max_depth is None else max_depth
-    if json_depth_exceeds(data, ceiling):
+    # Strict UTF-8 (I-JSON): json.loads would decode bytes with "surrogatepass", letting raw
+    # surrogate bytes through, and would guess UTF-16/32.
+    text = bytes(data).decode("utf-8").removeprefix("\ufeff") if isinstance(data, bytes | bytearray) else data
+    if isinstance(data, str):
+        text.encode("utf-8")  # a str holding a lone surrogate raises UnicodeEncodeError (a ValueError)
+    if json_depth_exceeds(text, ceiling):
         raise JsonTooDeep(f"JSON nesting deeper than {ceiling} levels.")
     try:
-        value = json.loads(data, parse_constant=_no_constant, parse_float=_finite_float)
+        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
     except RecursionError:  # only reachable with the ceiling off
         raise JsonTooDeep("JSON nesting too deep to parse.") from None
-    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
-    if _SURROGATE_ESCAPE_RE.search(raw) and _has_lone_surrogate(value):
+    if _SURROGATE_ESCAPE_RE.search(text) and _has_lone_surrogate(value):
         raise JsonLoneSurrogate("JSON text holds an unpaired surrogate escape.")
     return value
 

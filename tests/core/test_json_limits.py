@@ -64,14 +64,15 @@ def test_unbalanced_and_non_json_bytes_are_left_to_the_parser() -> None:
 @pytest.mark.parametrize(
     "raw",
     [b'{"a": "\\ud800"}', b'{"\\udc00x": 1}', b'["ok", ["\\ud83d"]]', b"NaN", b'{"a": Infinity}', b"[-Infinity]",
-     b'{"n": 1e999}', b'{"n": -1e400}'],
+     b'{"n": 1e999}', b'{"n": -1e400}', b'{"a": "\xed\xa0\x80"}', b'\xff\xfe[\x00]\x00', "{\"a\": \"\ud800\"}"],
 )
-def test_what_is_not_interoperable_json_is_refused(raw: bytes) -> None:
+def test_what_is_not_interoperable_json_is_refused(raw: bytes | str) -> None:
     with pytest.raises(ValueError):
         json_loads_limited(raw)
 
 
-def test_paired_surrogates_and_big_finite_numbers_are_fine() -> None:
+def test_paired_surrogates_big_finite_numbers_and_a_bom_are_fine() -> None:
+    assert json_loads_limited(b"\xef\xbb\xbf{}") == {}
     assert json_loads_limited(b'{"a": "\\ud83d\\ude00", "n": 1e308, "i": 100000000000000000000000}') == {
         "a": "\U0001f600", "n": 1e308, "i": 10**23
     }
