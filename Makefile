@@ -8,7 +8,7 @@ PORT ?= 8000
 TEST_WORKERS ?= auto
 export DJANGO_DEBUG ?= 1
 
-.PHONY: install run test lint worker clean bench bench-quick
+.PHONY: install run test lint worker clean bench bench-quick fuzz soak
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -38,6 +38,21 @@ run: install
 # With DATABASE_URL / REDIS_URL set the suite runs on PostgreSQL / Redis, otherwise on SQLite.
 test: install
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+
+# Hostile input at volume (issue 12): FUZZ_EXAMPLES random cases per door (A2A, MCP) and for the
+# REST surface (schemathesis); the normal suite runs a derandomized few hundred.
+FUZZ_EXAMPLES ?= 10000
+FUZZ_REST_EXAMPLES ?= 2000
+fuzz: install
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -p no:cacheprovider -s -q tests/hardening/test_fuzz_doors.py
+	FUZZ_EXAMPLES=$(FUZZ_REST_EXAMPLES) $(BIN)/python -m pytest -p no:cacheprovider -s -q tests/hardening/test_fuzz_rest.py
+
+# Mixed traffic against a live host (bench/soak.py): SOAK_SECONDS at SOAK_CONCURRENCY; reports the
+# error count (must be 0), RSS growth per process and p99 drift.
+SOAK_SECONDS ?= 600
+SOAK_CONCURRENCY ?= 64
+soak: install
+	$(BIN)/python bench/soak.py --seconds $(SOAK_SECONDS) --concurrency $(SOAK_CONCURRENCY)
 
 lint: install
 	$(BIN)/ruff check .

@@ -73,6 +73,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "apps.core.middleware.ProtocolEnvelopeMiddleware",
+    "apps.core.request_limits.RequestLimitsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "apps.core.middleware.BearerApiCsrfMiddleware",
@@ -145,7 +146,15 @@ if REDIS_URL:
             "CONFIG": {"hosts": [REDIS_URL]},
         }
     }
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    # Short socket timeouts: the cache holds only limit counters, which fail open (apps/core/rate_limits.py),
+    # so a dead Redis must cost a request milliseconds, not a TCP timeout.
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+        }
+    }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
@@ -220,7 +229,7 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["apps.tenants.authentication.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["apps.core.json_limits.LimitedJSONParser"],
     "EXCEPTION_HANDLER": "apps.core.api_errors.envelope_exception_handler",
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -233,18 +242,41 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
 }
 
+# Request and abuse limits (apps/core/request_limits.py, apps/core/rate_limits.py, apps/push/limits.py).
+# 0 turns a limit off. Discovery shows them under extensions."openwop-host.limits": the spec's
+# `limits` family has no field for any of them.
+OPENWOP_MAX_BODY_BYTES = env.int("OPENWOP_MAX_BODY_BYTES", default=1024 * 1024)
+OPENWOP_MAX_JSON_DEPTH = env.int("OPENWOP_MAX_JSON_DEPTH", default=64)
+OPENWOP_RATE_LIMIT_REQUESTS = env.int("OPENWOP_RATE_LIMIT_REQUESTS", default=1200)
+OPENWOP_RATE_LIMIT_WINDOW_SECONDS = env.int("OPENWOP_RATE_LIMIT_WINDOW_SECONDS", default=60)
+OPENWOP_MAX_STREAMS_PER_KEY = env.int("OPENWOP_MAX_STREAMS_PER_KEY", default=32)
+OPENWOP_MAX_PUSH_CONFIGS_PER_TASK = env.int("OPENWOP_MAX_PUSH_CONFIGS_PER_TASK", default=10)
+OPENWOP_MAX_PENDING_DELIVERIES_PER_TENANT = env.int("OPENWOP_MAX_PENDING_DELIVERIES_PER_TENANT", default=10000)
+# Django's own ceiling on form bodies (admin, console) never below the wire's.
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(2_621_440, OPENWOP_MAX_BODY_BYTES)
+
 # Production hardening, effective whenever DEBUG is off (checked by `manage.py check --deploy`).
 SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
 if not DEBUG:
+    # Behind a TLS-terminating proxy set DJANGO_SECURE_PROXY_SSL_HEADER=1 so Django trusts its
+    # X-Forwarded-Proto; never set it when clients reach Daphne directly (they could forge it).
     SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=True)
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    if env.bool("DJANGO_SECURE_PROXY_SSL_HEADER", default=False):
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
     SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=31536000)
-    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
-    SECURE_HSTS_PRELOAD = True
+    # Subdomains and preload are commitments for the whole domain (preload lists are slow to leave):
+    # on by default for a host that owns its domain, off with these variables otherwise.
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+    SECURE_HSTS_PRELOAD = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=True)
 
 LOGGING = {
     "version": 1,

@@ -118,11 +118,11 @@ def start_daphne(env: dict[str, str], log_dir: Path) -> tuple[LiveProcess, str]:
     raise RuntimeError(f"daphne did not answer within 60 s:\n{live.log()}")
 
 
-def start_celery_worker(env: dict[str, str], log_dir: Path, *, name: str = "w1") -> LiveProcess:
+def start_celery_worker(env: dict[str, str], log_dir: Path, *, name: str = "w1", loglevel: str = "info") -> LiveProcess:
     live = _spawn(
         [
             sys.executable, "-m", "celery", "-A", "openwop_host", "worker",
-            "--pool", "threads", "--concurrency", "4", "--loglevel", "info",
+            "--pool", "threads", "--concurrency", "4", "--loglevel", loglevel,
             # No -Q: the worker consumes every queue settings declare (runs and push, both named
             # after OPENWOP_CELERY_QUEUE), as `make run` and docker/ do.
             "-n", f"{name}@%h-{env['OPENWOP_CELERY_QUEUE']}",

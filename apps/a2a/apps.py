@@ -19,3 +19,8 @@ class A2AConfig(AppConfig):
         surfaces.register_surface(surfaces.A2A_AGENT_CARDS)  # tenant: R (interop.md §Per-agent cards)
         from apps.facets.servable import register_servable_versions  # this door serves A2A 1.0 only (h8)
         register_servable_versions("a2a", ["1.0"])
+
+        from apps.a2a.refusals import a2a_refusal
+        from apps.core.request_limits import register_refusal_renderer
+
+        register_refusal_renderer("/a2a", a2a_refusal)  # limits answer in A2A's wire, never the envelope

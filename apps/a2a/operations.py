@@ -62,6 +62,7 @@ from apps.agents.selectors import InventoryEntry, agent_by_a2a_tenant
 from apps.core.egress import EgressRefused, egress_check_url
 from apps.core.errors import NotFound, ValidationFailed
 from apps.push import services as push_services
+from apps.push.limits import push_backlog_check
 from apps.runs.models import Run
 from apps.tenants.subject import Subject
 
@@ -242,6 +243,7 @@ async def send_message(call: Call, request: SendMessageRequest, *, streaming: bo
     if configuration.HasField("task_push_notification_config"):
         # Refuse a bad receiver before any run exists; the config is registered once the run does.
         await sync_to_async(_push_call)(egress_check_url, url=configuration.task_push_notification_config.url)
+        await sync_to_async(_push_call)(push_backlog_check, subject=call.subject)  # limits, before the run
     run = await sync_to_async(_send_sync)(call, request)
     if configuration.HasField("task_push_notification_config"):
         inline = TaskPushNotificationConfig()

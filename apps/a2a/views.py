@@ -65,6 +65,7 @@ from apps.a2a.streams import jsonrpc_frame, rest_frame, task_stream
 from apps.a2a.wire import to_wire
 from apps.core.errors import OpenWopError, ValidationFailed
 from apps.core.ids import unproject_id
+from apps.core.json_limits import json_loads_limited
 from apps.core.sse import sse_response
 from apps.facets.negotiation import inbound_peer_origin, negotiation_decide
 from apps.tenants.selectors import subject_from_authorization
@@ -194,7 +195,7 @@ async def jsonrpc_endpoint(request: HttpRequest) -> HttpResponseBase:
     body: Any = None
     parse_failed = False
     try:
-        body = json.loads(request.body or b"")
+        body = json_loads_limited(request.body or b"")
     except (ValueError, UnicodeDecodeError):
         parse_failed = True
     request_id = _rpc_id(body)
@@ -275,7 +276,7 @@ def _body(request: HttpRequest) -> dict[str, Any]:
     if not _media_type_ok(request):
         raise ContentTypeNotSupportedError(f"Content-Type {request.content_type!r} is not JSON.")
     try:
-        body = json.loads(request.body)
+        body = json_loads_limited(request.body)
     except (ValueError, UnicodeDecodeError):
         raise JSONParseError("The body is not valid JSON.") from None
     if not isinstance(body, dict):

@@ -7,7 +7,9 @@ class CoreConfig(AppConfig):
 
     def ready(self) -> None:
         from apps.core.egress import egress_relaxation
+        from apps.core.request_limits import limits_advertised
         from apps.facets.discovery import register_extension
 
         # DESIGN.md: an operator allowlist relaxes the guard, and discovery says so.
         register_extension("openwop-host.egress", egress_relaxation)
+        register_extension("openwop-host.limits", limits_advertised)

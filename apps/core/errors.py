@@ -157,6 +157,20 @@ class PayloadTooLarge(OpenWopError):
     default_message = "The request body is too large."
 
 
+class RateLimited(ValidationFailed):
+    """429 `rate_limited` with the Retry-After the registry requires (errors.md). A refusal of the
+    caller's pace, not a server fault: it subclasses ValidationFailed so a door that maps request
+    refusals (A2A invalid params, MCP -32602) maps this one too instead of calling it internal."""
+
+    code = "rate_limited"
+    default_message = "Too many requests; retry later."
+
+    def __init__(self, message: str | None = None, *, retry_after: int, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.retry_after = max(1, int(retry_after))
+        self.headers["Retry-After"] = str(self.retry_after)
+
+
 class InternalError(OpenWopError):
     code = "internal_error"
     default_message = "The host could not complete the request."

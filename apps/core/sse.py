@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from django.http import HttpRequest, StreamingHttpResponse
 
 from apps.core.errors import ValidationFailed
 
+logger = logging.getLogger(__name__)
 _GROUP_SAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -83,18 +85,30 @@ async def wake_waiter(group: str) -> AsyncIterator[Callable[[float], Awaitable[f
     first read, so a wake-up sent between that read and the wait is kept. The membership is
     dropped on the way out, a client disconnect (CancelledError) included."""
     layer = get_channel_layer()
-    channel = await layer.new_channel() if layer is not None else None
-    if channel is not None:
-        await layer.group_add(group, channel)
+    channel: str | None = None
+    if layer is not None:
+        try:
+            channel = await layer.new_channel()
+            await layer.group_add(group, channel)
+        except Exception:  # the layer's server is down: database polling alone still delivers everything
+            logger.warning("wake-ups unavailable (%s); polling the database only", group)
+            channel = None
 
     async def wait(seconds: float) -> float:
+        nonlocal channel
         loop = asyncio.get_running_loop()
         started = loop.time()
-        if channel is None:
-            await asyncio.sleep(seconds)
-        else:
-            with contextlib.suppress(asyncio.TimeoutError):
+        if channel is not None:
+            try:
                 await asyncio.wait_for(layer.receive(channel), seconds)
+            except TimeoutError:
+                pass
+            except Exception:  # the layer failed mid-wait (Redis gone): fall back to polling for good
+                logger.warning("wake-ups lost (%s); polling the database only", group)
+                channel = None
+        remaining = seconds - (loop.time() - started)
+        if channel is None and remaining > 0:
+            await asyncio.sleep(remaining)
         return loop.time() - started
 
     try:

@@ -27,3 +27,8 @@ class MCPConfig(AppConfig):
         surfaces.register_surface(surfaces.MCP_STDIO)
         for feature in SERVED_FEATURES:
             surfaces.register_surface(surfaces.MCP_FEATURE_PREFIX + feature)
+
+        from apps.core.request_limits import register_refusal_renderer
+        from apps.mcp.refusals import mcp_refusal
+
+        register_refusal_renderer("/mcp", mcp_refusal)  # limits answer in MCP's wire, never the envelope

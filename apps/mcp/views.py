@@ -39,6 +39,7 @@ from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 
 from apps.core.errors import OpenWopError, Unauthenticated
+from apps.core.json_limits import json_loads_limited
 from apps.mcp.dispatch import dispatch_begin, exchange_open
 from apps.mcp.errors import McpError, mcp_error_from
 from apps.mcp.handshake import (
@@ -140,7 +141,7 @@ async def mcp_endpoint(request: HttpRequest) -> HttpResponse:
             return await _not_allowed()  # stateless: no session to end
         return await _session_delete(request)
     try:
-        body = json.loads(request.body)
+        body = json_loads_limited(request.body)
     except (ValueError, UnicodeDecodeError):
         return _error(None, McpError(PARSE_ERROR, "Parse error"))
     if not isinstance(body, dict) or body.get("jsonrpc") != "2.0" or not isinstance(body.get("method"), str):

@@ -25,6 +25,7 @@ from apps.core.ids import mint_opaque
 from apps.push.capabilities import push_max_attempts
 from apps.push.crypto import credential_seal
 from apps.push.lanes import lane_of, lane_wake
+from apps.push.limits import push_registration_check
 from apps.push.models import Delivery, DeliveryKind, DeliveryStatus, PushConfig, Webhook, WebhookEvent
 from apps.runs.models import Run, RunEvent
 from apps.runs.selectors import run_get_readable
@@ -75,6 +76,7 @@ def push_config_create(
     400 webhook_url_rejected on REST) or ValidationFailed (authentication shape)."""
     run = _task_readable(subject=subject, task_id=task_id)
     egress_check_url(url)
+    push_registration_check(tenant_id=run.tenant_id, run=run)
     scheme, credentials = "", None
     if authentication:
         scheme = str(authentication.get("scheme") or "")
@@ -143,6 +145,7 @@ def webhook_register(*, subject: Subject, url: str, events: list[str], secret: s
     if not isinstance(secret, str) or not secret or len(secret) > MAX_SECRET_LENGTH:
         raise ValidationFailed("secret must be a non-empty string.", details={"field": "secret"})
     tenant_pk = _tenant_pk(subject)
+    push_registration_check(tenant_id=tenant_pk)
     with transaction.atomic(durable=True):
         webhook = Webhook.objects.create(
             tenant_id=tenant_pk,

@@ -22,6 +22,7 @@ from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 
 from apps.core.errors import OpenWopError
+from apps.core.json_limits import json_loads_limited
 from apps.mcp.dispatch import dispatch, exchange_open
 from apps.mcp.errors import McpError, mcp_error_from
 from apps.mcp.handshake import (
@@ -60,7 +61,7 @@ class StdioServer:
 
     async def receive(self, line: bytes) -> None:
         try:
-            message = json.loads(line)
+            message = json_loads_limited(line)
         except ValueError:
             await self.write(_error(None, McpError(PARSE_ERROR, "Parse error")))
             return

@@ -1,0 +1,44 @@
+"""The A2A door's answer to a request refused before dispatch (apps.core.request_limits).
+
+Never the OpenWOP envelope on an interface URL (interop.md §A2A error details): the JSON-RPC url
+answers a JSON-RPC error whose `data` holds exactly one ErrorInfo, every other /a2a path a
+google.rpc.Status. A size or depth refusal is the binding's invalid-request / parse error; a rate
+or stream refusal has no A2A row, so it is JSON-RPC's implementation-defined server error
+(-32000) with reason RATE_LIMIT_EXCEEDED, gRPC's RESOURCE_EXHAUSTED and HTTP 429 + Retry-After.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponseBase, JsonResponse
+
+from apps.a2a.errors import A2A_DOMAIN, ERROR_INFO_TYPE
+from apps.core.request_limits import Refusal
+
+# kind -> (JSON-RPC code, HTTP status, gRPC status, ErrorInfo reason)
+_ROWS: dict[str, tuple[int, int, str, str]] = {
+    "payload_too_large": (-32600, 413, "INVALID_ARGUMENT", "INVALID_REQUEST"),
+    "json_too_deep": (-32700, 400, "INVALID_ARGUMENT", "PARSE_ERROR"),
+    "rate_limited": (-32000, 429, "RESOURCE_EXHAUSTED", "RATE_LIMIT_EXCEEDED"),
+    "streams_exhausted": (-32000, 429, "RESOURCE_EXHAUSTED", "RATE_LIMIT_EXCEEDED"),
+}
+
+
+def a2a_refusal(request: HttpRequest, refusal: Refusal) -> HttpResponseBase:
+    code, http_status, grpc_status, reason = _ROWS[refusal.kind]
+    details: list[dict[str, Any]] = [
+        {"@type": ERROR_INFO_TYPE, "reason": reason, "domain": A2A_DOMAIN, "metadata": {"limit": str(refusal.limit)}}
+    ]
+    if request.path.rstrip("/") == "/a2a/jsonrpc":
+        body: dict[str, Any] = {
+            "jsonrpc": "2.0",
+            "id": refusal.request_id,
+            "error": {"code": code, "message": refusal.message, "data": details},
+        }
+    else:
+        body = {"error": {"code": http_status, "status": grpc_status, "message": refusal.message, "details": details}}
+    response = JsonResponse(body, status=http_status)
+    if refusal.retry_after is not None:
+        response["Retry-After"] = str(refusal.retry_after)
+    return response

@@ -1,0 +1,137 @@
+"""Per-API-key abuse limits kept in the cache: a fixed request window and a concurrent-stream count.
+
+The cache is Redis when REDIS_URL is set (settings.CACHES), so every web process shares the
+counters; otherwise Django's local-memory cache, per process. Counters are keyed by an HMAC of the
+bearer token, never the token itself and without a database lookup, so a forged or unknown token
+costs no query here and nobody can spend another key's budget without holding its secret.
+
+Both limits fail open: with the cache unreachable (Redis down) requests are served unlimited for
+CACHE_RETRY_SECONDS before the cache is tried again, and a warning is logged at most once a
+minute. Availability of the wire outranks the abuse ceiling. These functions are synchronous (the
+cache client is); the middleware calls them off the event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core.cache import cache
+from django.utils.crypto import salted_hmac
+
+logger = logging.getLogger(__name__)
+
+_KEY_SALT = "openwop-host.rate-limits"
+# A stream slot that was never released (its process died) is forgotten after this long.
+STREAM_SLOT_TTL_SECONDS = 3600
+# After a cache failure the limits stay off this long, so an unreachable Redis costs one connect
+# timeout per interval rather than one per request.
+CACHE_RETRY_SECONDS = 5.0
+_warned_at = 0.0
+_cache_retry_at = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class LimitSettings:
+    requests: int  # per window; 0 = unlimited
+    window_seconds: int
+    streams: int  # concurrent streams per key; 0 = unlimited
+
+    @classmethod
+    def current(cls) -> LimitSettings:
+        return cls(
+            requests=int(getattr(settings, "OPENWOP_RATE_LIMIT_REQUESTS", 0)),
+            window_seconds=max(1, int(getattr(settings, "OPENWOP_RATE_LIMIT_WINDOW_SECONDS", 60))),
+            streams=int(getattr(settings, "OPENWOP_MAX_STREAMS_PER_KEY", 0)),
+        )
+
+
+def caller_key(authorization: str | None) -> str | None:
+    """The limit bucket of a request: an HMAC of its bearer token, or None without one."""
+    if not authorization:
+        return None
+    scheme, _, token = authorization.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        return None
+    return salted_hmac(_KEY_SALT, token).hexdigest()[:32]
+
+
+def _window_cache_key(bucket: str, window: int) -> str:
+    return f"openwop:rl:{bucket}:{window}"
+
+
+def _streams_cache_key(bucket: str) -> str:
+    return f"openwop:streams:{bucket}"
+
+
+def _cache_usable() -> bool:
+    return time.monotonic() >= _cache_retry_at
+
+
+def _cache_down(exc: Exception) -> None:
+    global _warned_at, _cache_retry_at
+    now = time.monotonic()
+    _cache_retry_at = now + CACHE_RETRY_SECONDS
+    if now - _warned_at > 60:
+        _warned_at = now
+        logger.warning("rate limits not enforced: the cache is unreachable (%s)", type(exc).__name__)
+
+
+def request_admit(bucket: str, limits: LimitSettings) -> int | None:
+    """Count one request in the bucket's current window. None: admitted; an int: refused, retry
+    after that many seconds (the rest of the window)."""
+    if limits.requests <= 0 or not _cache_usable():
+        return None
+    now = time.time()
+    window = int(now // limits.window_seconds)
+    key = _window_cache_key(bucket, window)
+    try:
+        cache.add(key, 0, timeout=limits.window_seconds + 1)
+        count = cache.incr(key)
+    except Exception as exc:  # fail open (module docstring)
+        _cache_down(exc)
+        return None
+    if count <= limits.requests:
+        return None
+    return max(1, math.ceil((window + 1) * limits.window_seconds - now))
+
+
+def stream_slot_acquire(bucket: str, limits: LimitSettings) -> bool | None:
+    """Take a stream slot. True: taken (release it later); False: the key is at its ceiling;
+    None: nothing to release (no ceiling, or the cache is down)."""
+    if limits.streams <= 0 or not _cache_usable():
+        return None
+    key = _streams_cache_key(bucket)
+    try:
+        cache.add(key, 0, timeout=STREAM_SLOT_TTL_SECONDS)
+        count = cache.incr(key)
+        if count > limits.streams:
+            cache.decr(key)
+            return False
+        cache.touch(key, STREAM_SLOT_TTL_SECONDS)
+    except Exception as exc:
+        _cache_down(exc)
+        return None
+    return True
+
+
+def stream_slot_release(bucket: str) -> None:
+    key = _streams_cache_key(bucket)
+    try:
+        if cache.decr(key) < 0:
+            cache.set(key, 0, timeout=STREAM_SLOT_TTL_SECONDS)
+    except Exception as exc:  # an expired key (ValueError) or the cache down: nothing held any more
+        if not isinstance(exc, ValueError):
+            _cache_down(exc)
+
+
+def streams_open(bucket: str) -> int:
+    """How many slots the bucket holds (tests and operators)."""
+    try:
+        return int(cache.get(_streams_cache_key(bucket), 0))
+    except Exception:
+        return 0

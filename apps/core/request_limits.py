@@ -1,0 +1,235 @@
+"""Request limits enforced before any view runs: body size, JSON depth, per-key rate, streams.
+
+One middleware for every door. It refuses a request before the view parses or dispatches it, so a
+refused request changes nothing. Each door answers in its own wire: the REST wire and the vendor
+API with the OpenWOP envelope (413 `payload_too_large`, 400 `validation_error`, 429 `rate_limited`
++ Retry-After); the A2A and MCP doors register a renderer for their URL prefix and answer with
+their JSON-RPC / google.rpc.Status errors, never the envelope (interop.md §A2A error details).
+Paths with no renderer (admin, console, static files, the public card) are not limited here;
+Django's DATA_UPLOAD_MAX_MEMORY_SIZE still bounds their form bodies.
+
+A stream (SSE on REST, A2A SendStreamingMessage / SubscribeToTask, host events) holds one of its
+key's stream slots from before dispatch until the stream ends, so a refused stream never starts a
+run. A request that turns out not to stream gives its slot back at once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import async_to_sync, iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
+
+from apps.core.errors import OpenWopError, PayloadTooLarge, RateLimited, ValidationFailed
+from apps.core.json_limits import json_depth_exceeds, json_loads_limited, max_json_depth
+from apps.core.protocol import wants_envelope
+from apps.core.rate_limits import (
+    LimitSettings,
+    caller_key,
+    request_admit,
+    stream_slot_acquire,
+    stream_slot_release,
+)
+from apps.core.responses import envelope_response
+
+# A refused stream may retry once one of the key's streams has ended; this is a hint, not a promise.
+STREAM_RETRY_AFTER_SECONDS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a request was refused before dispatch, for a door's renderer. `kind` is one of
+    payload_too_large, json_too_deep, rate_limited, streams_exhausted."""
+
+    kind: str
+    message: str
+    limit: int
+    retry_after: int | None = None
+    request_id: Any = None  # the JSON-RPC id when the body could be read safely, else None
+
+    def as_error(self) -> OpenWopError:
+        """The host error for this refusal (the REST envelope; doors may map it further)."""
+        details = {"limit": self.limit}
+        if self.kind == "payload_too_large":
+            return PayloadTooLarge(self.message, details=details)
+        if self.kind == "json_too_deep":
+            return ValidationFailed(self.message, details={"maxDepth": self.limit})
+        return RateLimited(self.message, retry_after=self.retry_after or 1, details=details)
+
+
+Renderer = Callable[[HttpRequest, Refusal], HttpResponseBase]
+_renderers: dict[str, Renderer] = {}
+
+
+def register_refusal_renderer(prefix: str, renderer: Renderer) -> None:
+    """A door's own rendering of a refusal for every path under `prefix` (called in AppConfig.ready)."""
+    _renderers[prefix] = renderer
+
+
+def _envelope_refusal(request: HttpRequest, refusal: Refusal) -> HttpResponseBase:
+    return envelope_response(refusal.as_error())
+
+
+def renderer_for(path: str) -> Renderer | None:
+    for prefix in sorted(_renderers, key=len, reverse=True):
+        if path.startswith(prefix):
+            return _renderers[prefix]
+    return _envelope_refusal if wants_envelope(path) else None
+
+
+def max_body_bytes() -> int:
+    return int(getattr(settings, "OPENWOP_MAX_BODY_BYTES", 0))
+
+
+def body_refusal(request: HttpRequest) -> Refusal | None:
+    """Size first (the Content-Length alone, before reading), then the body, then its nesting."""
+    limit = max_body_bytes()
+    too_large = Refusal("payload_too_large", f"The request body exceeds {limit} bytes.", limit)
+    declared = (request.META.get("CONTENT_LENGTH") or "").strip()
+    if limit > 0 and declared.isdigit() and int(declared) > limit:
+        return too_large
+    try:
+        body = request.body
+    except RequestDataTooBig:
+        return too_large
+    if limit > 0 and len(body) > limit:  # a chunked body declares no length
+        return too_large
+    depth = max_json_depth()
+    if body and json_depth_exceeds(body, depth):
+        return Refusal("json_too_deep", f"JSON nesting deeper than {depth} levels.", depth)
+    return None
+
+
+def _request_id(request: HttpRequest) -> Any:
+    """The JSON-RPC id to echo, read only from a body that already passed the size and depth checks."""
+    try:
+        body = json_loads_limited(request.body)
+    except (ValueError, UnicodeDecodeError, RequestDataTooBig):
+        return None
+    value = body.get("id") if isinstance(body, dict) else None
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    return None
+
+
+_STREAM_PATHS = re.compile(r"^/(?:runs/.+/events|host/events|a2a/rest/.*(?:message:stream|:subscribe))$")
+_JSONRPC_STREAM_METHODS = frozenset({"SendStreamingMessage", "SubscribeToTask"})
+
+
+def is_stream_request(request: HttpRequest) -> bool:
+    """Will this request open a stream if it succeeds? Decided before dispatch (module docstring)."""
+    if _STREAM_PATHS.match(request.path):
+        return True
+    if re.match(r"^/a2a/jsonrpc/?$", request.path) and request.method == "POST":
+        try:
+            body = json_loads_limited(request.body)
+        except (ValueError, UnicodeDecodeError):
+            return False
+        return isinstance(body, dict) and body.get("method") in _JSONRPC_STREAM_METHODS
+    return False
+
+
+def _is_stream_response(response: HttpResponseBase) -> bool:
+    return isinstance(response, StreamingHttpResponse) and response.get("Content-Type", "").startswith(
+        "text/event-stream"
+    )
+
+
+async def _released_after(stream: AsyncIterator[bytes], bucket: str) -> AsyncIterator[bytes]:
+    """The same bytes; the slot goes back however the stream ends (done, error, client gone)."""
+    try:
+        async for chunk in stream:
+            yield chunk
+    finally:
+        await sync_to_async(stream_slot_release, thread_sensitive=False)(bucket)
+
+
+class RequestLimitsMiddleware:
+    """Placed right inside ProtocolEnvelopeMiddleware, so a REST refusal is stamped like any answer."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.is_async:
+            return self._acall(request)
+        return async_to_sync(self._acall_sync_view)(request)
+
+    async def _acall_sync_view(self, request: HttpRequest) -> HttpResponseBase:
+        return await self._limited(request, sync_to_async(self.get_response))
+
+    async def _acall(self, request: HttpRequest) -> HttpResponseBase:
+        return await self._limited(request, self.get_response)
+
+    async def _limited(self, request: HttpRequest, get_response: Callable[[HttpRequest], Any]) -> HttpResponseBase:
+        render = renderer_for(request.path)
+        if render is None:
+            return await get_response(request)
+        limits = LimitSettings.current()
+        bucket = caller_key(request.headers.get("Authorization"))
+        refusal: Refusal | None = None
+        if bucket is not None:
+            retry_after = await sync_to_async(request_admit, thread_sensitive=False)(bucket, limits)
+            if retry_after is not None:
+                refusal = Refusal(
+                    "rate_limited",
+                    f"More than {limits.requests} requests in {limits.window_seconds} s for this credential.",
+                    limits.requests,
+                    retry_after,
+                )
+        refusal = refusal or body_refusal(request)
+        slot_held = False
+        if refusal is None and bucket is not None and is_stream_request(request):
+            taken = await sync_to_async(stream_slot_acquire, thread_sensitive=False)(bucket, limits)
+            if taken is False:
+                refusal = Refusal(
+                    "streams_exhausted",
+                    f"This credential already holds {limits.streams} open streams.",
+                    limits.streams,
+                    STREAM_RETRY_AFTER_SECONDS,
+                )
+            slot_held = bool(taken)
+        if refusal is not None:
+            if refusal.kind in ("rate_limited", "streams_exhausted"):
+                refusal = Refusal(
+                    refusal.kind, refusal.message, refusal.limit, refusal.retry_after, _request_id(request)
+                )
+            return render(request, refusal)
+        try:
+            response = await get_response(request)
+        except BaseException:
+            if slot_held:
+                await sync_to_async(stream_slot_release, thread_sensitive=False)(bucket)
+            raise
+        if slot_held:
+            assert bucket is not None
+            if _is_stream_response(response) and response.is_async:  # type: ignore[attr-defined]
+                response.streaming_content = _released_after(response.streaming_content, bucket)  # type: ignore[attr-defined]
+            else:
+                await sync_to_async(stream_slot_release, thread_sensitive=False)(bucket)
+        return response
+
+
+def limits_advertised() -> dict[str, Any]:
+    """Discovery `extensions."openwop-host.limits"`: the spec's `limits` family has no field for a
+    body size, a nesting depth or a request rate, so a client learns them here (0 = no limit)."""
+    limits = LimitSettings.current()
+    return {
+        "maxBodyBytes": max_body_bytes(),
+        "maxJsonDepth": max_json_depth(),
+        "rateLimit": {"requests": limits.requests, "windowSeconds": limits.window_seconds},
+        "maxConcurrentStreamsPerKey": limits.streams,
+        "maxPushConfigsPerTask": int(getattr(settings, "OPENWOP_MAX_PUSH_CONFIGS_PER_TASK", 0)),
+        "maxPendingDeliveriesPerTenant": int(getattr(settings, "OPENWOP_MAX_PENDING_DELIVERIES_PER_TENANT", 0)),
+    }

@@ -1,0 +1,57 @@
+"""The limit counters fail open, and stop trying an unreachable cache for a while
+(apps/core/rate_limits.py). The cache here is a Redis nobody listens on."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.core.cache import caches
+
+from apps.core import rate_limits
+from apps.core.rate_limits import LimitSettings, caller_key, request_admit, stream_slot_acquire
+from tests.live import free_port
+
+
+@pytest.fixture
+def dead_cache(settings, monkeypatch):  # type: ignore[no-untyped-def]
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": f"redis://127.0.0.1:{free_port()}/0",
+            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+        }
+    }
+    dead = caches.create_connection("default")
+    calls: list[str] = []
+    real_add = dead.add
+
+    def counted_add(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append("add")
+        return real_add(*args, **kwargs)
+
+    monkeypatch.setattr(dead, "add", counted_add)
+    monkeypatch.setattr(rate_limits, "cache", dead)
+    monkeypatch.setattr(rate_limits, "_cache_retry_at", 0.0)
+    return calls
+
+
+def test_an_unreachable_cache_fails_open_then_is_left_alone(dead_cache) -> None:  # type: ignore[no-untyped-def]
+    limits = LimitSettings(requests=1, window_seconds=60, streams=1)
+    bucket = caller_key("Bearer owk_a.b")
+    assert bucket is not None
+    assert request_admit(bucket, limits) is None  # admitted although nothing could be counted
+    assert dead_cache == ["add"]
+    for _ in range(50):
+        assert request_admit(bucket, limits) is None
+        assert stream_slot_acquire(bucket, limits) is None  # nothing taken, nothing to release
+    assert dead_cache == ["add"]  # no attempt per request while it is down
+    rate_limits._cache_retry_at = time.monotonic() - 1  # the retry interval has passed
+    assert request_admit(bucket, limits) is None and dead_cache == ["add", "add"]
+
+
+def test_caller_key_hides_the_token_and_ignores_other_schemes() -> None:
+    bucket = caller_key("Bearer owk_prefix.secret-part")
+    assert bucket and "secret" not in bucket and "owk" not in bucket
+    assert caller_key("bearer  owk_prefix.secret-part ") == bucket
+    assert caller_key("Basic abc") is None and caller_key(None) is None and caller_key("Bearer ") is None
