@@ -16,11 +16,11 @@ run. A request that turns out not to stream gives its slot back at once.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import async_to_sync, iscoroutinefunction, markcoroutinefunction, sync_to_async
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
@@ -149,6 +149,54 @@ async def _released_after(stream: AsyncIterator[bytes], bucket: str) -> AsyncIte
         await sync_to_async(stream_slot_release, thread_sensitive=False)(bucket)
 
 
+def _released_after_sync(stream: Iterator[bytes], bucket: str) -> Iterator[bytes]:
+    try:
+        yield from stream
+    finally:
+        stream_slot_release(bucket)
+
+
+@dataclass(frozen=True, slots=True)
+class _Admission:
+    """What the middleware decided before dispatch: a refusal, or the stream slot it holds."""
+
+    refusal: Refusal | None
+    bucket: str | None
+    slot_held: bool
+
+
+def _admit(request: HttpRequest) -> _Admission:
+    """Every check before dispatch, in one synchronous step (the async path runs it in one thread
+    hop; the sync path — Django's test client, WSGI — calls it directly and never nests loops)."""
+    limits = LimitSettings.current()
+    bucket = caller_key(request.headers.get("Authorization"))
+    refusal: Refusal | None = None
+    if bucket is not None:
+        retry_after = request_admit(bucket, limits)
+        if retry_after is not None:
+            refusal = Refusal(
+                "rate_limited",
+                f"More than {limits.requests} requests in {limits.window_seconds} s for this credential.",
+                limits.requests,
+                retry_after,
+            )
+    refusal = refusal or body_refusal(request)
+    slot_held = False
+    if refusal is None and bucket is not None and is_stream_request(request):
+        taken = stream_slot_acquire(bucket, limits)
+        if taken is False:
+            refusal = Refusal(
+                "streams_exhausted",
+                f"This credential already holds {limits.streams} open streams.",
+                limits.streams,
+                STREAM_RETRY_AFTER_SECONDS,
+            )
+        slot_held = bool(taken)
+    if refusal is not None and refusal.kind in ("rate_limited", "streams_exhausted"):
+        refusal = Refusal(refusal.kind, refusal.message, refusal.limit, refusal.retry_after, _request_id(request))
+    return _Admission(refusal, bucket, slot_held)
+
+
 class RequestLimitsMiddleware:
     """Placed right inside ProtocolEnvelopeMiddleware, so a REST refusal is stamped like any answer."""
 
@@ -164,60 +212,52 @@ class RequestLimitsMiddleware:
     def __call__(self, request: HttpRequest) -> Any:
         if self.is_async:
             return self._acall(request)
-        return async_to_sync(self._acall_sync_view)(request)
-
-    async def _acall_sync_view(self, request: HttpRequest) -> HttpResponseBase:
-        return await self._limited(request, sync_to_async(self.get_response))
-
-    async def _acall(self, request: HttpRequest) -> HttpResponseBase:
-        return await self._limited(request, self.get_response)
-
-    async def _limited(self, request: HttpRequest, get_response: Callable[[HttpRequest], Any]) -> HttpResponseBase:
         render = renderer_for(request.path)
         if render is None:
-            return await get_response(request)
-        limits = LimitSettings.current()
-        bucket = caller_key(request.headers.get("Authorization"))
-        refusal: Refusal | None = None
-        if bucket is not None:
-            retry_after = await sync_to_async(request_admit, thread_sensitive=False)(bucket, limits)
-            if retry_after is not None:
-                refusal = Refusal(
-                    "rate_limited",
-                    f"More than {limits.requests} requests in {limits.window_seconds} s for this credential.",
-                    limits.requests,
-                    retry_after,
-                )
-        refusal = refusal or body_refusal(request)
-        slot_held = False
-        if refusal is None and bucket is not None and is_stream_request(request):
-            taken = await sync_to_async(stream_slot_acquire, thread_sensitive=False)(bucket, limits)
-            if taken is False:
-                refusal = Refusal(
-                    "streams_exhausted",
-                    f"This credential already holds {limits.streams} open streams.",
-                    limits.streams,
-                    STREAM_RETRY_AFTER_SECONDS,
-                )
-            slot_held = bool(taken)
-        if refusal is not None:
-            if refusal.kind in ("rate_limited", "streams_exhausted"):
-                refusal = Refusal(
-                    refusal.kind, refusal.message, refusal.limit, refusal.retry_after, _request_id(request)
-                )
-            return render(request, refusal)
+            return self.get_response(request)
+        admission = _admit(request)
+        if admission.refusal is not None:
+            return render(request, admission.refusal)
         try:
-            response = await get_response(request)
+            response = self.get_response(request)
         except BaseException:
-            if slot_held:
-                await sync_to_async(stream_slot_release, thread_sensitive=False)(bucket)
+            if admission.slot_held:
+                stream_slot_release(admission.bucket)  # type: ignore[arg-type]
             raise
-        if slot_held:
-            assert bucket is not None
-            if _is_stream_response(response) and response.is_async:  # type: ignore[attr-defined]
+        return self._hand_back(response, admission)
+
+    async def _acall(self, request: HttpRequest) -> HttpResponseBase:
+        render = renderer_for(request.path)
+        if render is None:
+            return await self.get_response(request)
+        admission = await sync_to_async(_admit, thread_sensitive=False)(request)
+        if admission.refusal is not None:
+            return render(request, admission.refusal)
+        try:
+            response = await self.get_response(request)
+        except BaseException:
+            if admission.slot_held:
+                await sync_to_async(stream_slot_release, thread_sensitive=False)(admission.bucket)
+            raise
+        if admission.slot_held and not (_is_stream_response(response) and response.is_async):  # type: ignore[attr-defined]
+            await sync_to_async(stream_slot_release, thread_sensitive=False)(admission.bucket)
+            return response
+        return self._hand_back(response, admission)
+
+    @staticmethod
+    def _hand_back(response: HttpResponseBase, admission: _Admission) -> HttpResponseBase:
+        """A held slot rides along with a stream until it ends, and is given back at once otherwise."""
+        if not admission.slot_held:
+            return response
+        bucket = admission.bucket
+        assert bucket is not None
+        if _is_stream_response(response):
+            if response.is_async:  # type: ignore[attr-defined]
                 response.streaming_content = _released_after(response.streaming_content, bucket)  # type: ignore[attr-defined]
             else:
-                await sync_to_async(stream_slot_release, thread_sensitive=False)(bucket)
+                response.streaming_content = _released_after_sync(iter(response.streaming_content), bucket)  # type: ignore[attr-defined]
+        else:
+            stream_slot_release(bucket)
         return response
 
 
