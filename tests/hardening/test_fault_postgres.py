@@ -18,9 +18,13 @@ import pytest
 from tests.hardening.services import private_postgres
 from tests.live import ROOT, process_env, start_celery_worker, start_daphne, wait_until
 
-pytestmark = pytest.mark.skipif(
-    not any(Path("/usr/lib/postgresql").glob("*/bin/initdb")), reason="no PostgreSQL server binaries to start a cluster"
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not any(Path("/usr/lib/postgresql").glob("*/bin/initdb")),
+        reason="no PostgreSQL server binaries to start a cluster",
+    ),
+]
 
 
 def _manage(env: dict[str, str], *args: str) -> str:

@@ -37,6 +37,7 @@ def _contiguous(run_id: str) -> list[int]:
         "sequence", flat=True))
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("transactional_db")
 def test_redis_down_keeps_the_wire_working(live_env: Any, make_key: Callable[..., str]) -> None:
     env, var_dir = live_env
