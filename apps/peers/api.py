@@ -91,7 +91,9 @@ class _SeamApi(APIView):
         raise NotImplementedError
 
 
-@extend_schema_view(post=extend_schema(operation_id="seamSampleA2AInvoke", request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT))
+@extend_schema_view(
+    post=extend_schema(operation_id="seamSampleA2AInvoke", request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
+)
 class A2AInvokeSeamApi(_SeamApi):
     protocol = "a2a"
 
@@ -110,7 +112,9 @@ class A2AInvokeSeamApi(_SeamApi):
         }
 
 
-@extend_schema_view(post=extend_schema(operation_id="seamSampleMcpInvoke", request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT))
+@extend_schema_view(
+    post=extend_schema(operation_id="seamSampleMcpInvoke", request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
+)
 class McpInvokeSeamApi(_SeamApi):
     protocol = "mcp"
 
