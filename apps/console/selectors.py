@@ -119,5 +119,5 @@ def webhook_detail(*, subject: Subject, tenant: Tenant, webhook_id: str) -> Webh
     return WebhookDetail(
         webhook=webhook,
         deliveries=deliveries,
-        dead_letters=webhook_dead_letters(subject=subject, webhook_id=webhook_id),
+        dead_letters=webhook_dead_letters(subject=subject, webhook_id=webhook_id).records,  # newest page
     )

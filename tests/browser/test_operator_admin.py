@@ -15,8 +15,8 @@ from tests.browser.conftest import screenshot
 from tests.browser.roles import admin_login, operator
 
 
-def _a2a(base_url: str) -> dict:  # type: ignore[type-arg]
-    return httpx.get(f"{base_url}/.well-known/openwop", timeout=10).json()["a2a"]
+def _mcp(base_url: str) -> dict:  # type: ignore[type-arg]
+    return httpx.get(f"{base_url}/.well-known/openwop", timeout=10).json()["mcp"]
 
 
 def test_operator_changes_preferred_version_and_discovery_follows(
@@ -25,31 +25,33 @@ def test_operator_changes_preferred_version_and_discovery_follows(
     base_url, _ = browser_host
     facet_ensure(protocol="a2a")
     facet_ensure(protocol="mcp")
-    assert _a2a(base_url)["preferredVersion"] == "1.0"
+    assert _mcp(base_url)["preferredVersion"] == "2026-07-28"
     admin_login(page, base_url, operator(), "/admin/facets/facet/")
     assert page.locator("#result_list .sla").first.inner_text() == "FRESH"
-    page.locator("#result_list").get_by_role("link", name="A2A", exact=True).click()
-    page.wait_for_url("**/admin/facets/facet/a2a/change/")
+    page.locator("#result_list").get_by_role("link", name="MCP", exact=True).click()
+    page.wait_for_url("**/admin/facets/facet/mcp/change/")
 
-    # Preferred 0.3 below the 1.0 floor: refused inline, with the service's own message.
-    page.locator("#id_versions").fill('["1.0", "0.3"]')
-    page.locator("#id_preferred_version").fill("0.3")
+    # Preferred 2025-11-25 below the 2026-07-28 floor: refused inline, with the service's own message.
+    # (Only revisions the MCP door serves may be offered; A2A serves 1.0 alone, so MCP is the facet
+    # whose preferred version an operator can really move.)
+    page.locator("#id_versions").fill('["2026-07-28", "2025-11-25"]')
+    page.locator("#id_preferred_version").fill("2025-11-25")
     error = page.locator('.live-errors[data-field="minimum_version"]')
     error.wait_for()
-    assert "above the preferred version 0.3" in error.inner_text()
+    assert "above the preferred revision 2025-11-25" in error.inner_text()
     screenshot(page, request, "inline-validation")
 
     # Floor lowered: valid, and the preview shows what will be served; nothing is saved yet.
-    page.locator("#id_minimum_version").fill("0.3")
+    page.locator("#id_minimum_version").fill("2025-11-25")
     page.wait_for_function(
         "document.getElementById('preview-status').textContent.startsWith('Preview of what will be served')"
     )
     assert page.locator(".live-errors").count() == 0
     previewed = json.loads(page.locator("#preview-discovery").inner_text())
     card = json.loads(page.locator("#preview-card").inner_text())
-    assert previewed["a2a"]["preferredVersion"] == "0.3" and previewed["a2a"]["minimumVersion"] == "0.3"
-    assert card["supportedInterfaces"][0]["protocolVersion"] == "0.3"
-    assert _a2a(base_url)["preferredVersion"] == "1.0"
+    assert previewed["mcp"]["preferredVersion"] == "2025-11-25" and previewed["mcp"]["minimumRevision"] == "2025-11-25"
+    assert card["supportedInterfaces"][0]["protocolVersion"] == "1.0"  # an MCP edit leaves the A2A card alone
+    assert _mcp(base_url)["preferredVersion"] == "2026-07-28"
     assert not FacetChange.objects.filter(actor__startswith="admin-preview").exists()
     screenshot(page, request, "preview")
 
@@ -59,7 +61,8 @@ def test_operator_changes_preferred_version_and_discovery_follows(
 
     page.goto(f"{base_url}/.well-known/openwop")
     served = json.loads(page.locator("body").inner_text())
-    assert served["a2a"]["preferredVersion"] == "0.3" and served["a2a"]["versions"] == ["1.0", "0.3"]
-    change = FacetChange.objects.filter(protocol="a2a").order_by("-at").first()
+    assert served["mcp"]["preferredVersion"] == "2025-11-25"
+    assert served["mcp"]["revisions"] == ["2026-07-28", "2025-11-25"]
+    change = FacetChange.objects.filter(protocol="mcp").order_by("-at").first()
     assert change is not None and change.actor == "admin:olga-operator"
-    assert change.before["preferred_version"] == "1.0" and change.after["preferred_version"] == "0.3"
+    assert change.before["preferred_version"] == "2026-07-28" and change.after["preferred_version"] == "2025-11-25"
