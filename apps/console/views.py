@@ -25,6 +25,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from apps.console import selectors
+from apps.console.login_throttle import login_failed, login_refused_for, login_succeeded
 from apps.console.models import TenantMembership
 from apps.core.egress import EgressRefused
 from apps.core.errors import NotFound, OpenWopError, ValidationFailed
@@ -74,12 +75,41 @@ class ConsoleLoginForm(AuthenticationForm):
 
 
 class ConsoleLoginView(auth_views.LoginView):
+    """Sign-in with failed attempts throttled per username + address (apps/console/login_throttle.py):
+    once throttled, the form answers 429 with the reason and the password is not checked."""
+
     template_name = "console/login.html"
     authentication_form = ConsoleLoginForm
     redirect_authenticated_user = False
 
     def get_default_redirect_url(self) -> str:
         return reverse("console:home")
+
+    def _attempt(self) -> tuple[str, str]:
+        return self.request.POST.get("username", ""), self.request.META.get("REMOTE_ADDR", "")
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        retry_after = login_refused_for(*self._attempt())
+        if retry_after is None:
+            return super().post(request, *args, **kwargs)
+        form = self.get_form_class()(request, initial={"username": self._attempt()[0]})
+        minutes = max(1, -(-retry_after // 60))
+        message = (
+            f"Too many failed sign-ins for this username from your address. "
+            f"Try again in {minutes} minute{'s' if minutes != 1 else ''}."
+        )
+        response = self.render_to_response(self.get_context_data(form=form, throttled=message))
+        response.status_code = 429
+        response["Retry-After"] = str(retry_after)
+        return response
+
+    def form_valid(self, form: AuthenticationForm) -> HttpResponse:
+        login_succeeded(*self._attempt())
+        return super().form_valid(form)
+
+    def form_invalid(self, form: AuthenticationForm) -> HttpResponse:
+        login_failed(*self._attempt())
+        return super().form_invalid(form)
 
 
 class ApiKeyCreateForm(forms.Form):
