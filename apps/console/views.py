@@ -14,6 +14,7 @@ from functools import wraps
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from cryptography.fernet import InvalidToken
 from django import forms
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
@@ -29,6 +30,7 @@ from apps.console.login_throttle import login_failed, login_refused_for, login_s
 from apps.console.models import TenantMembership
 from apps.core.egress import EgressRefused
 from apps.core.errors import NotFound, OpenWopError, ValidationFailed
+from apps.core.sealing import seal, unseal
 from apps.core.sse import SseEvent, sse_response, stream_log
 from apps.push.services import push_config_create
 from apps.runs.log import run_wake_group
@@ -133,17 +135,34 @@ def home(request: HttpRequest, membership: TenantMembership) -> HttpResponse:
     return redirect("console:keys")
 
 
+_NEW_KEY = "console.new_key"
+_NEW_KEY_PURPOSE = b"openwop.console.new-key.v1"
+
+
+def _new_key_pop(request: HttpRequest) -> str | None:
+    sealed = request.session.pop(_NEW_KEY, None)
+    if sealed is None:
+        return None
+    try:
+        return unseal(sealed.encode(), purpose=_NEW_KEY_PURPOSE)
+    except InvalidToken:  # sealed under a SECRET_KEY since rotated: it is gone either way
+        return None
+
+
 @member_required
 def keys(request: HttpRequest, membership: TenantMembership) -> HttpResponse:
-    """List the tenant's keys; POST creates one, whose raw value is on this response only."""
-    new_key = None
+    """List the tenant's keys; POST creates one and redirects here (POST-redirect-GET, so a reload
+    never creates a second key). The raw key crosses the redirect sealed in the session and is
+    popped by the next GET: shown once, and no readable copy is kept server-side."""
     form = ApiKeyCreateForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        created, new_key = api_key_create(
+        created, raw = api_key_create(
             tenant=membership.tenant, kind=form.cleaned_data["kind"], label=form.cleaned_data["label"]
         )
+        request.session[_NEW_KEY] = seal(raw, purpose=_NEW_KEY_PURPOSE).decode()
         messages.success(request, f"Key {created.prefix} created. Copy it now: it is not shown again.")
-        form = ApiKeyCreateForm()
+        return redirect("console:keys")
+    new_key = _new_key_pop(request)
     response = _page(
         request, membership, "console/keys.html", form=form, new_key=new_key,
         keys=selectors.api_keys(tenant=membership.tenant),
