@@ -225,16 +225,14 @@ def push(request: HttpRequest, membership: TenantMembership) -> HttpResponse:
 @member_required
 def task_push(request: HttpRequest, membership: TenantMembership, task_id: str) -> HttpResponse:
     subject = selectors.console_subject(membership)
-    detail = selectors.task_push(subject=subject, tenant=membership.tenant, task_id=task_id)
+    detail = selectors.task_push(subject=subject, task_id=task_id)
     return _page(request, membership, "console/task_push.html", detail=detail)
 
 
 @require_GET
 @member_required
 def webhook(request: HttpRequest, membership: TenantMembership, webhook_id: str) -> HttpResponse:
-    detail = selectors.webhook_detail(
-        subject=selectors.console_subject(membership), tenant=membership.tenant, webhook_id=webhook_id
-    )
+    detail = selectors.webhook_detail(subject=selectors.console_subject(membership), webhook_id=webhook_id)
     return _page(request, membership, "console/webhook.html", detail=detail)
 
 
