@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from apps.facets.negotiation import negotiation_decide
-from apps.facets.services import facet_ensure, facet_update
+from apps.facets.services import facet_ensure
 from apps.tenants.selectors import subject_from_api_key
 from tests.browser.conftest import screenshot
 from tests.browser.roles import admin_login, auditor
@@ -23,11 +23,7 @@ def test_auditor_filters_refused_and_downloads_the_csv(
     browser_host: tuple[str, LiveProcess], page: Any, request: pytest.FixtureRequest, make_key: Any
 ) -> None:
     base_url, _ = browser_host
-    facet_ensure(protocol="a2a")
-    facet_update(
-        protocol="a2a", changes={"versions": ["0.3", "1.0"], "minimum_version": "1.0", "preferred_version": "1.0"},
-        actor="test",
-    )
+    assert facet_ensure(protocol="a2a").minimum_version == "1.0"  # the default floor: 0.3 is below it
     acme, globex = subject_from_api_key(make_key("acme")), subject_from_api_key(make_key("globex"))
     for subject, requested in ((acme, "1.0"), (acme, "0.3"), (globex, "9.9"), (globex, None), (acme, "0.3")):
         negotiation_decide(protocol="a2a", requested=requested, peer_origin=PEER, subject=subject)

@@ -1,6 +1,7 @@
-"""An operator edits a facet in the admin: the services' validation shows inline as they type, the
-preview shows discovery and the agent card as they will be served, and after Save discovery
-(`/.well-known/openwop`) really changes (interop.md §The facets)."""
+"""An operator edits a facet in the admin: the services' validation shows inline as they type (a
+card path another route answers), the preview shows discovery and the agent card as they will be
+served, and after Save discovery (`/.well-known/openwop`) and the card's path really change
+(interop.md §The facets). The operator holds only the `operators` group's own grants."""
 
 from __future__ import annotations
 
@@ -19,7 +20,10 @@ def _a2a(base_url: str) -> dict:  # type: ignore[type-arg]
     return httpx.get(f"{base_url}/.well-known/openwop", timeout=10).json()["a2a"]
 
 
-def test_operator_changes_preferred_version_and_discovery_follows(
+MOVED = "/cards/agent.json"
+
+
+def test_operator_moves_the_card_path_and_discovery_follows(
     browser_host: tuple[str, object], page, request: pytest.FixtureRequest  # type: ignore[no-untyped-def]
 ) -> None:
     base_url, _ = browser_host
@@ -31,25 +35,25 @@ def test_operator_changes_preferred_version_and_discovery_follows(
     page.locator("#result_list").get_by_role("link", name="A2A", exact=True).click()
     page.wait_for_url("**/admin/facets/facet/a2a/change/")
 
-    # Preferred 0.3 below the 1.0 floor: refused inline, with the service's own message.
-    page.locator("#id_versions").fill('["1.0", "0.3"]')
-    page.locator("#id_preferred_version").fill("0.3")
-    error = page.locator('.live-errors[data-field="minimum_version"]')
+    # A card path another route already answers: refused inline, with the service's own message.
+    page.locator("#id_agent_card_path").fill("/runs")
+    error = page.locator('.live-errors[data-field="agent_card_path"]')
     error.wait_for()
-    assert "above the preferred version 0.3" in error.inner_text()
+    assert "already served by another route (runs)" in error.inner_text()
     screenshot(page, request, "inline-validation")
 
-    # Floor lowered: valid, and the preview shows what will be served; nothing is saved yet.
-    page.locator("#id_minimum_version").fill("0.3")
+    # A free path: valid, and the preview shows what will be served; nothing is saved yet.
+    page.locator("#id_agent_card_path").fill(MOVED)
     page.wait_for_function(
         "document.getElementById('preview-status').textContent.startsWith('Preview of what will be served')"
     )
     assert page.locator(".live-errors").count() == 0
     previewed = json.loads(page.locator("#preview-discovery").inner_text())
     card = json.loads(page.locator("#preview-card").inner_text())
-    assert previewed["a2a"]["preferredVersion"] == "0.3" and previewed["a2a"]["minimumVersion"] == "0.3"
-    assert card["supportedInterfaces"][0]["protocolVersion"] == "0.3"
-    assert _a2a(base_url)["preferredVersion"] == "1.0"
+    assert previewed["a2a"]["agentCardUrl"].endswith(MOVED)
+    assert card["supportedInterfaces"][0]["protocolVersion"] == "1.0"
+    assert _a2a(base_url)["agentCardUrl"].endswith("/.well-known/agent-card.json")
+    assert httpx.get(f"{base_url}{MOVED}", timeout=10).status_code == 404
     assert not FacetChange.objects.filter(actor__startswith="admin-preview").exists()
     screenshot(page, request, "preview")
 
@@ -59,7 +63,10 @@ def test_operator_changes_preferred_version_and_discovery_follows(
 
     page.goto(f"{base_url}/.well-known/openwop")
     served = json.loads(page.locator("body").inner_text())
-    assert served["a2a"]["preferredVersion"] == "0.3" and served["a2a"]["versions"] == ["1.0", "0.3"]
+    assert served["a2a"]["agentCardUrl"].endswith(MOVED)
+    page.goto(f"{base_url}{MOVED}")  # the card is now served where discovery says
+    assert json.loads(page.locator("body").inner_text())["name"] == card["name"]
     change = FacetChange.objects.filter(protocol="a2a").order_by("-at").first()
     assert change is not None and change.actor == "admin:olga-operator"
-    assert change.before["preferred_version"] == "1.0" and change.after["preferred_version"] == "0.3"
+    assert change.before["agent_card_path"] == "/.well-known/agent-card.json"
+    assert change.after["agent_card_path"] == MOVED
