@@ -28,6 +28,7 @@ run: install
 	@echo "  discovery   http://$(HOST):$(PORT)/.well-known/openwop"
 	@echo "  OpenAPI     http://$(HOST):$(PORT)/openapi.json"
 	@echo "  admin       http://$(HOST):$(PORT)/admin/  (python manage.py createsuperuser)"
+	@echo "  console     http://$(HOST):$(PORT)/console/  (python manage.py console_member_create --tenant demo --username <name>)"
 	@echo "  demo key    $$(cat var/demo-api-key)   (tenant demo: Authorization: Bearer <key>)"
 	@echo "  worker log  var/worker.log"
 	@echo ""

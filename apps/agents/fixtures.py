@@ -177,6 +177,25 @@ MCP_CONFORMANCE_FIXTURES: dict[str, dict[str, Any]] = {
             ]
         },
     },
+    "slow_compute": {
+        "name": "MCP conformance: slow compute",
+        "description": "Sleeps `seconds` (0 to 600), then returns a result; cancelled while it sleeps if asked.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"seconds": {"type": "number", "minimum": 0, "maximum": 600}, "label": {"type": "string"}},
+            "required": ["seconds"],
+        },
+        "definition": {
+            "nodes": [
+                {"id": "compute", "kind": "delay", "config": {"secondsInput": "seconds"}},
+                {
+                    "id": "result",
+                    "kind": "echo",
+                    "config": {"output": {"text": "Computed after {{seconds}} s.", "label": "{{label}}"}},
+                },
+            ]
+        },
+    },
     "confirm_delete": {
         "name": "MCP conformance: confirm delete",
         "description": "Parks until the caller confirms deleting `filename`, then completes.",

@@ -16,7 +16,13 @@ from apps.agents.selectors import InventoryEntry, agent_inventory
 from apps.console.models import TenantMembership
 from apps.facets.services import facet_ensure
 from apps.push.models import Delivery, PushConfig, Webhook
-from apps.push.selectors import webhook_dead_letters
+from apps.push.selectors import (
+    push_configs_of_tenant,
+    task_push_deliveries,
+    webhook_dead_letters,
+    webhook_deliveries,
+    webhooks_of_tenant,
+)
 from apps.push.services import push_config_list, webhook_get
 from apps.runs.models import Run
 from apps.runs.selectors import run_get_readable, run_list
@@ -78,17 +84,11 @@ def recent_runs(*, subject: Subject) -> list[Run]:
 
 
 def push_configs(*, tenant: Tenant) -> list[PushConfig]:
-    return list(
-        PushConfig.objects.for_tenant(tenant).select_related("run").order_by("-created_at", "-id")[:RECENT_ROWS]
-    )
+    return push_configs_of_tenant(tenant=tenant, limit=RECENT_ROWS)
 
 
 def webhooks(*, tenant: Tenant) -> list[Webhook]:
-    return list(Webhook.objects.for_tenant(tenant).order_by("-created_at", "-id")[:RECENT_ROWS])
-
-
-def _deliveries(queryset: Any) -> list[Delivery]:
-    return list(queryset.prefetch_related("attempt_rows").order_by("-created_at", "-id")[:RECENT_ROWS])
+    return webhooks_of_tenant(tenant=tenant, limit=RECENT_ROWS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,12 +98,11 @@ class TaskPush:
     deliveries: list[Delivery]
 
 
-def task_push(*, subject: Subject, tenant: Tenant, task_id: str) -> TaskPush:
+def task_push(*, subject: Subject, task_id: str) -> TaskPush:
     """A task's push configs and their deliveries with attempts; NotFound for any unreadable task."""
     configs = push_config_list(subject=subject, task_id=task_id)
     run = run_get_readable(subject=subject, run_id=task_id)
-    deliveries = _deliveries(Delivery.objects.for_tenant(tenant).filter(run=run, push_config__isnull=False))
-    return TaskPush(run=run, configs=configs, deliveries=deliveries)
+    return TaskPush(run=run, configs=configs, deliveries=task_push_deliveries(run=run, limit=RECENT_ROWS))
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,11 +112,12 @@ class WebhookDetail:
     dead_letters: list[dict[str, Any]]
 
 
-def webhook_detail(*, subject: Subject, tenant: Tenant, webhook_id: str) -> WebhookDetail:
+def webhook_detail(*, subject: Subject, webhook_id: str) -> WebhookDetail:
+    """A webhook's deliveries with attempts and its first page of dead letters; NotFound for any
+    unreadable webhook."""
     webhook = webhook_get(subject=subject, webhook_id=webhook_id)
-    deliveries = _deliveries(Delivery.objects.for_tenant(tenant).filter(webhook=webhook).select_related("run"))
     return WebhookDetail(
         webhook=webhook,
-        deliveries=deliveries,
-        dead_letters=webhook_dead_letters(subject=subject, webhook_id=webhook_id).records,  # newest page
+        deliveries=webhook_deliveries(webhook=webhook, limit=RECENT_ROWS),
+        dead_letters=webhook_dead_letters(subject=subject, webhook_id=webhook_id, limit=RECENT_ROWS).records,
     )

@@ -14,6 +14,7 @@ from functools import wraps
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from cryptography.fernet import InvalidToken
 from django import forms
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
@@ -25,9 +26,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from apps.console import selectors
+from apps.console.login_throttle import login_failed, login_refused_for, login_succeeded
 from apps.console.models import TenantMembership
 from apps.core.egress import EgressRefused
 from apps.core.errors import NotFound, OpenWopError, ValidationFailed
+from apps.core.sealing import seal, unseal
 from apps.core.sse import SseEvent, sse_response, stream_log
 from apps.push.services import push_config_create
 from apps.runs.log import run_wake_group
@@ -74,12 +77,41 @@ class ConsoleLoginForm(AuthenticationForm):
 
 
 class ConsoleLoginView(auth_views.LoginView):
+    """Sign-in with failed attempts throttled per username + address (apps/console/login_throttle.py):
+    once throttled, the form answers 429 with the reason and the password is not checked."""
+
     template_name = "console/login.html"
     authentication_form = ConsoleLoginForm
     redirect_authenticated_user = False
 
     def get_default_redirect_url(self) -> str:
         return reverse("console:home")
+
+    def _attempt(self) -> tuple[str, str]:
+        return self.request.POST.get("username", ""), self.request.META.get("REMOTE_ADDR", "")
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        retry_after = login_refused_for(*self._attempt())
+        if retry_after is None:
+            return super().post(request, *args, **kwargs)
+        form = self.get_form_class()(request, initial={"username": self._attempt()[0]})
+        minutes = max(1, -(-retry_after // 60))
+        message = (
+            f"Too many failed sign-ins for this username from your address. "
+            f"Try again in {minutes} minute{'s' if minutes != 1 else ''}."
+        )
+        response = self.render_to_response(self.get_context_data(form=form, throttled=message))
+        response.status_code = 429
+        response["Retry-After"] = str(retry_after)
+        return response
+
+    def form_valid(self, form: AuthenticationForm) -> HttpResponse:
+        login_succeeded(*self._attempt())
+        return super().form_valid(form)
+
+    def form_invalid(self, form: AuthenticationForm) -> HttpResponse:
+        login_failed(*self._attempt())
+        return super().form_invalid(form)
 
 
 class ApiKeyCreateForm(forms.Form):
@@ -103,17 +135,34 @@ def home(request: HttpRequest, membership: TenantMembership) -> HttpResponse:
     return redirect("console:keys")
 
 
+_NEW_KEY = "console.new_key"
+_NEW_KEY_PURPOSE = b"openwop.console.new-key.v1"
+
+
+def _new_key_pop(request: HttpRequest) -> str | None:
+    sealed = request.session.pop(_NEW_KEY, None)
+    if sealed is None:
+        return None
+    try:
+        return unseal(sealed.encode(), purpose=_NEW_KEY_PURPOSE)
+    except InvalidToken:  # sealed under a SECRET_KEY since rotated: it is gone either way
+        return None
+
+
 @member_required
 def keys(request: HttpRequest, membership: TenantMembership) -> HttpResponse:
-    """List the tenant's keys; POST creates one, whose raw value is on this response only."""
-    new_key = None
+    """List the tenant's keys; POST creates one and redirects here (POST-redirect-GET, so a reload
+    never creates a second key). The raw key crosses the redirect sealed in the session and is
+    popped by the next GET: shown once, and no readable copy is kept server-side."""
     form = ApiKeyCreateForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        created, new_key = api_key_create(
+        created, raw = api_key_create(
             tenant=membership.tenant, kind=form.cleaned_data["kind"], label=form.cleaned_data["label"]
         )
+        request.session[_NEW_KEY] = seal(raw, purpose=_NEW_KEY_PURPOSE).decode()
         messages.success(request, f"Key {created.prefix} created. Copy it now: it is not shown again.")
-        form = ApiKeyCreateForm()
+        return redirect("console:keys")
+    new_key = _new_key_pop(request)
     response = _page(
         request, membership, "console/keys.html", form=form, new_key=new_key,
         keys=selectors.api_keys(tenant=membership.tenant),
@@ -176,16 +225,14 @@ def push(request: HttpRequest, membership: TenantMembership) -> HttpResponse:
 @member_required
 def task_push(request: HttpRequest, membership: TenantMembership, task_id: str) -> HttpResponse:
     subject = selectors.console_subject(membership)
-    detail = selectors.task_push(subject=subject, tenant=membership.tenant, task_id=task_id)
+    detail = selectors.task_push(subject=subject, task_id=task_id)
     return _page(request, membership, "console/task_push.html", detail=detail)
 
 
 @require_GET
 @member_required
 def webhook(request: HttpRequest, membership: TenantMembership, webhook_id: str) -> HttpResponse:
-    detail = selectors.webhook_detail(
-        subject=selectors.console_subject(membership), tenant=membership.tenant, webhook_id=webhook_id
-    )
+    detail = selectors.webhook_detail(subject=selectors.console_subject(membership), webhook_id=webhook_id)
     return _page(request, membership, "console/webhook.html", detail=detail)
 
 

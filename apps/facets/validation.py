@@ -11,10 +11,36 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from django.conf import settings
+from django.urls import Resolver404, resolve
+
 from apps.facets.servable import is_servable, servable_versions
 from apps.facets.versions import Protocol, is_valid_version, profile_version, version_key
 
 MCP_TRANSPORTS = ("streamable-http", "stdio")
+# The routes that serve the agent card: the default path, the /a2a catch-all (a moved path under
+# /a2a/) and the root catch-all included last (apps/a2a/card_path_urls.py). Any other route that
+# resolves a path would answer it instead of the card.
+CARD_SERVING_ROUTES = frozenset({"a2a-agent-card", "a2a-unknown", "a2a-agent-card-facet-path"})
+
+
+def card_path_taken(path: str) -> str | None:
+    """Why the card cannot be served at `path`, or None when it can: the path is resolved against
+    the URLconf, and anything another route (or the static files) answers first is refused, named."""
+    static_prefix = "/" + (settings.STATIC_URL or "static/").lstrip("/")
+    if path.startswith(static_prefix):
+        return f"The agent card path {path} is under the static files ({static_prefix}): choose another path."
+    try:
+        match = resolve(path)
+    except Resolver404:
+        return f"No route on this host can serve the agent card at {path}: choose another path."
+    if match.url_name in CARD_SERVING_ROUTES:
+        return None
+    route = match.view_name or match._func_path
+    return (
+        f"The agent card path {path} is already served by another route ({route}): "
+        "choose a path no other route answers."
+    )
 
 
 def facet_errors(protocol: Protocol, data: dict[str, Any]) -> dict[str, list[str]]:
@@ -73,10 +99,14 @@ def facet_errors(protocol: Protocol, data: dict[str, Any]) -> dict[str, list[str
 
     if protocol == "a2a":
         path = data.get("agent_card_path") or ""
-        if not path.startswith("/") or "//" in path or any(c.isspace() for c in path):
+        if not isinstance(path, str) or not path.startswith("/") or "//" in path or any(
+            c.isspace() or c in "?#" for c in path
+        ):
             errors["agent_card_path"].append(
                 "The agent card path is an absolute path on this host, e.g. /.well-known/agent-card.json."
             )
+        elif (taken := card_path_taken(path)) is not None:
+            errors["agent_card_path"].append(taken)
     else:
         for field, allowed in (("transports", MCP_TRANSPORTS),):
             values = data.get(field) or []

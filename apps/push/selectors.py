@@ -1,4 +1,6 @@
-"""Reads for push delivery: the webhook dead-letter sink (webhooks.md §Durability, RFC 0188)."""
+"""Reads for push delivery: listings for the tenant console, and the webhook dead-letter sink
+(webhooks.md §Durability, RFC 0188). Every read is scoped to one tenant; the ones taking a run or a
+webhook take a row the caller already resolved as readable (run_get_readable / webhook_get)."""
 
 from __future__ import annotations
 
@@ -10,12 +12,43 @@ from django.utils import timezone
 
 from apps.core.cursors import cursor_after, cursor_mint
 from apps.push.capabilities import DEAD_LETTER_MAX_PAGE_SIZE, DEAD_LETTER_RETENTION_DAYS
-from apps.push.models import Delivery, DeliveryStatus, Webhook
+from apps.push.models import Delivery, DeliveryStatus, PushConfig, Webhook
 from apps.push.services import webhook_get
+from apps.runs.models import Run
 from apps.runs.wire import wire_timestamp
+from apps.tenants.models import Tenant
 from apps.tenants.subject import Subject
 
 _CURSOR_SALT = "openwop.push.dead-letters.cursor"
+LISTING_LIMIT = 50
+
+
+def push_configs_of_tenant(*, tenant: Tenant | int, limit: int = LISTING_LIMIT) -> list[PushConfig]:
+    """The tenant's push configs with their task, newest first."""
+    rows = PushConfig.objects.for_tenant(tenant).select_related("run").order_by("-created_at", "-id")
+    return list(rows[:limit])
+
+
+def webhooks_of_tenant(*, tenant: Tenant | int, limit: int = LISTING_LIMIT) -> list[Webhook]:
+    """The tenant's webhooks, newest first."""
+    return list(Webhook.objects.for_tenant(tenant).order_by("-created_at", "-id")[:limit])
+
+
+def _with_attempts(rows: Any, limit: int) -> list[Delivery]:
+    """Deliveries newest first with their attempt rows in one extra query (not one per delivery)."""
+    return list(rows.prefetch_related("attempt_rows").order_by("-created_at", "-id")[:limit])
+
+
+def task_push_deliveries(*, run: Run, limit: int = LISTING_LIMIT) -> list[Delivery]:
+    """The push-config deliveries of one readable task, with attempts."""
+    rows = Delivery.objects.for_tenant(run.tenant_id).filter(run=run, push_config__isnull=False)
+    return _with_attempts(rows, limit)
+
+
+def webhook_deliveries(*, webhook: Webhook, limit: int = LISTING_LIMIT) -> list[Delivery]:
+    """The deliveries of one readable webhook (any status, dead letters included), with attempts."""
+    rows = Delivery.objects.for_tenant(webhook.tenant_id).filter(webhook=webhook).select_related("run")
+    return _with_attempts(rows, limit)
 DEAD_LETTER_DEFAULT_PAGE_SIZE = 50
 
 

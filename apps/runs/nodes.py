@@ -195,10 +195,12 @@ class EchoNode(NodeKind):
 
 @register_node_kind
 class DelayNode(NodeKind):
-    """Waits `delayMs` (from `config.delayMsInput`'s input, else `config.delayMs`).
+    """Waits `delayMs` (from `config.delayMsInput`'s input, else `config.delayMs`), or the number of
+    seconds in `config.secondsInput`'s input (what the MCP conformance suite's `slow_compute` sends).
 
     The wait is measured from the node's `node.started`, so a run resumed after a worker died
-    sleeps only what remains.
+    sleeps only what remains. A seconds input that is not a number from 0 to MAX_DELAY_MS / 1000 fails
+    the node with a validation error (a workflow's input schema normally refuses it before the run).
     """
 
     kind = "delay"
@@ -208,7 +210,9 @@ class DelayNode(NodeKind):
         "properties": {
             "delayMs": {"type": "integer", "minimum": 0, "maximum": MAX_DELAY_MS},
             "delayMsInput": {"type": "string", "minLength": 1},
+            "secondsInput": {"type": "string", "minLength": 1},
         },
+        "not": {"required": ["delayMsInput", "secondsInput"]},
         "additionalProperties": False,
     }
 
@@ -217,6 +221,16 @@ class DelayNode(NodeKind):
         input_name = ctx.config.get("delayMsInput")
         if input_name and isinstance(ctx.inputs.get(input_name), int):
             delay_ms = ctx.inputs[input_name]
+        seconds_name = ctx.config.get("secondsInput")
+        if seconds_name and seconds_name in ctx.inputs:
+            seconds = ctx.inputs[seconds_name]
+            limit = self.MAX_DELAY_MS // 1000
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 <= seconds <= limit:
+                return Failed(
+                    code="validation_error",
+                    message=f"The input {seconds_name!r} is a number of seconds from 0 to {limit}.",
+                )
+            delay_ms = round(seconds * 1000)
         delay_ms = max(0, min(int(delay_ms), self.MAX_DELAY_MS))
         deadline = ctx.started_at + timedelta(milliseconds=delay_ms)
         if _wait_until(ctx, deadline, poll_seconds=0.25):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.contrib.auth.models import Group, Permission, User
+from django.contrib.auth.models import Group, User
 
 from apps.console.models import TenantMembership
 from apps.console.services import membership_create
@@ -20,22 +20,16 @@ class Account:
 
 
 def operator() -> Account:
-    """Staff in `operators` with the admin permissions of the models operators tune."""
+    """Staff in `operators`: the group's own grants (apps/tenants/staff_roles.py), nothing added here."""
     user = User.objects.create_user("olga-operator", password=PASSWORD, is_staff=True)
-    group = Group.objects.get_or_create(name="operators")[0]
-    group.permissions.add(
-        *Permission.objects.filter(content_type__app_label__in=("facets", "agents", "tenants", "push", "console"))
-    )
-    user.groups.add(group)
+    user.groups.add(Group.objects.get(name="operators"))
     return Account(user.username)
 
 
 def auditor() -> Account:
     """Staff in `auditors`: the negotiation page and host events, nothing else."""
     user = User.objects.create_user("arno-auditor", password=PASSWORD, is_staff=True)
-    group = Group.objects.get_or_create(name="auditors")[0]
-    group.permissions.add(Permission.objects.get(codename="view_hostevent"))
-    user.groups.add(group)
+    user.groups.add(Group.objects.get(name="auditors"))
     return Account(user.username)
 
 

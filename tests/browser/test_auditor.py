@@ -23,7 +23,7 @@ def test_auditor_filters_refused_and_downloads_the_csv(
     browser_host: tuple[str, LiveProcess], page: Any, request: pytest.FixtureRequest, make_key: Any
 ) -> None:
     base_url, _ = browser_host
-    facet_ensure(protocol="a2a")  # offers 1.0 only, floor 1.0: a 0.3 request is below the floor
+    assert facet_ensure(protocol="a2a").minimum_version == "1.0"  # the default floor: 0.3 is below it
     acme, globex = subject_from_api_key(make_key("acme")), subject_from_api_key(make_key("globex"))
     for subject, requested in ((acme, "1.0"), (acme, "0.3"), (globex, "9.9"), (globex, None), (acme, "0.3")):
         negotiation_decide(protocol="a2a", requested=requested, peer_origin=PEER, subject=subject)

@@ -13,6 +13,7 @@ import pytest
 import trustme
 
 from apps.push.models import Delivery, DeliveryStatus
+from apps.tenants.models import ApiKey
 from tests.browser.conftest import screenshot
 from tests.browser.roles import console_login, tenant_user
 from tests.core.https_receivers import https_receiver
@@ -32,8 +33,11 @@ def test_tenant_creates_a_key_and_a_push_config_and_sees_the_delivery(
     raw_key = page.get_by_label("New API key").input_value()
     assert raw_key.startswith("owk_")
     screenshot(page, request, "key-created")
-    page.goto(f"{base_url}/console/keys/")  # shown once: the page never shows it again
+    assert page.url == f"{base_url}/console/keys/"  # POST-redirect-GET
+    keys_before = ApiKey.unscoped_all_tenants.filter(tenant__slug="acme").count()
+    page.reload()  # shown once, and a reload creates no second key
     assert page.get_by_label("New API key").count() == 0
+    assert ApiKey.unscoped_all_tenants.filter(tenant__slug="acme").count() == keys_before
     assert raw_key not in page.content()
 
     with https_receiver(browser_ca, "127.0.0.1") as receiver, httpx.Client(

@@ -4,10 +4,12 @@ tenant's ids answer the console's 404 page, byte for byte the same as unknown id
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import pytest
 from django.contrib.auth.models import User
+from django.contrib.sessions.backends.db import SessionStore
 from django.test import Client
 
 from apps.agents.services import workflow_fixtures_seed
@@ -130,12 +132,19 @@ def test_foreign_ids_look_exactly_like_unknown_ones(foreign_ids: dict[str, str])
 def test_keys_are_created_once_and_revoked_through_the_service() -> None:
     client = _client(tenant_user("acme").username)
     created = client.post("/console/keys/", {"label": "ci", "kind": "user"})
-    assert created.status_code == 200 and created["Cache-Control"] == "no-store"
-    raw = created.context["new_key"]
-    assert raw.startswith("owk_") and raw.encode() in created.content
+    assert created.status_code == 302 and created["Location"] == "/console/keys/"  # POST-redirect-GET
+    assert ApiKey.unscoped_all_tenants.filter(label="ci").count() == 1
+    stored = SessionStore(client.session.session_key).load()
+    assert stored["console.new_key"] and "owk_" not in json.dumps(stored)  # sealed, never readable
+    shown = client.get("/console/keys/")
+    assert shown.status_code == 200 and shown["Cache-Control"] == "no-store"
+    raw = shown.context["new_key"]
+    assert raw.startswith("owk_") and raw.encode() in shown.content
     assert subject_from_api_key(raw).tenant == "acme"
-    listing = client.get("/console/keys/")
-    assert raw.encode() not in listing.content
+    assert "console.new_key" not in SessionStore(client.session.session_key).load()  # popped on display
+    reloaded = client.get("/console/keys/")  # a reload is a GET: no second key, no key shown
+    assert raw.encode() not in reloaded.content and reloaded.context["new_key"] is None
+    assert ApiKey.unscoped_all_tenants.filter(label="ci").count() == 1
     prefix = raw.removeprefix("owk_").split(".")[0]
     assert client.post(f"/console/keys/{prefix}/revoke").status_code == 302
     assert ApiKey.unscoped_all_tenants.get(prefix=prefix).revoked_at is not None

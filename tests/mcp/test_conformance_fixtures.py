@@ -13,7 +13,7 @@ import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from tests.mcp.sdk_client import TasksExtension, mcp_client
+from tests.mcp.sdk_client import CreatedTask, TasksExtension, mcp_client, task_cancel
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -84,3 +84,40 @@ async def test_with_tasks_a_quick_tool_is_answered_directly_and_a_slow_one_is_a_
         slow = await client.call_tool("conformance-delay", {"delayMs": 2500})
         assert slow.structured_content == {"delayedMs": 2500}
         assert tasks.seen and tasks.seen[-1].status == "completed"  # resolved by polling the task
+
+
+class RecordingTasks(TasksExtension):
+    """Keeps each CreateTaskResult as it arrived; `cancel_first` sends tasks/cancel before polling."""
+
+    def __init__(self, *, cancel_first: bool = False) -> None:
+        super().__init__()
+        self.created: list[CreatedTask] = []
+        self.cancel_first = cancel_first
+
+    async def _resolve(self, created: CreatedTask, ctx: Any) -> types.CallToolResult:
+        self.created.append(created)
+        if self.cancel_first:
+            await task_cancel(ctx.session, created.task_id)
+        return await super()._resolve(created, ctx)
+
+
+async def test_slow_compute_is_a_task_that_completes_or_is_cancelled(live_url: str, key: str) -> None:
+    """The suite's `slow_compute` (tasks extension): a flat CreateTaskResult, then the result; a
+    cancel while it sleeps settles `cancelled`; without the extension `seconds: 0` answers directly."""
+    tasks = RecordingTasks()
+    async with mcp_client(live_url, key, extensions=[tasks]) as client:
+        done = await client.call_tool("slow_compute", {"seconds": 2, "label": "lifecycle-create"})
+    [created] = tasks.created
+    assert created.result_type == "task" and created.task_id and created.status == "working"
+    assert done.is_error is False
+    assert done.structured_content == {"text": "Computed after 2 s.", "label": "lifecycle-create"}
+    assert tasks.seen[-1].status == "completed"
+
+    cancelling = RecordingTasks(cancel_first=True)
+    async with mcp_client(live_url, key, extensions=[cancelling]) as client:
+        await client.call_tool("slow_compute", {"seconds": 60, "label": "lifecycle-cancel"})
+    assert len(cancelling.created) == 1 and cancelling.seen[-1].status == "cancelled"
+
+    async with mcp_client(live_url, key) as client:  # no tasks extension: a plain result
+        direct = await client.call_tool("slow_compute", {"seconds": 0, "label": "capability-no-ext"})
+    assert direct.is_error is False and direct.structured_content["label"] == "capability-no-ext"  # type: ignore[index]
