@@ -347,6 +347,7 @@ def fanout_rows(levels: list[int], **kwargs: Any) -> list[dict[str, Any]]:
     for row in rows:
         if base and row.get("p99_ms") is not None:
             row["p99_ratio_to_first"] = round(row["p99_ms"] / base, 2)
+            row["stdout"] += f"  p99 / {rows[0]['connections']} subscribers' {row['p99_ratio_to_first']:.2f}"
         row["target_met"] = (
             row["connections"] >= 1000 and row["missing_events"] == 0 and row.get("p99_ms", 1e9) < 50
         ) if row["connections"] >= 1000 else None  # fmt: skip
