@@ -183,7 +183,7 @@ async def _subscriber(
         writer.close()
 
 
-async def _subscribe(args: argparse.Namespace) -> list[dict[int, float]]:
+async def _subscribe(args: argparse.Namespace) -> dict[str, Any]:
     ready = asyncio.Event()
     counter = [0]
     keys = args.keys.split(",")
@@ -197,16 +197,14 @@ async def _subscribe(args: argparse.Namespace) -> list[dict[int, float]]:
     print("ready", flush=True)
     results = await asyncio.gather(*tasks, return_exceptions=True)
     errors = [repr(r) for r in results if isinstance(r, BaseException)]
-    if errors:
-        print(json.dumps({"errors": errors[:5], "error_count": len(errors)}), file=sys.stderr, flush=True)
-    return [r if isinstance(r, dict) else {} for r in results]
+    receipts = [sorted(r.items()) if isinstance(r, dict) else [] for r in results]
+    return {"receipts": receipts, "failed_streams": len(errors), "errors": sorted(set(errors))[:5]}
 
 
 def subscribe_main(args: argparse.Namespace) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, args.n + 256)), hard))
-    receipts = asyncio.run(_subscribe(args))
-    print(json.dumps([sorted(got.items()) for got in receipts]), flush=True)
+    print(json.dumps(asyncio.run(_subscribe(args))), flush=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -285,6 +283,7 @@ def fanout(
                "--keys", ",".join(keys), "--n", str(n), "--timeout", str(timeout)]  # fmt: skip
         subs.append(subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True))
     errors: list[str] = []
+    failed = 0
     for sub in subs:
         assert sub.stdout is not None
         line = sub.stdout.readline().strip()
@@ -313,7 +312,10 @@ def fanout(
         sub.returncode = 0
         sub_cpu += usage.ru_utime + usage.ru_stime
         lines = out.strip().splitlines()
-        receipts.extend({int(s): t for s, t in got} for got in (json.loads(lines[-1]) if lines else []))
+        report = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {"receipts": [], "failed_streams": 0}
+        receipts.extend({int(s): t for s, t in got} for got in report["receipts"])
+        failed += report["failed_streams"]
+        errors.extend(report.get("errors", []))
     wall = time.monotonic() - wall
     got_total = len(receipts)
     receipts += [{}] * (subscribers - got_total)  # a subscriber that never reported missed everything
@@ -326,6 +328,7 @@ def fanout(
         "subscriber_processes": procs,
         "wall_s": round(wall, 3),
         "generator_cpu_pct": round(100 * sub_cpu / wall, 1),
+        "failed_streams": failed,  # streams that did not open (e.g. a 500) or broke: their events count as missing
         "errors": errors,
     }
     if servers:
@@ -333,7 +336,7 @@ def fanout(
     row["stdout"] = (
         f"  sse          {subscribers:>5} subscribers  {row['events']} events  p50 {row.get('p50_ms', 0):>7.2f} ms"
         f"  p99 {row.get('p99_ms', 0):>7.2f} ms  max {row.get('max_ms', 0):>7.2f} ms  complete"
-        f" {row['subscribers_complete']}/{subscribers}  missing {row['missing_events']}"
+        f" {row['subscribers_complete']}/{subscribers}  missing {row['missing_events']}  failed streams {failed}"
         f"  subscriber cpu {row['generator_cpu_pct']:>5.1f}%  server cpu {row.get('server_cpu_pct', 0):>5.1f}%"
     )
     print(row["stdout"], flush=True)
