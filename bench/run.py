@@ -35,6 +35,7 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
+import sse_fanout  # noqa: E402
 from harness import report  # noqa: E402
 from harness.procs import Server, free_port  # noqa: E402
 from harness.wrk import Load, run_wrk  # noqa: E402
@@ -51,7 +52,7 @@ A2A_VERSION = "1.0"
 MCP_VERSION = "2026-07-28"
 PROXY = {"X-Forwarded-Proto": "https"}  # what the TLS-terminating proxy in front of production adds
 
-SCENARIOS = ("gettask", "sendmessage", "mcp", "negotiation", "asgi", "listtasks")
+SCENARIOS = ("gettask", "sendmessage", "mcp", "negotiation", "asgi", "listtasks", "sse")
 QUICK = {"seconds": 3.0, "warmup": 1.0, "scenarios": ("gettask", "sendmessage", "mcp", "negotiation")}
 FULL = {"seconds": 10.0, "warmup": 3.0, "scenarios": SCENARIOS}
 CONCURRENCY = (1, 16, 64)
@@ -109,7 +110,9 @@ def host_env(port: int) -> dict[str, str]:
         OPENWOP_CELERY_QUEUE="openwop-bench",
         OPENWOP_VAR_DIR=str(VAR / "host"),
         DJANGO_LOG_LEVEL="WARNING",
+        DJANGO_SECURE_PROXY_SSL_HEADER="1",  # trust PROXY's X-Forwarded-Proto, as behind the real proxy
     )
+    env.setdefault("OPENWOP_MAX_STREAMS_PER_KEY", "128")  # sse: 1000 subscribers over the 16 keys (default 32)
     env.setdefault("DATABASE_POOL_MAX_SIZE", os.environ.get("BENCH_DATABASE_POOL_MAX_SIZE", "8"))
     return env
 
@@ -335,6 +338,10 @@ def run(args: argparse.Namespace) -> Path:
             levels = [16] if args.quick else [c for c in args.concurrency if c > 1]
             _negotiation(bench, base, task_id, keys, ours_servers, ours_name, levels)
             bench.rows.append(_negotiation_inproc(keys[1], task_id, n=100 if args.quick else 500))
+        if "sse" in args.scenarios:  # before "asgi", which stops `ours`
+            print("scenario sse (bench/sse_fanout.py)", flush=True)
+            bench.rows.extend(sse_fanout.fanout_rows([100, 1000], port=ours.port, keys=keys, env=host_env(ours.port),
+                gen_cpus=GEN_CPUS, events=50, interval=0.1, servers=ours_servers))  # fmt: skip
         if "asgi" in args.scenarios:
             print("scenario asgi", flush=True)
             ours.stop()
