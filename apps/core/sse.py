@@ -20,8 +20,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
+from django.db import connection
 from django.http import HttpRequest, StreamingHttpResponse
 
 from apps.core.errors import ValidationFailed
@@ -119,6 +120,19 @@ async def wake_waiter(group: str) -> AsyncIterator[Callable[[float], Awaitable[f
                 await asyncio.shield(layer.group_discard(group, channel))
 
 
+@sync_to_async
+def _release_db_connection() -> None:
+    """Hand the stream's database connection back while it waits (to the pool, or closed).
+
+    Thread-sensitive like every `fetch`, so this runs on the request's own thread and releases the
+    connection the reads used. Without it each open stream held a connection for its whole life,
+    and the pool (or max_connections) ran out after a few dozen subscribers: the next stream's
+    first read waited for a connection and failed. Inside a test's atomic block nothing is closed.
+    """
+    if not connection.in_atomic_block:
+        connection.close()
+
+
 async def stream_log(
     *,
     group: str,
@@ -138,6 +152,7 @@ async def stream_log(
                 idle = 0.0
                 if event.terminal:
                     return
+            await _release_db_connection()
             idle += await wait(poll_seconds)
             if idle >= heartbeat_seconds:
                 idle = 0.0
