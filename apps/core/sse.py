@@ -97,6 +97,7 @@ async def wake_waiter(group: str) -> AsyncIterator[Callable[[float], Awaitable[f
 
     async def wait(seconds: float) -> float:
         nonlocal channel
+        await _release_db_connection()  # a waiting stream or long poll holds no database connection
         loop = asyncio.get_running_loop()
         started = loop.time()
         if channel is not None:
@@ -152,7 +153,6 @@ async def stream_log(
                 idle = 0.0
                 if event.terminal:
                     return
-            await _release_db_connection()
             idle += await wait(poll_seconds)
             if idle >= heartbeat_seconds:
                 idle = 0.0
