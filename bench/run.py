@@ -109,6 +109,7 @@ def host_env(port: int) -> dict[str, str]:
         OPENWOP_CELERY_QUEUE="openwop-bench",
         OPENWOP_VAR_DIR=str(VAR / "host"),
         DJANGO_LOG_LEVEL="WARNING",
+        DJANGO_SECURE_PROXY_SSL_HEADER="1",  # trust X-Forwarded-Proto as behind the proxy (PROXY)
     )
     env.setdefault("DATABASE_POOL_MAX_SIZE", os.environ.get("BENCH_DATABASE_POOL_MAX_SIZE", "8"))
     return env
