@@ -19,6 +19,13 @@ from tests.a2a.conftest import Caller, advance, immediately, user_message
 # INSERT, the run (+ workflow), its open interrupt, its artifacts, its messages; plus, in a test
 # only, the savepoint pair the test's own transaction puts around the record's.
 GETTASK_MAX_QUERIES = 10
+# SendMessage (returnImmediately, request side only: the worker's part runs elsewhere), without
+# the savepoints a test adds: API key, facet, the record (UPDATE + INSERT), the skill route, the
+# messageId de-dup read, the idempotency claim (read + INSERT), the workflow, the run (INSERT +
+# run.started INSERT + push fan-out read + 2 UPDATEs), the idempotency completion, the Message
+# record, then the Task projection (run, artifacts, messages). It was 29 before the tenant pk rode
+# on the Subject and the TCK route was asked only of TCK-shaped messageIds.
+SENDMESSAGE_MAX_STATEMENTS = 19
 
 
 def _waiting_task(caller: Caller) -> str:
@@ -37,6 +44,11 @@ def _records(caller: Caller) -> int:
 
 def _sql(context: CaptureQueriesContext) -> list[str]:
     return [q["sql"] for q in context.captured_queries]
+
+
+def _statements(context: CaptureQueriesContext) -> list[str]:
+    """What production runs too: a test's own transaction adds SAVEPOINT / RELEASE pairs."""
+    return [s for s in _sql(context) if not s.startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))]
 
 
 def test_get_task_statement_count_is_pinned(acme: Caller, django_assert_max_num_queries: Any) -> None:
@@ -61,3 +73,15 @@ def test_get_task_of_another_tenant_costs_the_same_and_reads_as_absent(
         body = acme.rpc("GetTask", {"id": foreign}).json()
     assert body["error"]["code"] == -32001
     assert _records(acme) == before + 1  # refused reads are negotiated and recorded too
+
+
+def test_send_message_statement_count_is_pinned(acme: Caller) -> None:
+    acme.rpc("SendMessage", immediately(user_message("warm-up")))  # first-use seeding is not the hot path
+    before = _records(acme)
+    with CaptureQueriesContext(connection) as ctx:
+        body = acme.rpc("SendMessage", immediately(user_message("q-2"))).json()
+    assert body["result"]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+    assert _records(acme) == before + 1
+    statements = _statements(ctx)
+    assert len(statements) <= SENDMESSAGE_MAX_STATEMENTS, "\n".join(statements)
+    assert not any(s.lstrip().startswith("SELECT") and 'FROM "tenants_tenant"' in s for s in statements), statements
