@@ -71,7 +71,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "apps.core.middleware.StaticFilesMiddleware",  # WhiteNoise, async-capable
     "apps.core.middleware.ProtocolEnvelopeMiddleware",
     "apps.core.request_limits.RequestLimitsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -56,7 +56,7 @@ from apps.a2a.services import (
     task_cancel,
 )
 from apps.a2a.streams import run_wait_settled
-from apps.a2a.tck import TCK_WORKFLOW_ID, tck_route
+from apps.a2a.tck import TCK_WORKFLOW_ID, tck_route, tck_scenario
 from apps.a2a.wire import TERMINAL_STATES, task_from_view
 from apps.agents.selectors import InventoryEntry, agent_by_a2a_tenant
 from apps.core.egress import EgressRefused, egress_check_url
@@ -209,7 +209,9 @@ def _send_sync(call: Call, request: SendMessageRequest) -> Run:
     skill_id = skill_id_of(request)
     inputs = inputs_of(message)
     tck = None
-    if call.agent is None and skill_id is None:
+    if call.agent is None and skill_id is None and tck_scenario(message.message_id) is not None:
+        # Only a TCK-shaped messageId asks whether the TCK route is enabled (two reads saved on
+        # every other message).
         tck = tck_route(message, route_enabled=skill_route_enabled(TCK_WORKFLOW_ID))
     if call.agent is not None:
         workflow_id = agent_skill_resolve(entry=call.agent, skill_id=skill_id)

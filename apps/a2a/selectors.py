@@ -20,8 +20,8 @@ from apps.a2a.wire import InterruptView, TaskView
 from apps.core.errors import NotFound, ValidationFailed
 from apps.facets.models import Facet
 from apps.runs.models import InterruptKind, Run, RunStatus
-from apps.runs.selectors import RunOrder, run_events_after, run_get_readable, run_list, run_open_interrupt
-from apps.tenants.models import Tenant
+from apps.runs.selectors import RunOrder, run_event_payloads, run_get_readable, run_list, run_open_interrupt
+from apps.tenants.selectors import subject_tenant_pk
 from apps.tenants.subject import Subject
 
 LIST_DEFAULT_PAGE_SIZE = 50
@@ -43,11 +43,7 @@ def task_view_of(run: Run) -> TaskView:
         run=run,
         open_interrupt=InterruptView.of(interrupt) if interrupt is not None else None,
         # Only what the log held when the row was read: a stream resumes after run.last_sequence.
-        artifacts=[
-            e.payload
-            for e in run_events_after(run=run, after=0)
-            if e.type == "artifact.created" and e.sequence <= run.last_sequence
-        ],
+        artifacts=run_event_payloads(run=run, type="artifact.created"),
         messages=task_messages(run=run),
     )
 
@@ -68,7 +64,7 @@ def task_messages(*, run: Run) -> list[dict]:
 def task_message_find(*, subject: Subject, message_id: str) -> TaskMessage | None:
     """The first Message this principal sent with `message_id` (its de-duplication record)."""
     return (
-        TaskMessage.objects.for_tenant(_tenant_pk(subject))
+        TaskMessage.objects.for_tenant(subject_tenant_pk(subject))
         .select_related("run", "run__workflow")
         .filter(principal=subject.subject_id, message_id=message_id)
         .first()
@@ -171,6 +167,3 @@ def task_page(
         views=views, next_page_token=page.next_cursor or "", page_size=size, total_size=page.total_size or 0
     )
 
-
-def _tenant_pk(subject: Subject) -> int:
-    return Tenant.objects.values_list("pk", flat=True).get(slug=subject.tenant)

@@ -69,15 +69,15 @@ def skill_routes_ensure() -> None:
 def skill_resolve(skill_id: str | None) -> SkillRoute:
     """The routed skill a message names, else the host default; -32602 naming the skill otherwise
     (map SendMessage row: an unknown or unroutable skill)."""
-    skill_routes_ensure()
     routes = SkillRoute.objects.filter(enabled=True)
-    if skill_id is None:
-        route = routes.filter(is_default=True).first()
-        if route is None:
-            raise invalid_params("No skill was named and the host routes no default skill.", field="skillId")
-        return route
-    route = routes.filter(workflow_id=skill_id).first()
+    wanted = routes.filter(is_default=True) if skill_id is None else routes.filter(workflow_id=skill_id)
+    route = wanted.first()
+    if route is None and not SkillRoute.objects.exists():  # seed an empty table only on a miss
+        skill_routes_ensure()
+        route = wanted.first()
     if route is None:
+        if skill_id is None:
+            raise invalid_params("No skill was named and the host routes no default skill.", field="skillId")
         raise invalid_params(f"Unknown or unroutable skill {skill_id!r}.", field="skillId")
     return route
 

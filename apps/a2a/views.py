@@ -51,7 +51,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message as ProtoMessage
 
 from apps.a2a import operations
-from apps.a2a.card import features_current, public_card_current
+from apps.a2a.card import features_of, public_card_current
 from apps.a2a.errors import (
     AUTHENTICATE_HEADER,
     AuthenticationRequired,
@@ -68,6 +68,7 @@ from apps.core.ids import unproject_id
 from apps.core.json_limits import json_loads_limited
 from apps.core.sse import sse_response
 from apps.facets.negotiation import inbound_peer_origin, negotiation_decide
+from apps.facets.services import facet_ensure
 from apps.tenants.selectors import subject_from_authorization
 
 logger = logging.getLogger(__name__)
@@ -87,19 +88,21 @@ def _caller(request: HttpRequest) -> Call:
     except OpenWopError:
         raise AuthenticationRequired() from None  # same bytes for missing, malformed, unknown, revoked
     requested = request.headers.get("A2A-Version") or request.GET.get("A2A-Version") or None
+    facet = facet_ensure(protocol="a2a")  # read once: the decision and the features agree
     decision = negotiation_decide(
         protocol="a2a",
         requested=requested.strip() if requested else None,
         peer_origin=inbound_peer_origin(origin_header=request.headers.get("Origin"), subject=subject),
         subject=subject,
         run=None,  # inbound exchanges are not a run's; the record is the caller's host event
+        facet=facet,
     )
     if not decision.accepted:
         raise VersionNotSupportedError(
             f"A2A version {decision.requested!r} is not supported.",
             data={"supportedVersions": ",".join(decision.supported)},
         )
-    return Call(subject=subject, features=features_current())
+    return Call(subject=subject, features=features_of(facet))
 
 
 def _media_type_ok(request: HttpRequest) -> bool:

@@ -14,7 +14,7 @@ from apps.audit.errors import HostEventResyncRequired
 from apps.audit.models import HostEvent
 from apps.core.errors import ValidationFailed
 from apps.core.ids import OPAQUE_RE
-from apps.tenants.models import Tenant
+from apps.tenants.selectors import subject_tenant_pk
 from apps.tenants.subject import Subject
 
 
@@ -40,7 +40,7 @@ def host_event_cursor_open(*, subject: Subject, last_event_id: str | None) -> Ho
     after the named event, then live ones: ephemeral events that were already written when it
     connected are never sent again (RFC 0236 §C, "never redelivered").
     """
-    tenant_id = Tenant.objects.only("pk").get(slug=subject.tenant).pk
+    tenant_id = subject_tenant_pk(subject)
     stream = _stream(tenant_id=tenant_id, subject_id=subject.subject_id)
     head = stream.aggregate(head=Max("sequence"))["head"] or 0
     after = head

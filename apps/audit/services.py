@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.audit.errors import HostEventDeliveryMismatch
@@ -14,7 +14,7 @@ from apps.audit.streams import host_event_wake_group
 from apps.core.errors import NotFound, TenantMismatch, ValidationFailed
 from apps.core.ids import mint_opaque
 from apps.core.sse import publish_wake
-from apps.tenants.models import Tenant
+from apps.tenants.selectors import subject_tenant_pk
 from apps.tenants.subject import Subject
 
 
@@ -30,17 +30,20 @@ def host_event_append(*, subject: Subject, type: str, payload: dict[str, Any], d
         raise HostEventDeliveryMismatch(f"{type!r} is registered as {registered.delivery}")
     if not isinstance(payload, dict):
         raise TypeError("a host-event payload is a JSON object")
-    with transaction.atomic():
-        tenant = Tenant.objects.get(slug=subject.tenant)
+    tenant_pk = subject_tenant_pk(subject)
+    # No savepoint: any failure here propagates and rolls back the caller's whole transaction
+    # (the decision with its record), which is what the record's atomicity asks for anyway.
+    with transaction.atomic(savepoint=False):
+        sequence = _next_sequence(tenant_pk=tenant_pk, subject_id=subject.subject_id)
         event = HostEvent.objects.create(
-            tenant=tenant,
+            tenant_id=tenant_pk,
             subject_id=subject.subject_id,
             subject=subject.as_wire(),
             event_id=mint_opaque(),
             type=type,
             payload=payload,
             durable=durable,
-            sequence=_next_sequence(tenant=tenant, subject_id=subject.subject_id),
+            sequence=sequence,
             at=timezone.now(),
         )
         group = host_event_wake_group(tenant=subject.tenant, subject_id=subject.subject_id)
@@ -48,19 +51,28 @@ def host_event_append(*, subject: Subject, type: str, payload: dict[str, Any], d
     return event
 
 
-def _next_sequence(*, tenant: Tenant, subject_id: str) -> int:
-    """Take the stream's counter row lock (held to commit) and advance it by one."""
-    streams = HostEventStream.objects.for_tenant(tenant)
-    try:
-        stream = streams.select_for_update().get(subject_id=subject_id)
-    except HostEventStream.DoesNotExist:
-        # INSERT ... ON CONFLICT DO NOTHING: two first appends racing both land on the one row
-        # instead of one failing on the unique constraint.
-        streams.bulk_create([HostEventStream(tenant=tenant, subject_id=subject_id)], ignore_conflicts=True)
-        stream = streams.select_for_update().get(subject_id=subject_id)
-    stream.last_sequence += 1
-    stream.save(update_fields=["last_sequence"])
-    return stream.last_sequence
+_ADVANCE_SQL = (
+    f"UPDATE {HostEventStream._meta.db_table} SET last_sequence = last_sequence + 1"  # noqa: S608 (our own table name)
+    " WHERE tenant_id = %s AND subject_id = %s RETURNING last_sequence"
+)
+
+
+def _next_sequence(*, tenant_pk: int, subject_id: str) -> int:
+    """Advance the stream's counter by one in a single `UPDATE ... RETURNING` (one round trip, no
+    separate `SELECT ... FOR UPDATE`). The UPDATE's row lock is held to commit, so sequences are
+    still allocated one transaction at a time and commit in order (HostEventStream)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_ADVANCE_SQL, [tenant_pk, subject_id])
+        row = cursor.fetchone()
+        if row is None:
+            # INSERT ... ON CONFLICT DO NOTHING: two first appends racing both land on the one row
+            # instead of one failing on the unique constraint; then advance it like any other.
+            HostEventStream.objects.for_tenant(tenant_pk).bulk_create(
+                [HostEventStream(tenant_id=tenant_pk, subject_id=subject_id)], ignore_conflicts=True
+            )
+            cursor.execute(_ADVANCE_SQL, [tenant_pk, subject_id])
+            row = cursor.fetchone()
+    return int(row[0])
 
 
 def host_event_emit_test(*, subject: Subject, delivery: Delivery, workspace_id: str | None = None) -> HostEvent:

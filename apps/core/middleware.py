@@ -4,6 +4,10 @@ On protocol paths it selects the contract from `OpenWOP-Version` (406 for an unl
 stamps `OpenWOP-Version` on every response (304s and errors too). On protocol and vendor API
 paths it turns Django's own 404, 405 and 500 pages into the envelope, so no HTML or stack trace
 ever reaches a client of the wire.
+
+`StaticFilesMiddleware` is WhiteNoise made async-capable: WhiteNoise's own middleware is sync-only,
+so under ASGI every request (not only static ones) paid a hop into a thread and back out
+(`sync_to_async` around it, `async_to_sync` for the rest of the stack).
 """
 
 from __future__ import annotations
@@ -11,9 +15,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.http import HttpRequest, HttpResponseBase
 from django.middleware.csrf import CsrfViewMiddleware
+from whitenoise.middleware import WhiteNoiseMiddleware
 
 from apps.core.errors import (
     Forbidden,
@@ -123,3 +128,31 @@ class BearerApiCsrfMiddleware(CsrfViewMiddleware):
         if wants_envelope(request.path) or request.path.startswith(("/a2a", "/mcp")):
             return None
         return super().process_view(request, callback, callback_args, callback_kwargs)
+
+
+class StaticFilesMiddleware(WhiteNoiseMiddleware):
+    """WhiteNoise with an async path: a request for no static file goes straight on down the async
+    stack; a static file is served as WhiteNoise serves it, its file work in a thread."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: GetResponse) -> None:
+        super().__init__(get_response)
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest):  # type: ignore[no-untyped-def]
+        if self.is_async:
+            return self._acall(request)
+        return super().__call__(request)
+
+    async def _acall(self, request: HttpRequest) -> HttpResponseBase:
+        if self.autorefresh:  # development: looks on disk
+            static_file = await sync_to_async(self.find_file)(request.path_info)
+        else:
+            static_file = self.files.get(request.path_info)
+        if static_file is None:
+            return await self.get_response(request)  # type: ignore[misc]
+        return await sync_to_async(self.serve)(static_file, request)

@@ -15,12 +15,13 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import SyncToAsync, async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
 from django.db import connection
 from django.http import HttpRequest, StreamingHttpResponse
@@ -49,12 +50,35 @@ def wake_group_name(kind: str, tenant: str, key: str) -> str:
 
 
 def publish_wake(group: str) -> None:
-    """Wake every stream of `group`. Call from `transaction.on_commit`; best effort by design."""
+    """Wake every stream of `group`. Call from `transaction.on_commit`; best effort by design.
+
+    In a request's sync code (a `sync_to_async` thread of the ASGI server) the send is handed to
+    the server's event loop and not waited for: the request does not queue behind the loop and
+    Redis for a wake-up whose loss only costs a stream its poll interval. Elsewhere (the worker, a
+    command) it is sent and waited for as before."""
     layer = get_channel_layer()
     if layer is None:
         return
+    loop = _server_loop()
+    if loop is not None:
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: fall through
+            asyncio.run_coroutine_threadsafe(_send_wake(layer, group), loop)
+            return
     with contextlib.suppress(Exception):  # a lost wake-up costs latency, never data
         async_to_sync(layer.group_send)(group, {"type": "log.wake"})
+
+
+async def _send_wake(layer: Any, group: str) -> None:
+    with contextlib.suppress(Exception):  # a lost wake-up costs latency, never data
+        await layer.group_send(group, {"type": "log.wake"})
+
+
+def _server_loop() -> asyncio.AbstractEventLoop | None:
+    """The running event loop that called this thread through `sync_to_async`, if any."""
+    loop = getattr(SyncToAsync.threadlocal, "main_event_loop", None)
+    if loop is None or getattr(SyncToAsync.threadlocal, "main_event_loop_pid", None) != os.getpid():
+        return None
+    return loop if loop.is_running() else None
 
 
 def last_event_id(request: HttpRequest, query_param: str | None = None) -> int:

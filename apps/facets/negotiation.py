@@ -19,6 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.core.errors import OpenWopError
+from apps.facets.models import Facet
 from apps.facets.services import facet_ensure
 from apps.facets.versions import Protocol, is_valid_version, version_key
 from apps.tenants.subject import Subject
@@ -163,28 +164,40 @@ def negotiation_decide(
     run: Any = None,
     peer_offers: Sequence[str] | None = None,
     authenticated: bool | None = None,
+    facet: Facet | None = None,
 ) -> Decision:
     """Decide, and record the decision in the same transaction. Returns the decision either way;
     callers raise `NegotiationRefused(decision)` (or their protocol's error) on a refusal.
 
     `authenticated` defaults to "a Subject made the request" (inbound); an outbound exchange says
-    whether the host presented its own outbound identity to the peer."""
+    whether the host presented its own outbound identity to the peer. `facet` is the protocol's
+    facet row when the caller already read it in this request (it uses it for its features too);
+    else it is read here."""
     decision = negotiation_precheck(
         protocol=protocol,
         requested=requested,
         peer_offers=peer_offers,
         authenticated=subject is not None if authenticated is None else authenticated,
+        facet=facet,
     )
     negotiation_record(decision, peer_origin=peer_origin, subject=subject, run=run)
     return decision
 
 
 def negotiation_precheck(
-    *, protocol: Protocol, requested: str | None, peer_offers: Sequence[str] | None, authenticated: bool
+    *,
+    protocol: Protocol,
+    requested: str | None,
+    peer_offers: Sequence[str] | None,
+    authenticated: bool,
+    facet: Facet | None = None,
 ) -> Decision:
     """The decision against the facet as it stands, recording nothing. A client asks this before
     it puts a version on the wire, so a version below the floor is never sent."""
-    facet = facet_ensure(protocol=protocol)
+    if facet is None:
+        facet = facet_ensure(protocol=protocol)
+    elif facet.protocol != protocol:
+        raise ValueError(f"a {facet.protocol} facet cannot decide {protocol}")
     return decide(
         protocol=protocol,
         offered=list(facet.versions),

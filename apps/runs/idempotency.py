@@ -24,6 +24,7 @@ from django.utils import timezone
 from apps.core.errors import Conflict, OpenWopError
 from apps.runs.models import IdempotencyRecord, IdempotencyState, Run
 from apps.tenants.models import Tenant
+from apps.tenants.selectors import subject_tenant_pk
 from apps.tenants.subject import Subject
 
 IDEMPOTENCY_TTL = timedelta(hours=24)
@@ -57,14 +58,17 @@ def request_digest(*, endpoint: str, body: Any) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def idempotency_claim(*, tenant: Tenant, endpoint: str, key: str, digest: str) -> IdempotencyClaim | IdempotentReplay:
+def idempotency_claim(
+    *, tenant: Tenant | int, endpoint: str, key: str, digest: str
+) -> IdempotencyClaim | IdempotentReplay:
     """Claim `key` for this request, or answer with the replay / the 409 the protocol asks for."""
     if not IDEMPOTENCY_KEY_RE.match(key):
         raise IdempotencyKeyInvalid(details={"header": "Idempotency-Key"})
+    tenant_pk = tenant.pk if isinstance(tenant, Tenant) else tenant
     now = timezone.now()
     token = secrets.token_hex(16)
     with transaction.atomic(durable=True):
-        records = IdempotencyRecord.objects.for_tenant(tenant).select_for_update(of=("self",))
+        records = IdempotencyRecord.objects.for_tenant(tenant_pk).select_for_update(of=("self",))
         record = records.filter(endpoint=endpoint, key=key).select_related("run").first()
         if record is not None and record.expires_at <= now:
             record.delete()  # past its 24 h: the key is free again
@@ -73,7 +77,7 @@ def idempotency_claim(*, tenant: Tenant, endpoint: str, key: str, digest: str) -
             try:
                 with transaction.atomic():
                     record = IdempotencyRecord.objects.create(
-                        tenant=tenant,
+                        tenant_id=tenant_pk,
                         endpoint=endpoint,
                         key=key,
                         request_digest=digest,
@@ -84,7 +88,7 @@ def idempotency_claim(*, tenant: Tenant, endpoint: str, key: str, digest: str) -
             except IntegrityError as exc:
                 # PostgreSQL: a concurrent request inserted the same key and committed first.
                 raise _in_flight() from exc
-            return IdempotencyClaim(tenant_pk=tenant.pk, record_pk=record.pk, claim_token=token)
+            return IdempotencyClaim(tenant_pk=tenant_pk, record_pk=record.pk, claim_token=token)
         if record.request_digest != digest:
             raise Conflict(
                 "idempotency_key_mismatch",
@@ -99,7 +103,7 @@ def idempotency_claim(*, tenant: Tenant, endpoint: str, key: str, digest: str) -
             raise _in_flight()
         record.claim_token, record.created_at = token, now
         record.save(update_fields=["claim_token", "created_at"])
-        return IdempotencyClaim(tenant_pk=tenant.pk, record_pk=record.pk, claim_token=token)
+        return IdempotencyClaim(tenant_pk=tenant_pk, record_pk=record.pk, claim_token=token)
 
 
 T = TypeVar("T")
@@ -111,7 +115,7 @@ def idempotency_run(
     """Claim `key`, then `perform(claim)` (which completes the claim in its own transaction), or
     answer the replay. A failed operation frees the key, so a corrected request may reuse it."""
     claim = idempotency_claim(
-        tenant=Tenant.objects.get(slug=subject.tenant),
+        tenant=subject_tenant_pk(subject),
         endpoint=endpoint,
         key=key,
         digest=request_digest(endpoint=endpoint, body=request_body),

@@ -13,7 +13,7 @@ from django.utils.dateparse import parse_datetime
 
 from apps.core.errors import NotFound, ValidationFailed
 from apps.runs.models import WAITING_STATUSES, Interrupt, Run, RunEvent, RunStatus
-from apps.tenants.models import Tenant
+from apps.tenants.selectors import subject_tenant_pk
 from apps.tenants.subject import Subject
 
 RUN_LIST_MAX_PAGE_SIZE = 100
@@ -28,7 +28,7 @@ def run_get_readable(*, subject: Subject, run_id: str) -> Run:
     403 id_tenant_mismatch for a foreign tenant segment before calling this; A2A and MCP map a
     foreign and an unknown id to the same bytes.
     """
-    run = Run.objects.for_tenant(_tenant_pk(subject)).select_related("workflow").filter(run_id=run_id).first()
+    run = Run.objects.for_tenant(subject_tenant_pk(subject)).select_related("workflow").filter(run_id=run_id).first()
     if run is None:
         raise NotFound("No such run.")
     return run
@@ -37,7 +37,7 @@ def run_get_readable(*, subject: Subject, run_id: str) -> Run:
 def interrupt_get_readable(*, subject: Subject, interrupt_id: str) -> Interrupt:
     """An interrupt by its tenant-bound id (the MCP/A2A input key), under the same rule as runs."""
     interrupt = (
-        Interrupt.objects.for_tenant(_tenant_pk(subject))
+        Interrupt.objects.for_tenant(subject_tenant_pk(subject))
         .select_related("run")
         .filter(interrupt_id=interrupt_id)
         .first()
@@ -62,6 +62,18 @@ def run_open_interrupt(*, run: Run) -> Interrupt | None:
 def run_events_after(*, run: Run, after: int) -> list[RunEvent]:
     """The run's events with sequence > `after`, in order."""
     return list(RunEvent.objects.for_tenant(run.tenant_id).filter(run=run, sequence__gt=after).order_by("sequence"))
+
+
+def run_event_payloads(*, run: Run, type: str) -> list[dict]:
+    """The payloads of the run's events of one type, in order, up to the row's `last_sequence`
+    (what the log held when the row was read). One narrow read: a projection that needs only one
+    type (A2A artifacts) does not fetch and build every event of the run."""
+    return list(
+        RunEvent.objects.for_tenant(run.tenant_id)
+        .filter(run=run, type=type, sequence__lte=run.last_sequence)
+        .order_by("sequence")
+        .values_list("payload", flat=True)
+    )
 
 
 @dataclass(frozen=True)
@@ -114,7 +126,7 @@ def run_list(
     wanted = [status] if status is not None else list(statuses) if statuses is not None else None
     if wanted is not None and any(s not in RunStatus.values for s in wanted):
         raise ValidationFailed("Unknown run status.", details={"field": "status", "allowed": RunStatus.values})
-    tenant_pk = _tenant_pk(subject)
+    tenant_pk = subject_tenant_pk(subject)
     field = _ORDER_FIELD[order]
     runs = Run.objects.for_tenant(tenant_pk).select_related("workflow")
     if workflow_id is not None:
@@ -167,6 +179,3 @@ def _cursor_position(cursor: str, *, tenant: str, order: RunOrder) -> tuple[date
         raise ValidationFailed("The cursor was not minted by this host.", details={"field": "cursor"}) from exc
     return position, data["i"]
 
-
-def _tenant_pk(subject: Subject) -> int:
-    return Tenant.objects.values_list("pk", flat=True).get(slug=subject.tenant)

@@ -36,6 +36,7 @@ from apps.runs.models import (
 )
 from apps.runs.trace_context import run_trace_from
 from apps.tenants.models import Tenant
+from apps.tenants.selectors import subject_tenant_pk
 from apps.tenants.subject import Subject
 
 CREATE_RUN_ENDPOINT = "POST /runs"
@@ -66,15 +67,15 @@ def run_create(
         raise ValidationFailed("inputs must be an object.", details={"field": "inputs"})
     if context_id is not None and not 1 <= len(context_id) <= 256:
         raise ValidationFailed("contextId is 1-256 characters.", details={"field": "contextId"})
-    tenant = Tenant.objects.get(slug=subject.tenant)
-    workflow = workflow_get(tenant=tenant, workflow_id=workflow_id)
+    tenant_pk = subject_tenant_pk(subject)
+    workflow = workflow_get(tenant=tenant_pk, workflow_id=workflow_id)
     workflow_inputs_check(input_schema=workflow.input_schema, inputs=inputs)
     owner = {"tenant": subject.tenant, "subject": subject.as_wire()}
     trace = run_trace_from(traceparent, tracestate)
     now = timezone.now()
     with transaction.atomic(durable=True):
         run = Run.objects.create(
-            tenant=tenant,
+            tenant_id=tenant_pk,
             run_id=mint_bound_id(subject.tenant),
             owner=owner,
             workflow=workflow,

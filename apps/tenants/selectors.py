@@ -7,7 +7,7 @@ import hmac
 from django.conf import settings
 
 from apps.core.errors import CredentialRevoked, Unauthenticated
-from apps.tenants.models import ApiKey
+from apps.tenants.models import ApiKey, Tenant
 from apps.tenants.services import KEY_SCHEME, secret_digest
 from apps.tenants.subject import Subject
 
@@ -37,7 +37,16 @@ def subject_from_api_key(raw: str) -> Subject:
         subject_id=api_key.subject_id,
         tenant=api_key.tenant.slug,
         kind=api_key.kind,  # type: ignore[arg-type]
+        tenant_pk=api_key.tenant_id,
     )
+
+
+def subject_tenant_pk(subject: Subject) -> int:
+    """The pk of the Subject's tenant: carried from its credential's read when it has it, else one
+    lookup by slug (a Subject built elsewhere). The one way tenant-scoped reads get it."""
+    if subject.tenant_pk is not None:
+        return subject.tenant_pk
+    return int(Tenant.objects.values_list("pk", flat=True).get(slug=subject.tenant))
 
 
 def bearer_token(authorization: str | None) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 SubjectKind = Literal["user", "agent"]
@@ -15,6 +15,10 @@ class Subject:
     tenant: str
     kind: SubjectKind
     lane: str = "api-key"
+    # The tenant row's pk, when the credential's own read already had it (the API-key lookup
+    # joins the tenant): saves every tenant-scoped read a second lookup by slug. Never on the
+    # wire, never part of equality; a Subject built without it falls back to the slug.
+    tenant_pk: int | None = field(default=None, compare=False, repr=False)
 
     def as_wire(self) -> dict[str, Any]:
         """The closed Subject object as it appears in owners, events and audit records."""
