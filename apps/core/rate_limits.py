@@ -19,7 +19,9 @@ import time
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import DEFAULT_CACHE_ALIAS, BaseCache, caches
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from django.utils.crypto import salted_hmac
 
 logger = logging.getLogger(__name__)
@@ -60,6 +62,27 @@ def caller_key(authorization: str | None) -> str | None:
     return salted_hmac(_KEY_SALT, token).hexdigest()[:32]
 
 
+_client: BaseCache | None = None
+
+
+def _counters() -> BaseCache:
+    """One cache client per process. `django.core.cache.cache` is per request context under ASGI,
+    and a fresh Redis client per request opened a fresh TCP connection on every limited request
+    (12.7 % of Python CPU in the GetTask profile). Both backends are thread-safe; two threads racing
+    here at start-up only build one spare client."""
+    global _client
+    if _client is None:
+        _client = caches.create_connection(DEFAULT_CACHE_ALIAS)
+    return _client
+
+
+@receiver(setting_changed)
+def _counters_reset(*, setting: str, **kwargs: object) -> None:
+    global _client
+    if setting == "CACHES":
+        _client = None
+
+
 def _window_cache_key(bucket: str, window: int) -> str:
     return f"openwop:rl:{bucket}:{window}"
 
@@ -90,8 +113,8 @@ def request_admit(bucket: str, limits: LimitSettings) -> int | None:
     window = int(now // limits.window_seconds)
     key = _window_cache_key(bucket, window)
     try:
-        cache.add(key, 0, timeout=limits.window_seconds + 1)
-        count = cache.incr(key)
+        _counters().add(key, 0, timeout=limits.window_seconds + 1)
+        count = _counters().incr(key)
     except Exception as exc:  # fail open (module docstring)
         _cache_down(exc)
         return None
@@ -107,12 +130,12 @@ def stream_slot_acquire(bucket: str, limits: LimitSettings) -> bool | None:
         return None
     key = _streams_cache_key(bucket)
     try:
-        cache.add(key, 0, timeout=STREAM_SLOT_TTL_SECONDS)
-        count = cache.incr(key)
+        _counters().add(key, 0, timeout=STREAM_SLOT_TTL_SECONDS)
+        count = _counters().incr(key)
         if count > limits.streams:
-            cache.decr(key)
+            _counters().decr(key)
             return False
-        cache.touch(key, STREAM_SLOT_TTL_SECONDS)
+        _counters().touch(key, STREAM_SLOT_TTL_SECONDS)
     except Exception as exc:
         _cache_down(exc)
         return None
@@ -122,8 +145,8 @@ def stream_slot_acquire(bucket: str, limits: LimitSettings) -> bool | None:
 def stream_slot_release(bucket: str) -> None:
     key = _streams_cache_key(bucket)
     try:
-        if cache.decr(key) < 0:
-            cache.set(key, 0, timeout=STREAM_SLOT_TTL_SECONDS)
+        if _counters().decr(key) < 0:
+            _counters().set(key, 0, timeout=STREAM_SLOT_TTL_SECONDS)
     except Exception as exc:  # an expired key (ValueError) or the cache down: nothing held any more
         if not isinstance(exc, ValueError):
             _cache_down(exc)
@@ -132,6 +155,6 @@ def stream_slot_release(bucket: str) -> None:
 def streams_open(bucket: str) -> int:
     """How many slots the bucket holds (tests and operators)."""
     try:
-        return int(cache.get(_streams_cache_key(bucket), 0))
+        return int(_counters().get(_streams_cache_key(bucket), 0))
     except Exception:
         return 0

@@ -31,7 +31,7 @@ def dead_cache(settings, monkeypatch):  # type: ignore[no-untyped-def]
         return real_add(*args, **kwargs)
 
     monkeypatch.setattr(dead, "add", counted_add)
-    monkeypatch.setattr(rate_limits, "cache", dead)
+    monkeypatch.setattr(rate_limits, "_counters", lambda: dead)
     monkeypatch.setattr(rate_limits, "_cache_retry_at", 0.0)
     return calls
 
@@ -55,3 +55,18 @@ def test_caller_key_hides_the_token_and_ignores_other_schemes() -> None:
     assert bucket and "secret" not in bucket and "owk" not in bucket
     assert caller_key("bearer  owk_prefix.secret-part ") == bucket
     assert caller_key("Basic abc") is None and caller_key(None) is None and caller_key("Bearer ") is None
+
+
+def test_every_request_context_shares_one_counter_client() -> None:
+    """Under ASGI each request has its own `caches["default"]` (a fresh Redis client, so a fresh
+    connection per request); the limits keep one client per process."""
+    import asyncio
+    import contextvars
+
+    async def one_request() -> tuple[object, object]:
+        return caches["default"], rate_limits._counters()
+
+    first = asyncio.run(one_request())
+    second = contextvars.Context().run(asyncio.run, one_request())
+    assert first[1] is second[1]
+    assert first[0] is not second[0]  # what the limits no longer use
