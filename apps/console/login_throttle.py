@@ -27,8 +27,8 @@ _SALT = "openwop-host.console-login"
 
 
 def _limits() -> tuple[int, int]:
-    failures = int(getattr(settings, "OPENWOP_CONSOLE_LOGIN_FAILURES", 5))
-    window = max(1, int(getattr(settings, "OPENWOP_CONSOLE_LOGIN_WINDOW_SECONDS", 900)))
+    failures = settings.OPENWOP_CONSOLE_LOGIN_FAILURES
+    window = max(1, settings.OPENWOP_CONSOLE_LOGIN_WINDOW_SECONDS)
     return failures, window
 
 
