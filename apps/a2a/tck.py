@@ -38,8 +38,8 @@ from apps.runs.nodes import (
     NodeKind,
     NodeResult,
     Suspended,
-    _wait_until,
     register_node_kind,
+    wait_until_deadline,
 )
 
 TCK_WORKFLOW_ID = "a2a-tck"
@@ -113,7 +113,7 @@ class TckScenarioNode(NodeKind):
                 )
             return Completed(outputs={"scenario": scenario, "answer": ctx.resume_value})
         parts, wait_ms = _COMPLETIONS.get(scenario, _COMPLETIONS[DEFAULT_SCENARIO])
-        if wait_ms and _wait_until(ctx, ctx.started_at + timedelta(milliseconds=wait_ms), poll_seconds=0.1):
+        if wait_ms and wait_until_deadline(ctx, ctx.started_at + timedelta(milliseconds=wait_ms), poll_seconds=0.1):
             return CancelObserved()
         artifacts = (Artifact(artifact_id=mint_opaque(), name=scenario, parts=parts),) if parts else ()
         return Completed(outputs={"scenario": scenario}, artifacts=artifacts)

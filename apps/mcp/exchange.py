@@ -9,7 +9,6 @@ is the version negotiated, once, through `negotiation_decide` (-32022 on refusal
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +20,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from apps.facets.negotiation import Decision
 from apps.mcp.errors import McpError, invalid_params
+from apps.runs.trace_context import TRACESTATE_MAX, traceparent_valid
 from apps.tenants.subject import Subject
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
@@ -34,9 +34,6 @@ NAME_PARAM_BY_METHOD: dict[str, str] = {
     "tasks/update": "taskId",
     "tasks/cancel": "taskId",
 }
-
-_TRACEPARENT_RE = re.compile(r"^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$")
-_TRACESTATE_MAX = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +133,7 @@ def trace_context_read(
         parent, state, source = meta.get("traceparent"), meta.get("tracestate"), "meta"
     else:
         parent, state, source = header_traceparent, header_tracestate, "header"
-    if not isinstance(parent, str) or not _TRACEPARENT_RE.match(parent.strip()):
+    if not isinstance(parent, str) or not traceparent_valid(parent.strip()):
         return None
-    tracestate = state.strip() if isinstance(state, str) and len(state) <= _TRACESTATE_MAX else ""
+    tracestate = state.strip() if isinstance(state, str) and len(state) <= TRACESTATE_MAX else ""
     return TraceContext(traceparent=parent.strip(), tracestate=tracestate, source=source)

@@ -134,7 +134,7 @@ def node_config_errors(kind: str, config: Any) -> list[str]:
 # Waiting without losing the lease or missing a cancel
 
 
-def _wait_until(ctx: NodeContext, deadline: datetime, *, poll_seconds: float) -> bool:
+def wait_until_deadline(ctx: NodeContext, deadline: datetime, *, poll_seconds: float) -> bool:
     """Sleep until `deadline`; True when a cancel arrived first. Heartbeats the lease meanwhile."""
     last_beat = time.monotonic()
     while True:
@@ -233,7 +233,7 @@ class DelayNode(NodeKind):
             delay_ms = round(seconds * 1000)
         delay_ms = max(0, min(int(delay_ms), self.MAX_DELAY_MS))
         deadline = ctx.started_at + timedelta(milliseconds=delay_ms)
-        if _wait_until(ctx, deadline, poll_seconds=0.25):
+        if wait_until_deadline(ctx, deadline, poll_seconds=0.25):
             return CancelObserved()
         return Completed(outputs={"delayedMs": delay_ms})
 
@@ -252,7 +252,7 @@ class CancellableNode(NodeKind):
     def execute(self, ctx: NodeContext) -> NodeResult:
         wait_ms = int(ctx.inputs.get("waitMs", ctx.config.get("waitMs", 120_000)))
         deadline = ctx.started_at + timedelta(milliseconds=wait_ms)
-        if _wait_until(ctx, deadline, poll_seconds=0.1):
+        if wait_until_deadline(ctx, deadline, poll_seconds=0.1):
             return CancelObserved()
         return Completed(outputs={"waitedMs": wait_ms})
 
