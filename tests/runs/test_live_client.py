@@ -128,6 +128,9 @@ def test_idempotent_create_over_the_wire(client: OpenwopClient, live_url: str, a
     assert "openwop-idempotent-replay" not in original.headers
     assert replay.headers["openwop-idempotent-replay"] == "true"
     assert replay.content == original.content
+    # Let the worker finish both runs: teardown's flush must not race it for the run rows' locks.
+    for run_id in (first.runId, original.json()["runId"]):
+        wait_until(lambda run_id=run_id: client.runs_get(run_id).status == "completed", f"run {run_id} to complete")
 
 
 def test_sse_resume_after_a_disconnect_loses_and_repeats_nothing(
