@@ -38,6 +38,7 @@ from django.views.decorators.csrf import csrf_exempt
 from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 
+from apps.core.db_threads import in_own_db_thread, release_db_connection
 from apps.core.errors import OpenWopError, Unauthenticated
 from apps.core.json_limits import json_loads_limited
 from apps.mcp.dispatch import dispatch_begin, exchange_open
@@ -200,9 +201,12 @@ async def _cancel(task: asyncio.Future[dict[str, Any]]) -> None:
 async def _respond(request: HttpRequest, request_id: Any, finish: Finish) -> HttpResponse:
     # A fresh context: the view may run under a sync middleware's thread executor that quits when
     # the view returns, and a streamed step outlives the view (its sync_to_async reads would fail).
-    task = asyncio.get_running_loop().create_task(finish(), context=contextvars.Context())
+    # Its own thread too (apps/core/db_threads.py): without it every waiting step of the process
+    # queued on one shared thread, and the request's thread kept its connection for the whole wait.
+    task = asyncio.get_running_loop().create_task(in_own_db_thread(finish), context=contextvars.Context())
     streamable = "text/event-stream" in request.headers.get("Accept", "")
     try:
+        await release_db_connection()
         await asyncio.wait({task}, timeout=SSE_AFTER_SECONDS if streamable else None)
     except asyncio.CancelledError:  # the client went away before any byte of the answer
         await _cancel(task)
