@@ -135,12 +135,19 @@ def manage(*args: str) -> str:
     return out.stdout.strip()
 
 
+WORKER_CONCURRENCY = 16
+
+
 def start_worker() -> Server:
+    # One pooled connection per worker thread: with the host's pool of 8, half of the 16 threads
+    # could wait on the pool (10 s, then the step fails and the run waits for the sweeper).
+    env = {**host_env(0), "DATABASE_POOL_MAX_SIZE": str(WORKER_CONCURRENCY)}
     worker = Server(
         name="celery",
-        cmd=[str(VENV_BIN / "celery"), "-A", "openwop_host", "worker", "--pool", "threads", "--concurrency", "16",
+        cmd=[str(VENV_BIN / "celery"), "-A", "openwop_host", "worker", "--pool", "threads",
+             "--concurrency", str(WORKER_CONCURRENCY),
              "-Q", "openwop-bench", "--loglevel", "warning", "--without-gossip", "--without-mingle"],
-        env=host_env(0), cwd=ROOT, log=VAR / "logs" / "celery.log",
+        env=env, cwd=ROOT, log=VAR / "logs" / "celery.log",
     )  # fmt: skip
     worker.start(cpus=SERVER_CPUS)
     return worker

@@ -74,11 +74,11 @@ MIDDLEWARE = [
     "apps.core.middleware.StaticFilesMiddleware",  # WhiteNoise, async-capable
     "apps.core.middleware.ProtocolEnvelopeMiddleware",
     "apps.core.request_limits.RequestLimitsMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
+    "apps.core.middleware.SessionMiddleware",  # these three and CSRF: cookie pages only
     "django.middleware.common.CommonMiddleware",
     "apps.core.middleware.BearerApiCsrfMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "apps.core.middleware.AuthenticationMiddleware",
+    "apps.core.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 

@@ -16,6 +16,9 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.contrib.auth.middleware import AuthenticationMiddleware as DjangoAuthenticationMiddleware
+from django.contrib.messages.middleware import MessageMiddleware as DjangoMessageMiddleware
+from django.contrib.sessions.middleware import SessionMiddleware as DjangoSessionMiddleware
 from django.http import HttpRequest, HttpResponseBase
 from django.middleware.csrf import CsrfViewMiddleware
 from whitenoise.middleware import WhiteNoiseMiddleware
@@ -119,13 +122,52 @@ class ProtocolEnvelopeMiddleware:
         return envelope_response(InternalError())
 
 
-class BearerApiCsrfMiddleware(CsrfViewMiddleware):
+def is_bearer_only_path(path: str) -> bool:
+    """The REST wire, the vendor API and the A2A/MCP interfaces: bearer keys only, no cookies."""
+    return wants_envelope(path) or path.startswith(("/a2a", "/mcp"))
+
+
+class CookiePagesOnly:
+    """Mixin for a cookie-session middleware (Django's `MiddlewareMixin` kind): bearer-only paths
+    skip it and go straight to the next handler.
+
+    Under ASGI such a middleware runs each of its hooks in a thread (`sync_to_async`), so every
+    A2A/MCP/REST request paid thread round trips for a session, a user, messages and a CSRF
+    cookie it never reads (8 % of GetTask's CPU in the bench profile, bench/README.md). Admin,
+    console and auditor pages keep all of it."""
+
+    get_response: GetResponse
+
+    def __call__(self, request: HttpRequest):  # type: ignore[no-untyped-def]
+        if not getattr(self, "async_mode", False) and is_bearer_only_path(request.path):
+            return self.get_response(request)
+        return super().__call__(request)  # type: ignore[misc]
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
+        if is_bearer_only_path(request.path):
+            return await self.get_response(request)  # type: ignore[misc]
+        return await super().__acall__(request)  # type: ignore[misc]
+
+
+class SessionMiddleware(CookiePagesOnly, DjangoSessionMiddleware):
+    pass
+
+
+class AuthenticationMiddleware(CookiePagesOnly, DjangoAuthenticationMiddleware):
+    pass
+
+
+class MessageMiddleware(CookiePagesOnly, DjangoMessageMiddleware):
+    pass
+
+
+class BearerApiCsrfMiddleware(CookiePagesOnly, CsrfViewMiddleware):
     """CSRF protects cookie sessions (admin, console). The REST wire, the vendor API and the A2A/MCP
     interfaces authenticate with bearer keys only, so a forged cross-site request carries no
     credential there; CSRF's HTML refusal must not reach those clients."""
 
     def process_view(self, request, callback, callback_args, callback_kwargs):  # type: ignore[no-untyped-def]
-        if wants_envelope(request.path) or request.path.startswith(("/a2a", "/mcp")):
+        if is_bearer_only_path(request.path):
             return None
         return super().process_view(request, callback, callback_args, callback_kwargs)
 
