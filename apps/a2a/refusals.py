@@ -5,6 +5,8 @@ answers a JSON-RPC error whose `data` holds exactly one ErrorInfo, every other /
 google.rpc.Status. A size or depth refusal is the binding's invalid-request / parse error; a rate
 or stream refusal has no A2A row, so it is JSON-RPC's implementation-defined server error
 (-32000) with reason RATE_LIMIT_EXCEEDED, gRPC's RESOURCE_EXHAUSTED and HTTP 429 + Retry-After.
+A saturated host (no database connection in time) is the internal-error row (-32603,
+INTERNAL_ERROR) with gRPC's UNAVAILABLE, HTTP 503 and Retry-After: retriable, and not a 500.
 """
 
 from __future__ import annotations
@@ -22,13 +24,19 @@ _ROWS: dict[str, tuple[int, int, str, str]] = {
     "json_too_deep": (-32700, 400, "INVALID_ARGUMENT", "PARSE_ERROR"),
     "rate_limited": (-32000, 429, "RESOURCE_EXHAUSTED", "RATE_LIMIT_EXCEEDED"),
     "streams_exhausted": (-32000, 429, "RESOURCE_EXHAUSTED", "RATE_LIMIT_EXCEEDED"),
+    "overloaded": (-32603, 503, "UNAVAILABLE", "INTERNAL_ERROR"),
 }
 
 
 def a2a_refusal(request: HttpRequest, refusal: Refusal) -> HttpResponseBase:
     code, http_status, grpc_status, reason = _ROWS[refusal.kind]
     details: list[dict[str, Any]] = [
-        {"@type": ERROR_INFO_TYPE, "reason": reason, "domain": A2A_DOMAIN, "metadata": {"limit": str(refusal.limit)}}
+        {
+            "@type": ERROR_INFO_TYPE,
+            "reason": reason,
+            "domain": A2A_DOMAIN,
+            "metadata": {} if refusal.kind == "overloaded" else {"limit": str(refusal.limit)},
+        }
     ]
     if request.path.rstrip("/") == "/a2a/jsonrpc":
         body: dict[str, Any] = {

@@ -66,6 +66,7 @@ from apps.a2a.wire import to_wire
 from apps.core.errors import OpenWopError, ValidationFailed
 from apps.core.ids import unproject_id
 from apps.core.json_limits import json_loads_limited
+from apps.core.overload import is_overload
 from apps.core.sse import sse_response
 from apps.facets.negotiation import inbound_peer_origin, negotiation_decide
 from apps.facets.services import facet_ensure
@@ -226,7 +227,9 @@ async def jsonrpc_endpoint(request: HttpRequest) -> HttpResponseBase:
         result = await handler(call, _parse_params(message_type, body.get("params")))
     except A2AError as error:
         return _rpc_error(error, request_id)
-    except Exception:
+    except Exception as exc:
+        if is_overload(exc):
+            raise  # 503 + Retry-After in this binding's wire (RequestLimitsMiddleware.process_exception)
         logger.exception("a2a jsonrpc: unhandled error")
         return _rpc_error(InternalError(), request_id)
     if isinstance(result, StreamPlan):
@@ -409,7 +412,9 @@ async def rest_endpoint(request: HttpRequest, route: str) -> HttpResponseBase:
         result = await handler(call, request, task_ref, tenant)
     except A2AError as error:
         return _rest_error(error)
-    except Exception:
+    except Exception as exc:
+        if is_overload(exc):
+            raise  # 503 + Retry-After in this binding's wire (RequestLimitsMiddleware.process_exception)
         logger.exception("a2a rest: unhandled error")
         return _rest_error(InternalError())
     if isinstance(result, StreamPlan):

@@ -15,9 +15,11 @@ from apps.core.errors import (
     InternalError,
     NotFound,
     OpenWopError,
+    Overloaded,
     Unauthenticated,
     ValidationFailed,
 )
+from apps.core.overload import OVERLOAD_RETRY_AFTER_SECONDS, is_overload
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +52,8 @@ def _translate(exc: Exception) -> OpenWopError:
         if exc.wait is not None:
             err.headers["Retry-After"] = str(int(exc.wait) + 1)
         return err
+    if is_overload(exc):  # saturated, not broken: 503 + Retry-After (apps/core/overload.py)
+        return Overloaded(retry_after=OVERLOAD_RETRY_AFTER_SECONDS)
     logger.exception("Unhandled error in a REST view")
     return InternalError()
 

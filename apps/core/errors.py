@@ -174,3 +174,19 @@ class RateLimited(ValidationFailed):
 class InternalError(OpenWopError):
     code = "internal_error"
     default_message = "The host could not complete the request."
+
+
+OVERLOADED = vendor_code("overloaded", 503)
+
+
+class Overloaded(OpenWopError):
+    """503: every database connection stayed busy past the pool's timeout (apps/core/overload.py).
+    The registry's 503 rows name a runner and a pack registry; neither is what ran out here."""
+
+    code = OVERLOADED
+    default_message = "The host is saturated; retry shortly."
+
+    def __init__(self, message: str | None = None, *, retry_after: int, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.headers["Retry-After"] = str(max(1, int(retry_after)))
+

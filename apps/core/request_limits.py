@@ -15,6 +15,7 @@ run. A request that turns out not to stream gives its slot back at once.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
@@ -25,8 +26,9 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
 
-from apps.core.errors import OpenWopError, PayloadTooLarge, RateLimited, ValidationFailed
+from apps.core.errors import OpenWopError, Overloaded, PayloadTooLarge, RateLimited, ValidationFailed
 from apps.core.json_limits import json_depth_exceeds, json_loads_limited, max_json_depth
+from apps.core.overload import OVERLOAD_RETRY_AFTER_SECONDS, is_overload
 from apps.core.protocol import wants_envelope
 from apps.core.rate_limits import (
     LimitSettings,
@@ -37,14 +39,17 @@ from apps.core.rate_limits import (
 )
 from apps.core.responses import envelope_response
 
+logger = logging.getLogger(__name__)
+
 # A refused stream may retry once one of the key's streams has ended; this is a hint, not a promise.
 STREAM_RETRY_AFTER_SECONDS = 5
 
 
 @dataclass(frozen=True, slots=True)
 class Refusal:
-    """Why a request was refused before dispatch, for a door's renderer. `kind` is one of
-    payload_too_large, json_too_deep, rate_limited, streams_exhausted."""
+    """Why a request was refused, for a door's renderer. `kind` is one of payload_too_large,
+    json_too_deep, rate_limited, streams_exhausted (before dispatch), or overloaded (a view that
+    could not get a database connection: `RequestLimitsMiddleware.process_exception`)."""
 
     kind: str
     message: str
@@ -59,7 +64,15 @@ class Refusal:
             return PayloadTooLarge(self.message, details=details)
         if self.kind == "json_too_deep":
             return ValidationFailed(self.message, details={"maxDepth": self.limit})
+        if self.kind == "overloaded":
+            return Overloaded(self.message, retry_after=self.retry_after or OVERLOAD_RETRY_AFTER_SECONDS)
         return RateLimited(self.message, retry_after=self.retry_after or 1, details=details)
+
+
+def overload_refusal(request_id: Any = None) -> Refusal:
+    return Refusal(
+        "overloaded", "The host is saturated; retry shortly.", 0, OVERLOAD_RETRY_AFTER_SECONDS, request_id
+    )
 
 
 Renderer = Callable[[HttpRequest, Refusal], HttpResponseBase]
@@ -243,6 +256,15 @@ class RequestLimitsMiddleware:
             await sync_to_async(stream_slot_release, thread_sensitive=False)(admission.bucket)
             return response
         return self._hand_back(response, admission)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponseBase | None:
+        """A view that failed because the host is saturated answers 503 + Retry-After in its door's
+        wire (apps/core/overload.py); anything else goes on to the other handlers."""
+        render = renderer_for(request.path)
+        if render is None or not is_overload(exception):
+            return None
+        logger.warning("overloaded: %s %s answered 503 (%s)", request.method, request.path, type(exception).__name__)
+        return render(request, overload_refusal(_request_id(request)))
 
     @staticmethod
     def _hand_back(response: HttpResponseBase, admission: _Admission) -> HttpResponseBase:

@@ -41,6 +41,7 @@ from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 from apps.core.db_threads import in_own_db_thread, release_db_connection
 from apps.core.errors import OpenWopError, Unauthenticated
 from apps.core.json_limits import json_loads_limited
+from apps.core.overload import OVERLOAD_RETRY_AFTER_SECONDS, is_overload
 from apps.mcp.dispatch import dispatch_begin, exchange_open
 from apps.mcp.errors import McpError, mcp_error_from
 from apps.mcp.handshake import (
@@ -185,9 +186,15 @@ def _outcome(request_id: Any, task: asyncio.Future[dict[str, Any]]) -> tuple[dic
         error = exc
     except OpenWopError as exc:
         error = mcp_error_from(exc)
-    except Exception:  # never a stack trace on the wire, streamed or not
-        logger.exception("MCP request failed")
-        error = McpError(INTERNAL_ERROR, "Internal error")
+    except Exception as exc:  # never a stack trace on the wire, streamed or not
+        if is_overload(exc):  # saturated, not broken: retriable (apps/core/overload.py)
+            error = McpError(
+                INTERNAL_ERROR, "The host is saturated; retry shortly.", {"reason": "overloaded"}, http_status=503
+            )
+            error.headers["Retry-After"] = str(OVERLOAD_RETRY_AFTER_SECONDS)
+        else:
+            logger.exception("MCP request failed")
+            error = McpError(INTERNAL_ERROR, "Internal error")
     return {"jsonrpc": "2.0", "id": request_id, "error": error.error_object()}, error.http_status, error.headers
 
 
