@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,6 +43,21 @@ def wait_until(predicate: Callable[[], Any], what: str, timeout: float = 90) -> 
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.05)
     return value
+
+
+# Live tests of the connection pool: it exists only on PostgreSQL.
+requires_pool = pytest.mark.skipif(
+    not os.environ.get("DATABASE_URL", "").startswith("postgres"),
+    reason="the connection pool exists only on PostgreSQL (DATABASE_URL unset: SQLite)",
+)
+
+
+def pooled_env(env: dict[str, str], *, size: int, timeout: float, queue_suffix: str | None = None) -> dict[str, str]:
+    """The live env with a small per-process pool that gives up quickly, and its own queue if asked."""
+    pooled = {**env, "DATABASE_POOL_MAX_SIZE": str(size), "DATABASE_POOL_TIMEOUT": f"{timeout:g}"}
+    if queue_suffix is not None:
+        pooled["OPENWOP_CELERY_QUEUE"] = f"{env['OPENWOP_CELERY_QUEUE']}-{queue_suffix}"
+    return pooled
 
 
 def free_port() -> int:

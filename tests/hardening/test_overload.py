@@ -10,16 +10,14 @@ request completes normally, and so does the next one.
 
 from __future__ import annotations
 
-import os
 import threading
 
 import httpx
 import psycopg
-import pytest
 from django.db import connection
 
 from apps.tenants.models import ApiKey
-from tests.live import start_daphne, wait_until
+from tests.live import pooled_env, requires_pool, start_daphne, wait_until
 
 A2A = {"A2A-Version": "1.0", "Content-Type": "application/json"}
 MCP_VERSION = "2026-07-28"
@@ -41,13 +39,10 @@ def _sessions_waiting_on_a_lock() -> int:
         return int(cursor.fetchone()[0])
 
 
-@pytest.mark.skipif(
-    not os.environ.get("DATABASE_URL", "").startswith("postgres"),
-    reason="the connection pool exists only on PostgreSQL (DATABASE_URL unset: SQLite)",
-)
+@requires_pool
 def test_a_saturated_pool_answers_503_with_retry_after_on_every_door(live_env, transactional_db, make_key) -> None:  # type: ignore[no-untyped-def]
     env, var_dir = live_env
-    own_env = {**env, "DATABASE_POOL_MAX_SIZE": "1", "DATABASE_POOL_TIMEOUT": "1"}
+    own_env = pooled_env(env, size=1, timeout=1)
     daphne, base_url = start_daphne(own_env, var_dir)
     key, other_tenant_key = make_key("acme"), make_key("globex")
     auth = {"Authorization": f"Bearer {key}"}

@@ -12,11 +12,8 @@ a second tenant as well, and none of them meets a pool timeout.
 from __future__ import annotations
 
 import asyncio
-import os
 
-import pytest
-
-from tests.live import start_celery_worker, start_daphne
+from tests.live import pooled_env, requires_pool, start_celery_worker, start_daphne
 from tests.mcp.sdk_client import mcp_client
 
 CALLS = 6
@@ -24,16 +21,10 @@ POOL = 2
 DELAY_MS = 1500
 
 
-@pytest.mark.skipif(
-    not os.environ.get("DATABASE_URL", "").startswith("postgres"),
-    reason="the connection pool exists only on PostgreSQL (DATABASE_URL unset: SQLite)",
-)
+@requires_pool
 def test_more_waiting_calls_than_pooled_connections_all_answer(live_env, transactional_db, make_key) -> None:  # type: ignore[no-untyped-def]
     env, var_dir = live_env
-    queue = f"{env['OPENWOP_CELERY_QUEUE']}-mcppool"
-    own_env = {
-        **env, "OPENWOP_CELERY_QUEUE": queue, "DATABASE_POOL_MAX_SIZE": str(POOL), "DATABASE_POOL_TIMEOUT": "3",
-    }
+    own_env = pooled_env(env, size=POOL, timeout=3, queue_suffix="mcppool")
     daphne, base_url = start_daphne(own_env, var_dir)
     worker = start_celery_worker(own_env, var_dir, name="mcppool")
     try:

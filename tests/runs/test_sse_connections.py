@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 
 import httpx
-import pytest
 from openwop_client import OpenwopClient
 from openwop_client.types import CreateRunRequest
 
-from tests.live import start_celery_worker, start_daphne
+from tests.live import pooled_env, requires_pool, start_celery_worker, start_daphne
 
 SUBSCRIBERS = 6
 POOL = 2
@@ -37,16 +35,10 @@ async def _subscribe(base_url: str, key: str, run_id: str) -> list[str]:
     return types
 
 
-@pytest.mark.skipif(
-    not os.environ.get("DATABASE_URL", "").startswith("postgres"),
-    reason="the connection pool exists only on PostgreSQL (DATABASE_URL unset: SQLite)",
-)
+@requires_pool
 def test_more_subscribers_than_pooled_connections_all_get_every_event(live_env, transactional_db, make_key) -> None:  # type: ignore[no-untyped-def]
     env, var_dir = live_env
-    queue = f"{env['OPENWOP_CELERY_QUEUE']}-ssepool"
-    own_env = {
-        **env, "OPENWOP_CELERY_QUEUE": queue, "DATABASE_POOL_MAX_SIZE": str(POOL), "DATABASE_POOL_TIMEOUT": "3",
-    }
+    own_env = pooled_env(env, size=POOL, timeout=3, queue_suffix="ssepool")
     daphne, base_url = start_daphne(own_env, var_dir)
     worker = None
     try:
