@@ -13,9 +13,8 @@ so under ASGI every request (not only static ones) paid a hop into a thread and 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from asgiref.sync import sync_to_async
 from django.contrib.auth.middleware import AuthenticationMiddleware as DjangoAuthenticationMiddleware
 from django.contrib.messages.middleware import MessageMiddleware as DjangoMessageMiddleware
 from django.contrib.sessions.middleware import SessionMiddleware as DjangoSessionMiddleware
@@ -31,12 +30,12 @@ from apps.core.errors import (
     PayloadTooLarge,
     ValidationFailed,
 )
+from apps.core.hybrid_middleware import GetResponse, HybridMiddleware
 from apps.core.protocol import PREFERRED_VERSION, is_protocol_path, select_contract, wants_envelope
 from apps.core.responses import envelope_response
 
 logger = logging.getLogger(__name__)
 
-GetResponse = Callable[[HttpRequest], HttpResponseBase | Awaitable[HttpResponseBase]]
 
 
 _STATUS_ERRORS: dict[int, type[OpenWopError]] = {400: ValidationFailed, 403: Forbidden, 404: NotFound}
@@ -70,19 +69,8 @@ def _django_page_to_envelope(request: HttpRequest, response: HttpResponseBase) -
     return envelope_response(InternalError())
 
 
-class ProtocolEnvelopeMiddleware:
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response: GetResponse) -> None:
-        self.get_response = get_response
-        self.is_async = iscoroutinefunction(get_response)
-        if self.is_async:
-            markcoroutinefunction(self)
-
-    def __call__(self, request: HttpRequest):  # type: ignore[no-untyped-def]
-        if self.is_async:
-            return self._acall(request)
+class ProtocolEnvelopeMiddleware(HybridMiddleware):
+    def _scall(self, request: HttpRequest) -> HttpResponseBase:
         early, contract = self._before(request)
         if early is not None:
             return early
@@ -172,23 +160,16 @@ class BearerApiCsrfMiddleware(CookiePagesOnly, CsrfViewMiddleware):
         return super().process_view(request, callback, callback_args, callback_kwargs)
 
 
-class StaticFilesMiddleware(WhiteNoiseMiddleware):
+class StaticFilesMiddleware(HybridMiddleware, WhiteNoiseMiddleware):
     """WhiteNoise with an async path: a request for no static file goes straight on down the async
     stack; a static file is served as WhiteNoise serves it, its file work in a thread."""
 
-    sync_capable = True
-    async_capable = True
-
     def __init__(self, get_response: GetResponse) -> None:
-        super().__init__(get_response)
-        self.is_async = iscoroutinefunction(get_response)
-        if self.is_async:
-            markcoroutinefunction(self)
+        WhiteNoiseMiddleware.__init__(self, get_response)
+        HybridMiddleware.__init__(self, get_response)
 
-    def __call__(self, request: HttpRequest):  # type: ignore[no-untyped-def]
-        if self.is_async:
-            return self._acall(request)
-        return super().__call__(request)
+    def _scall(self, request: HttpRequest) -> HttpResponseBase:
+        return WhiteNoiseMiddleware.__call__(self, request)  # type: ignore[no-any-return]
 
     async def _acall(self, request: HttpRequest) -> HttpResponseBase:
         if self.autorefresh:  # development: looks on disk

@@ -21,12 +21,13 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
 
 from apps.core.errors import OpenWopError, Overloaded, PayloadTooLarge, RateLimited, ValidationFailed
+from apps.core.hybrid_middleware import HybridMiddleware
 from apps.core.json_limits import json_depth_exceeds, json_loads_limited, max_json_depth
 from apps.core.overload import OVERLOAD_RETRY_AFTER_SECONDS, is_overload
 from apps.core.protocol import wants_envelope
@@ -210,21 +211,10 @@ def _admit(request: HttpRequest) -> _Admission:
     return _Admission(refusal, bucket, slot_held)
 
 
-class RequestLimitsMiddleware:
+class RequestLimitsMiddleware(HybridMiddleware):
     """Placed right inside ProtocolEnvelopeMiddleware, so a REST refusal is stamped like any answer."""
 
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
-        self.get_response = get_response
-        self.is_async = iscoroutinefunction(get_response)
-        if self.is_async:
-            markcoroutinefunction(self)
-
-    def __call__(self, request: HttpRequest) -> Any:
-        if self.is_async:
-            return self._acall(request)
+    def _scall(self, request: HttpRequest) -> Any:
         render = renderer_for(request.path)
         if render is None:
             return self.get_response(request)
