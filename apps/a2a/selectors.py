@@ -7,6 +7,7 @@ returns exactly what listRuns returns to the same Subject (interop.md §Isolatio
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -19,7 +20,7 @@ from apps.a2a.models import SkillRoute, TaskMessage
 from apps.a2a.wire import InterruptView, TaskView
 from apps.core.errors import NotFound, ValidationFailed
 from apps.facets.models import Facet
-from apps.runs.models import InterruptKind, Run, RunStatus
+from apps.runs.models import InterruptKind, Run, RunEvent, RunStatus
 from apps.runs.selectors import RunOrder, run_event_payloads, run_get_readable, run_list, run_open_interrupt
 from apps.tenants.selectors import subject_tenant_pk
 from apps.tenants.subject import Subject
@@ -59,6 +60,39 @@ def task_messages(*, run: Run) -> list[dict]:
         .order_by("created_at", "id")
         .values_list("document", flat=True)
     )
+
+
+def _messages_by_run(runs: list[Run]) -> dict[int, list[dict]]:
+    """`task_messages` of every run of a page in one read (a page is one tenant's runs)."""
+    by_run: dict[int, list[dict]] = defaultdict(list)
+    if runs:
+        rows = (
+            TaskMessage.objects.for_tenant(runs[0].tenant_id)
+            .filter(run__in=[run.pk for run in runs])
+            .order_by("created_at", "id")
+            .values_list("run_id", "document")
+        )
+        for run_pk, document in rows:
+            by_run[run_pk].append(document)
+    return by_run
+
+
+def _artifacts_by_run(runs: list[Run]) -> dict[int, list[dict]]:
+    """`run_event_payloads(type="artifact.created")` of every run of a page in one read, each run's
+    cut at the `last_sequence` its row was read with, as GetTask cuts it."""
+    by_run: dict[int, list[dict]] = defaultdict(list)
+    if runs:
+        last = {run.pk: run.last_sequence for run in runs}
+        rows = (
+            RunEvent.objects.for_tenant(runs[0].tenant_id)
+            .filter(run__in=list(last), type="artifact.created")
+            .order_by("run_id", "sequence")
+            .values_list("run_id", "sequence", "payload")
+        )
+        for run_pk, sequence, payload in rows:
+            if sequence <= last[run_pk]:
+                by_run[run_pk].append(payload)
+    return by_run
 
 
 def task_message_find(*, subject: Subject, message_id: str) -> TaskMessage | None:
@@ -153,17 +187,18 @@ def task_page(
         # The only argument left unchecked here is the token: one this host did not mint for
         # this caller and order.
         raise invalid_params("The pageToken was not minted by this host.", field="pageToken") from None
+    runs = [run for run, _ in page.runs]
+    messages = _messages_by_run(runs)
+    artifacts = _artifacts_by_run(runs) if include_artifacts else {}
     views = [
-        task_view_of(run)
-        if include_artifacts
-        else TaskView(
+        TaskView(
             run=run,
             open_interrupt=InterruptView.of(interrupt) if interrupt is not None else None,
-            messages=task_messages(run=run),
+            artifacts=artifacts.get(run.pk, []),
+            messages=messages.get(run.pk, []),
         )
         for run, interrupt in page.runs
     ]
     return TaskPage(
         views=views, next_page_token=page.next_cursor or "", page_size=size, total_size=page.total_size or 0
     )
-

@@ -82,6 +82,11 @@ class Run(TenantOwnedModel):
             models.Index(fields=["tenant", "-created_at", "-id"], name="run_list_newest_first"),
             # A2A ListTasks pages newest status first: without it each page sorts the whole tenant.
             models.Index(fields=["tenant", "-updated_at", "-id"], name="run_list_status_newest"),
+            # ListTasks / listRuns filtered by status (and its exact totalSize): the tenant's runs
+            # of those statuses, newest status first, without reading any other tenant's rows.
+            models.Index(fields=["tenant", "status", "-updated_at", "-id"], name="run_list_by_status"),
+            # ListTasks filtered by contextId (and its exact totalSize).
+            models.Index(fields=["tenant", "context_id"], name="run_list_by_context"),
             models.Index(fields=["status", "lease_expires_at"], name="run_sweep"),
         ]
         constraints = [
@@ -100,6 +105,39 @@ class Run(TenantOwnedModel):
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
+
+
+# How many tally rows each tenant's count is spread over (RunTally.shard).
+RUN_TALLY_SHARDS = 64
+
+
+class RunTally(TenantOwnedModel):
+    """How many runs a tenant has, exactly: A2A ListTasks' `totalSize` without a COUNT over the
+    tenant's rows (bench/README.md §ListTasks scaling). The sum of a tenant's rows is its count.
+
+    On PostgreSQL, statement triggers on `runs_run` keep it (migration 0006): every INSERT and
+    DELETE of runs, whatever path issues it (services, cascades, admin, bulk SQL), adds its row
+    count in the same transaction, so the sum is exact for every snapshot. A transaction adds to
+    the row of its backend's shard (`pg_backend_pid() % RUN_TALLY_SHARDS`): concurrent run
+    creations in one tenant rarely queue on one row lock, and a transaction only ever takes one
+    tally row lock per tenant, so tally updates cannot deadlock with each other. Status changes
+    never touch it. SQLite (the zero-setup default) has no triggers here and counts the rows.
+    """
+
+    # No FK constraint: a tenant's deletion cascades to its runs and its tallies in an order Django
+    # picks, and a run deleted after the tally rows went re-adds a (negative) row, which must not
+    # block the tenant's deletion. No index of its own: the unique (tenant, shard) is the index.
+    tenant = models.ForeignKey(
+        "tenants.Tenant", on_delete=models.CASCADE, db_constraint=False, db_index=False, related_name="+"
+    )
+    shard = models.PositiveSmallIntegerField()
+    runs = models.BigIntegerField(default=0, help_text="Runs added minus runs deleted through this shard.")
+
+    class Meta(TenantOwnedModel.Meta):
+        constraints = [models.UniqueConstraint(fields=["tenant", "shard"], name="run_tally_shard_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}#{self.shard}: {self.runs}"
 
 
 class RunEvent(TenantOwnedModel):

@@ -107,8 +107,10 @@ async def test_send_get_list_cancel_and_isolation(sessions: dict[str, Session]) 
     assert all(not t.artifacts for t in first.tasks)
     by_context = await acme.list_tasks(ListTasksRequest(context_id="ctx-live", include_artifacts=True))
     assert [t.id for t in by_context.tasks] == [echoed.id] and by_context.tasks[0].artifacts
+    assert by_context.total_size == 1  # globex's task in the same contextId is not counted
     by_state = await acme.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_CANCELED))
-    assert [t.id for t in by_state.tasks] == [slow.id]
+    assert [t.id for t in by_state.tasks] == [slow.id] and by_state.total_size == 1
+    assert (await globex.list_tasks(ListTasksRequest())).total_size == 1  # each tenant its own count
 
     # A foreign task is simply not there.
     with pytest.raises(TaskNotFoundError):
