@@ -198,12 +198,15 @@ async def fanned_stream(
     after: int,
     read: Read,
     first: list[Frame] | None = None,
+    head: int | None = None,
     heartbeat_seconds: float = 15.0,
     poll_seconds: float = 1.0,
 ) -> AsyncIterator[bytes]:
     """SSE bytes of the log behind `key` after `after`: `first` (the caller's replay, already read)
     or an own read, then the key's feed. `read` must be the same tenant-scoped read for every
-    subscriber of `key` (the key names what it reads)."""
+    subscriber of `key` (the key names what it reads). `head`: the newest id the log held when
+    `first` was read; a feed this stream starts begins there at the latest, so a cursor from the
+    future (a client's Last-Event-ID beyond the log) cannot start a feed that skips what comes."""
     loop = asyncio.get_running_loop()
     position = after
     yield b": stream open\n\n"
@@ -213,20 +216,19 @@ async def fanned_stream(
         yield chunk
         if ended:
             return
-    feed = _join(key, group, read, position, poll_seconds)
+    feed = _join(key, group, read, position if head is None else min(position, head), poll_seconds)
     try:
         idle = 0.0
         while True:
             if feed.closed:  # its task failed or the loop is stopping: a fresh feed
                 feed.subscribers -= 1
-                feed = _join(key, group, read, position, poll_seconds)
+                feed = _join(key, group, read, min(position, feed.head), poll_seconds)
             changed = feed.changed  # taken before reading, so a frame added meanwhile wakes us
             frames = feed.after(position)
             wait_at_most = heartbeat_seconds - idle
-            if frames is None:  # behind the buffer: read the rest ourselves
-                frames = await own_read(read, position)
-                if frames is None:  # the read failed: try again after a poll interval
-                    frames, wait_at_most = [], min(wait_at_most, poll_seconds)
+            if frames is None:  # behind the buffer: read the rest ourselves, and poll meanwhile
+                frames = await own_read(read, position) or []
+                wait_at_most = min(wait_at_most, poll_seconds)
             if frames:
                 chunk, position, ended = _batch(frames)
                 yield chunk

@@ -148,6 +148,7 @@ async def run_events_stream(request: HttpRequest, run_ref: str) -> HttpResponse:
             after=opened.after,
             read=read,
             first=opened.replay,
+            head=run.last_sequence,
             poll_seconds=DB_RECHECK_SECONDS,
         )
     )
