@@ -104,11 +104,12 @@ def format_event(event: SseEvent) -> bytes:
 
 
 @contextlib.asynccontextmanager
-async def wake_waiter(group: str) -> AsyncIterator[Callable[[float], Awaitable[float]]]:
+async def wake_waiter(group: str, *, release_db: bool = True) -> AsyncIterator[Callable[[float], Awaitable[float]]]:
     """Join `group` and yield `wait(seconds)`: it returns after the group's next wake-up or the
     timeout, whichever is first, and says how long it waited. Joining happens before the caller's
     first read, so a wake-up sent between that read and the wait is kept. The membership is
-    dropped on the way out, a client disconnect (CancelledError) included."""
+    dropped on the way out, a client disconnect (CancelledError) included. `release_db=False` is
+    for a caller that gives its connection back after each read itself (apps.core.fanout)."""
     layer = get_channel_layer()
     channel: str | None = None
     if layer is not None:
@@ -121,7 +122,8 @@ async def wake_waiter(group: str) -> AsyncIterator[Callable[[float], Awaitable[f
 
     async def wait(seconds: float) -> float:
         nonlocal channel
-        await _release_db_connection()  # a waiting stream or long poll holds no database connection
+        if release_db:
+            await _release_db_connection()  # a waiting stream or long poll holds no database connection
         loop = asyncio.get_running_loop()
         started = loop.time()
         if channel is not None:

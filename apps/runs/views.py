@@ -3,22 +3,29 @@
 Both authenticate, authorize and resolve the run before the first byte, then read the log in
 short `sync_to_async` reads: no transaction or connection is held while waiting or streaming.
 They wait on the run's wake-up group (a hint published after each commit) and re-read the
-database every half second anyway, so a wake-up lost between processes only costs latency.
+database every half second anyway, so a wake-up lost between processes only costs latency. The
+SSE streams of one run in this process share those reads (apps/core/fanout.py): one read per
+wake-up for all of them, not one per stream.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.db import OperationalError, connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
 
-from apps.core.errors import OpenWopError, ValidationFailed
+from apps.core.errors import OpenWopError, ValidationFailed, vendor_code
+from apps.core.fanout import Frame, fanned_stream
 from apps.core.responses import envelope_response
-from apps.core.sse import SseEvent, last_event_id, sse_response, stream_log, wake_waiter
+from apps.core.sse import SseEvent, format_event, last_event_id, sse_response, wake_waiter
 from apps.runs.log import run_wake_group
 from apps.runs.models import TERMINAL_EVENT_TYPES, Run
 from apps.runs.paths import run_id_from_path
@@ -34,6 +41,19 @@ STREAM_MODES_SERVED = ("updates", "debug")
 DB_RECHECK_SECONDS = 0.5
 POLL_TIMEOUT_DEFAULT = 30
 POLL_TIMEOUT_MAX = 60
+
+
+logger = logging.getLogger(__name__)
+DATABASE_BUSY = vendor_code("database_busy", 503)
+DATABASE_BUSY_RETRY_AFTER_SECONDS = 2
+
+
+class DatabaseBusy(OpenWopError):
+    code = DATABASE_BUSY
+    default_message = "The host cannot open this stream now; retry shortly."
+
+    def __init__(self) -> None:
+        super().__init__(headers={"Retry-After": str(DATABASE_BUSY_RETRY_AFTER_SECONDS)})
 
 
 class UnsupportedStreamMode(OpenWopError):
@@ -64,29 +84,73 @@ def _log_after(run: Run, after: int) -> tuple[list[dict[str, Any]], str, int]:
     return [run_event_doc(e, run_id=run.run_id) for e in events], fresh.status, fresh.last_sequence
 
 
+def _stream_open(authorization: str | None, segment: str, stream_mode: str | None, request: HttpRequest) -> _Opened:
+    """Everything before the first byte, in one thread hop: authorize and resolve the run, check
+    the parameters (in that order: nothing about the run is said before authorization), and read
+    the replay. The request's connection is given back before streaming starts."""
+    try:
+        run = _run_readable(authorization, segment)
+        _stream_mode_check(stream_mode)
+        after = last_event_id(request)
+        if run.is_terminal and after >= run.last_sequence:
+            return _Opened(run=run, after=after, replay=None)
+        return _Opened(run=run, after=after, replay=_stream_read(run, after))
+    finally:
+        if not connection.in_atomic_block:  # inside a test's atomic block nothing is closed
+            connection.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _Opened:
+    run: Run
+    after: int
+    replay: list[Frame] | None  # None: the caller already holds the terminal event
+
+
+def _stream_read(run: Run, after: int) -> list[Frame]:
+    """The run's events after `after` as SSE frames: one tenant-scoped query. The one read of
+    every stream of the run, the fan-out's shared read included (its debug line is what
+    tests/runs/test_sse_fanout.py counts)."""
+    frames = []
+    for event in run_events_after(run=run, after=after):
+        doc = run_event_doc(event, run_id=run.run_id)
+        sse = SseEvent(id=doc["sequence"], data=doc, event=doc["type"], terminal=doc["type"] in TERMINAL_EVENT_TYPES)
+        frames.append(Frame(id=sse.id, data=format_event(sse), terminal=sse.terminal))
+    logger.debug("run log read run=%s after=%d rows=%d", run.run_id, after, len(frames))
+    return frames
+
+
 @require_GET
 async def run_events_stream(request: HttpRequest, run_ref: str) -> HttpResponse:
     """`GET /runs/{runId}/events`: `id:` is the sequence, `event:` the type, `data:` the RunEventDoc;
-    resumes after `Last-Event-ID` (read only after authorization) and ends after the terminal event."""
+    resumes after `Last-Event-ID` (read only after authorization) and ends after the terminal event.
+    Every stream of a run in this process shares one read per wake-up (apps.core.fanout)."""
     try:
-        run = await sync_to_async(_run_readable)(request.headers.get("Authorization"), run_ref)
-        _stream_mode_check(request.GET.get("streamMode"))
-        after = last_event_id(request)
+        opened = await sync_to_async(_stream_open)(
+            request.headers.get("Authorization"), run_ref, request.GET.get("streamMode"), request
+        )
     except OpenWopError as exc:
         return envelope_response(exc)
-
-    async def fetch(position: int) -> list[SseEvent]:
-        docs, _, _ = await sync_to_async(_log_after)(run, position)
-        return [
-            SseEvent(id=doc["sequence"], data=doc, event=doc["type"], terminal=doc["type"] in TERMINAL_EVENT_TYPES)
-            for doc in docs
-        ]
-
-    if run.is_terminal and after >= run.last_sequence:
+    except OperationalError:
+        # No database connection within the pool's timeout (or the database is unreachable): a
+        # refusal to retry, never a 500. Nothing is logged beyond the class: no DSN, no query.
+        logger.warning("stream refused: the database is unavailable")
+        return envelope_response(DatabaseBusy())
+    if opened.replay is None:
         # The caller already holds the terminal event: close at once, sending nothing (events.md).
         return sse_response(_nothing())
+    run = opened.run
+    read = functools.partial(_stream_read, run)
     return sse_response(
-        stream_log(group=run_wake_group(run.run_id), after=after, fetch=fetch, poll_seconds=DB_RECHECK_SECONDS)
+        fanned_stream(
+            key=("runs.events", run.tenant_id, run.pk),
+            group=run_wake_group(run.run_id),
+            after=opened.after,
+            read=read,
+            first=opened.replay,
+            head=run.last_sequence,
+            poll_seconds=DB_RECHECK_SECONDS,
+        )
     )
 
 
