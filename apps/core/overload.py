@@ -13,7 +13,11 @@ from django.db import OperationalError as DjangoOperationalError
 # A hint: one second is about how long the pool's queue takes to move at the load that filled it.
 OVERLOAD_RETRY_AFTER_SECONDS = 1
 
-_NO_SLOT_MESSAGES = ("too many clients already", "remaining connection slots are reserved")
+_NO_SLOT_MESSAGES = (
+    "too many clients already",
+    "remaining connection slots are reserved",
+    "too many connections for role",
+)
 
 
 def is_overload(exc: BaseException) -> bool:

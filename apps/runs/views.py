@@ -22,8 +22,9 @@ from django.db import OperationalError, connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
 
-from apps.core.errors import OpenWopError, ValidationFailed, vendor_code
+from apps.core.errors import OpenWopError, Overloaded, ValidationFailed
 from apps.core.fanout import Frame, fanned_stream
+from apps.core.overload import OVERLOAD_RETRY_AFTER_SECONDS
 from apps.core.responses import envelope_response
 from apps.core.sse import SseEvent, format_event, last_event_id, sse_response, wake_waiter
 from apps.runs.log import run_wake_group
@@ -44,16 +45,6 @@ POLL_TIMEOUT_MAX = 60
 
 
 logger = logging.getLogger(__name__)
-DATABASE_BUSY = vendor_code("database_busy", 503)
-DATABASE_BUSY_RETRY_AFTER_SECONDS = 2
-
-
-class DatabaseBusy(OpenWopError):
-    code = DATABASE_BUSY
-    default_message = "The host cannot open this stream now; retry shortly."
-
-    def __init__(self) -> None:
-        super().__init__(headers={"Retry-After": str(DATABASE_BUSY_RETRY_AFTER_SECONDS)})
 
 
 class UnsupportedStreamMode(OpenWopError):
@@ -135,7 +126,7 @@ async def run_events_stream(request: HttpRequest, run_ref: str) -> HttpResponse:
         # No database connection within the pool's timeout (or the database is unreachable): a
         # refusal to retry, never a 500. Nothing is logged beyond the class: no DSN, no query.
         logger.warning("stream refused: the database is unavailable")
-        return envelope_response(DatabaseBusy())
+        return envelope_response(Overloaded(retry_after=OVERLOAD_RETRY_AFTER_SECONDS))
     if opened.replay is None:
         # The caller already holds the terminal event: close at once, sending nothing (events.md).
         return sse_response(_nothing())

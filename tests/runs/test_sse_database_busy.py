@@ -46,7 +46,7 @@ def test_stream_open_without_a_database_connection_is_503(live_env, transactiona
             cursor.execute(f'ALTER ROLE "{role}" CONNECTION LIMIT 0')
             cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", [role])
         response = httpx.get(base_url + path, headers=headers, timeout=30)
-        body = assert_envelope(response, "openwop-host.database_busy", 503)
+        body = assert_envelope(response, "openwop-host.overloaded", 503)
         assert response.headers["Retry-After"].isdigit(), body
         assert "Traceback" not in response.text and role not in response.text
     finally:
