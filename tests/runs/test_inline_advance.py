@@ -5,19 +5,25 @@ messages (conftest), `django_capture_on_commit_callbacks` makes a `db` test's on
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
+from django.db import connections
 from django.utils import timezone
 
 from apps.agents.services import workflow_create
 from apps.runs import engine
 from apps.runs.engine import run_advance_inline, run_sweep_stale
 from apps.runs.models import Run, RunEvent, RunStatus
-from apps.runs.nodes import NODE_KINDS
+from apps.runs.nodes import NODE_KINDS, EchoNode
 from apps.runs.services import run_create
 from apps.tenants.models import Tenant
+from tests.a2a.live import db_read
+from tests.live import wait_until
 from tests.runs.conftest import Caller, advance, assert_log_contiguous, event_types
 
 pytestmark = pytest.mark.django_db
@@ -178,3 +184,37 @@ def test_an_unexpected_error_hands_the_run_to_the_queue(
         run_advance_inline(run)  # never raises into the door
     assert _fresh(run).lease_owner == ""
     assert sent_advances == [([run.run_id], run.queue)]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_request_cancelled_mid_advance_leaves_no_lease_behind(acme: Caller, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The door awaits the advance on a thread (sync_to_async); a client that disconnects cancels
+    that await, not the thread: the node finishes, the run completes, the lease is released."""
+    entered, release = threading.Event(), threading.Event()
+
+    class GatedEcho(EchoNode):
+        def execute(self, ctx: Any) -> Any:
+            entered.set()
+            release.wait(30)
+            return super().execute(ctx)
+
+    monkeypatch.setitem(NODE_KINDS, "echo", GatedEcho())
+    run = await db_read(
+        lambda: run_create(subject=acme.subject, workflow_id="echo", inputs={"n": 1}, transport="a2a", inline=True)
+    )
+
+    def advance_on_a_request_thread() -> None:
+        try:
+            run_advance_inline(run)
+        finally:
+            connections.close_all()
+
+    request = asyncio.ensure_future(sync_to_async(advance_on_a_request_thread, thread_sensitive=False)())
+    assert await asyncio.to_thread(entered.wait, 30)
+    assert (await db_read(lambda: _fresh(run))).lease_owner != ""  # mid-node, leased
+    request.cancel()  # what Django does to the view on http.disconnect
+    with pytest.raises(asyncio.CancelledError):
+        await request
+    release.set()
+    done = await db_read(lambda: wait_until(lambda: (r := _fresh(run)).status == RunStatus.COMPLETED and r, "the run"))
+    assert done.lease_owner == "" and done.outputs == {"n": 1}
