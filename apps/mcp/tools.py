@@ -234,7 +234,9 @@ async def _answer(exchange: Exchange, name: str, arguments: dict[str, Any], run_
                 **task_doc(run, open_interrupt=None, form=False, url=False, detailed=False),
                 "_meta": server_meta({RUN_ID_META_KEY: run.run_id}),
             }
-        run, interrupt = await run_wait(subject=subject, run_id=run_id, settled=_settled)
+        run, interrupt = await sync_to_async(_read)(subject, run_id)
+        if not _settled(run, interrupt):
+            run, interrupt = await run_wait(subject=subject, run_id=run_id, settled=_settled)
     except asyncio.CancelledError:
         await asyncio.shield(sync_to_async(_cancel_for_request)(subject, run_id))
         raise
@@ -267,6 +269,11 @@ async def _answer(exchange: Exchange, name: str, arguments: dict[str, Any], run_
 
 async def _terminal_within(subject: Subject, run_id: str, seconds: float) -> Run:
     """The run once terminal, or as it stands after `seconds` (whatever it is waiting for)."""
+    # One read first: a run advanced inline has usually ended already, and subscribing to its
+    # wake-ups (a channel-layer round trip each way) would be wasted.
+    run, _ = await sync_to_async(_read)(subject, run_id)
+    if run.is_terminal:
+        return run
     try:
         run, _ = await asyncio.wait_for(
             run_wait(subject=subject, run_id=run_id, settled=lambda run, _: run.is_terminal), seconds
