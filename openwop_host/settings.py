@@ -187,6 +187,10 @@ CELERY_BEAT_SCHEDULE = {
 }
 # Run executor lease (apps/runs/engine.py): a dead worker's runs resume about this long after it died.
 OPENWOP_RUN_LEASE_SECONDS = env.float("OPENWOP_RUN_LEASE_SECONDS", default=10.0)
+# Inline advance (apps/runs/engine.py run_advance_inline): a door that waits for a run's answer
+# (blocking SendMessage, MCP tools/call) runs up to this many instant nodes itself instead of a
+# Celery round trip; the first node that is not inline-safe goes to the queue. 0: always the queue.
+OPENWOP_INLINE_MAX_NODES = env.int("OPENWOP_INLINE_MAX_NODES", default=16)
 
 # Push delivery (apps/push; webhooks.md §Durability). Discovery advertises MAX_ATTEMPTS as
 # webhooks.retryPolicy.maxAttempts, so the two can never disagree.

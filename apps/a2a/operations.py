@@ -63,10 +63,12 @@ from apps.core.egress import EgressRefused, egress_check_url
 from apps.core.errors import NotFound, ValidationFailed
 from apps.push import services as push_services
 from apps.push.limits import push_backlog_check
-from apps.runs.models import Run
+from apps.runs.engine import run_advance_inline
+from apps.runs.models import TERMINAL_STATUSES, WAITING_STATUSES, Run
 from apps.tenants.subject import Subject
 
 CONTEXT_ID_MAX = 256
+SETTLED_STATUSES = TERMINAL_STATUSES | WAITING_STATUSES  # what a blocking send waits for
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +200,7 @@ def _snapshot(subject: Subject, run_id: str, history_length: int | None) -> tupl
     return run, task_from_view(task_view_of(run), history_length=history_length), run.last_sequence
 
 
-def _send_sync(call: Call, request: SendMessageRequest) -> Run:
+def _send_sync(call: Call, request: SendMessageRequest, *, inline: bool = False) -> Run:
     message = request.message
     if message.task_id:
         return message_continue(
@@ -227,7 +229,27 @@ def _send_sync(call: Call, request: SendMessageRequest) -> Run:
         inputs=inputs,
         context_id=message.context_id or uuid.uuid4().hex,
         agent_id=call.agent.agent.agent_id if call.agent is not None else None,
+        inline=inline,
     )
+
+
+def _start_sync(call: Call, request: SendMessageRequest, *, inline: bool) -> Run:
+    """Create or continue the task, register the request's push config, then (`inline`) advance
+    the run. One thread step: a client that leaves midway cancels the await, not the thread, so a
+    run created for the inline advance is always advanced or handed to the queue."""
+    run = _send_sync(call, request, inline=inline)
+    try:
+        if request.configuration.HasField("task_push_notification_config"):
+            push_config = TaskPushNotificationConfig()
+            push_config.CopyFrom(request.configuration.task_push_notification_config)
+            push_config.task_id = run.run_id
+            _push_create_sync(call, push_config)
+    finally:
+        # After the push config exists (its receiver hears the run end), and even if that failed:
+        # the run was created for this advance, and no message was sent for it.
+        if inline:
+            run_advance_inline(run)
+    return run
 
 
 async def send_message(call: Call, request: SendMessageRequest, *, streaming: bool) -> Task | StreamPlan:
@@ -246,15 +268,20 @@ async def send_message(call: Call, request: SendMessageRequest, *, streaming: bo
         # Refuse a bad receiver before any run exists; the config is registered once the run does.
         await sync_to_async(_push_call)(egress_check_url, url=configuration.task_push_notification_config.url)
         await sync_to_async(_push_call)(push_backlog_check, subject=call.subject)  # limits, before the run
-    run = await sync_to_async(_send_sync)(call, request)
-    if configuration.HasField("task_push_notification_config"):
-        inline = TaskPushNotificationConfig()
-        inline.CopyFrom(configuration.task_push_notification_config)
-        inline.task_id = run.run_id
-        await sync_to_async(_push_create_sync)(call, inline)
+    # A blocking send of a new message waits for the run anyway: the request advances it through its
+    # instant nodes itself (engine.run_advance_inline) instead of a Celery round trip. Streaming
+    # and returnImmediately keep the queue (their clients see the run progress from elsewhere), as
+    # does a continuation (interrupt_resolve enqueues it).
+    inline = not streaming and not immediate and not request.message.task_id
+    run = await sync_to_async(_start_sync)(call, request, inline=inline)
     if streaming:
         run, first, position = await sync_to_async(_snapshot)(call.subject, run.run_id, history_length)
         return StreamPlan(run=run, first=first, position=position, end_when_interrupted=True)
+    if inline:
+        # Usually settled by the inline advance: answer without subscribing to wake-ups.
+        run, task, _ = await sync_to_async(_snapshot)(call.subject, run.run_id, history_length)
+        if run.status in SETTLED_STATUSES:
+            return task
     if not immediate:
         await run_wait_settled(run)
     _, task, _ = await sync_to_async(_snapshot)(call.subject, run.run_id, history_length)

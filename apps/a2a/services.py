@@ -134,9 +134,11 @@ def message_start(
     inputs: dict[str, Any],
     context_id: str | None,
     agent_id: str | None = None,
+    inline: bool = False,
 ) -> Run:
     """SendMessage without taskId -> createRun. A messageId this principal already sent answers
-    with its first task; the idempotency claim covers two copies racing each other."""
+    with its first task; the idempotency claim covers two copies racing each other. `inline`: see
+    `run_create` (a blocking send advances the run itself)."""
     seen = task_message_find(subject=subject, message_id=message.message_id)
     if seen is not None:
         return seen.run
@@ -155,6 +157,7 @@ def message_start(
             agent_id=agent_id,
             traceparent=trace.get("traceparent"),
             tracestate=trace.get("tracestate"),
+            inline=inline,
         )
     except NotFound:
         raise invalid_params(f"Unknown or unroutable skill {workflow_id!r}.", field="skillId") from None

@@ -42,6 +42,7 @@ from apps.mcp.projection import (
 )
 from apps.mcp.request_state import request_state_mint, request_state_open, request_state_redeem
 from apps.mcp.waiting import run_wait
+from apps.runs.engine import run_advance_inline
 from apps.runs.models import Interrupt, Run, RunStatus, RunTransport
 from apps.runs.selectors import interrupt_get_readable, run_get_readable, run_open_interrupt
 from apps.runs.services import interrupt_resolve, run_cancel, run_create
@@ -165,9 +166,15 @@ def _call_start(exchange: Exchange, name: str, arguments: dict[str, Any]) -> str
             transport=RunTransport.MCP,
             traceparent=trace.traceparent if trace is not None else None,
             tracestate=trace.tracestate if trace is not None else None,
+            inline=True,
         )
     except OpenWopError as exc:
         raise mcp_error_from(exc) from None
+    # The call waits for the run's answer anyway: run its instant nodes here rather than through a
+    # Celery round trip, so a quick tool is settled before the first read (and, with tasks, before
+    # TASK_GRACE_SECONDS whatever the broker's latency); a waiting node goes to the queue. Inside
+    # this `_owned` step, so a client that leaves meanwhile still gets its run cancelled after.
+    run_advance_inline(run)
     return run.run_id
 
 
@@ -227,7 +234,9 @@ async def _answer(exchange: Exchange, name: str, arguments: dict[str, Any], run_
                 **task_doc(run, open_interrupt=None, form=False, url=False, detailed=False),
                 "_meta": server_meta({RUN_ID_META_KEY: run.run_id}),
             }
-        run, interrupt = await run_wait(subject=subject, run_id=run_id, settled=_settled)
+        run, interrupt = await sync_to_async(_read)(subject, run_id)
+        if not _settled(run, interrupt):
+            run, interrupt = await run_wait(subject=subject, run_id=run_id, settled=_settled)
     except asyncio.CancelledError:
         await asyncio.shield(sync_to_async(_cancel_for_request)(subject, run_id))
         raise
@@ -260,6 +269,11 @@ async def _answer(exchange: Exchange, name: str, arguments: dict[str, Any], run_
 
 async def _terminal_within(subject: Subject, run_id: str, seconds: float) -> Run:
     """The run once terminal, or as it stands after `seconds` (whatever it is waiting for)."""
+    # One read first: a run advanced inline has usually ended already, and subscribing to its
+    # wake-ups (a channel-layer round trip each way) would be wasted.
+    run, _ = await sync_to_async(_read)(subject, run_id)
+    if run.is_terminal:
+        return run
     try:
         run, _ = await asyncio.wait_for(
             run_wait(subject=subject, run_id=run_id, settled=lambda run, _: run.is_terminal), seconds

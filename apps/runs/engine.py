@@ -12,11 +12,23 @@ Steps are idempotent, which is what makes redelivery safe (acks_late, the sweepe
   sleeps only what remains;
 - every write checks, under the row lock, that this worker still holds the lease, so a worker that
   lost it (and was replaced) writes nothing.
+
+Inline advance (`run_advance_inline`): a door that is going to wait for the run's answer anyway
+(blocking SendMessage, MCP tools/call) advances a run it just created in its own process, as a
+worker would (same lease, same steps), but only through nodes whose kind is `inline_safe` and at
+most OPENWOP_INLINE_MAX_NODES of them. At the first other node it releases the lease and enqueues
+the run, in the plan's transaction, before that node starts; a worker then continues as usual.
+If the web process dies meanwhile, its lease expires and the sweeper re-enqueues the run.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import secrets
+import socket
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -38,6 +50,7 @@ from apps.runs.models import (
     RunStatus,
 )
 from apps.runs.nodes import (
+    NODE_KINDS,
     WAITING_STATUS_BY_KIND,
     CancelObserved,
     Completed,
@@ -47,7 +60,7 @@ from apps.runs.nodes import (
     Suspended,
     node_kind,
 )
-from apps.runs.services import run_finish_cancelled
+from apps.runs.services import inline_max_nodes, run_finish_cancelled
 from apps.tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -131,6 +144,81 @@ def run_advance(*, run_id: str, worker: str) -> None:
         logger.warning("run %s: lease lost by %s; another worker continues it", run_id, worker)
 
 
+def inline_owner() -> str:
+    """The lease owner of an inline advance: this host and process, and this advance."""
+    return f"{socket.gethostname()}:{os.getpid()}:inline:{secrets.token_hex(6)}"
+
+
+def run_advance_inline(run: Run) -> None:
+    """Advance a run in this (web) process through its instant nodes, then hand it to the queue.
+
+    For a door that waits for the run anyway, right after `run_create(..., inline=True)`
+    committed; a no-op when OPENWOP_INLINE_MAX_NODES is 0. It claims the lease like a worker, so a
+    run some worker already holds (a replayed request, a sweeper's re-send) is left to it. Never
+    raises: on an unexpected error the run goes to the queue. Called from a thread (sync_to_async);
+    a request cancelled meanwhile does not stop it, so it always ends by finishing its nodes,
+    suspending, or handing off, and never leaves the lease held beyond its expiry.
+    """
+    budget = inline_max_nodes()
+    if budget <= 0:
+        return
+    lease = None
+    try:
+        lease = _lease_claim(tenant_pk=run.tenant_id, run_pk=run.pk, owner=inline_owner())
+        if lease is None:
+            return  # a worker holds it, or there is nothing to do
+        ran = 0
+
+        def runs_here(node: dict[str, Any]) -> bool:
+            kind = NODE_KINDS.get(node.get("kind", ""))
+            return ran < budget and kind is not None and kind.inline_safe
+
+        renewed = time.monotonic()
+        while True:
+            work = _plan(lease, runs_here=runs_here)
+            if work is None:
+                return
+            result = _execute(work, lease)
+            ran += 1
+            if not _apply(work, result, lease):
+                return
+            if time.monotonic() - renewed >= heartbeat_seconds():
+                lease.renew()
+                renewed = time.monotonic()
+    except LeaseLost:
+        logger.warning("run %s: inline lease lost; a worker continues it", run.run_id)
+    except Exception:
+        logger.exception("run %s: inline advance failed; handing the run to a worker", run.run_id)
+        _handoff_after_error(run, lease)
+
+
+def _handoff_after_error(run: Run, lease: Lease | None) -> None:
+    """Best effort; should it fail too, the lease expires and the sweeper re-enqueues the run."""
+    try:
+        if lease is None:
+            _send_advance(run.run_id, run.queue)
+            return
+        with transaction.atomic():
+            _handoff(lease.locked_run())
+    except Exception:
+        logger.exception("run %s: hand-off failed; the sweeper will re-enqueue it", run.run_id)
+
+
+def _send_advance(run_id: str, queue: str) -> None:
+    from apps.runs.tasks import advance  # the task module imports this one
+
+    advance.apply_async(args=[run_id], queue=queue)
+
+
+def _handoff(run: Run) -> None:
+    """Give a locked run to the queue: release the lease and send `runs.advance` on commit."""
+    _release(run)
+    run.enqueued_at = timezone.now()
+    run_save(run, "lease_owner", "lease_expires_at", "enqueued_at")
+    run_id, queue = run.run_id, run.queue
+    transaction.on_commit(lambda: _send_advance(run_id, queue))
+
+
 def _lease_claim(*, tenant_pk: int, run_pk: int, owner: str) -> Lease | None:
     now = timezone.now()
     claimed = (
@@ -146,8 +234,11 @@ def _release(run: Run) -> None:
     run.lease_owner, run.lease_expires_at = "", None
 
 
-def _plan(lease: Lease) -> NodeWork | None:
-    """Decide the next step under the row lock; None when the run stops here."""
+def _plan(lease: Lease, *, runs_here: Callable[[dict[str, Any]], bool] | None = None) -> NodeWork | None:
+    """Decide the next step under the row lock; None when the run stops here.
+
+    `runs_here` (inline advance): whether this process may run the next node; when not, the run
+    is handed to the queue before the node starts."""
     with transaction.atomic():
         run = lease.locked_run()
         if run.status in TERMINAL_STATUSES or run.status in WAITING_STATUSES:
@@ -162,6 +253,9 @@ def _plan(lease: Lease) -> NodeWork | None:
             _complete(run)
             return None
         node = nodes[run.node_index]
+        if runs_here is not None and not runs_here(node):
+            _handoff(run)
+            return None
         started = (
             RunEvent.objects.for_tenant(run.tenant_id)
             .filter(run=run, type="node.started", node_id=node["id"])

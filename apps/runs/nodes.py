@@ -102,6 +102,10 @@ WAITING_STATUS_BY_KIND: dict[str, RunStatus] = {
 class NodeKind(ABC):
     kind: ClassVar[str]
     config_schema: ClassVar[dict[str, Any]] = {"type": "object"}
+    # True when `execute` returns at once, with no sleep, no outside call and no heartbeat: such a
+    # node may run in a web process that advances the run inline (engine.run_advance_inline). A
+    # kind that waits or calls out keeps the default and is always run by a Celery worker.
+    inline_safe: ClassVar[bool] = False
 
     @abstractmethod
     def execute(self, ctx: NodeContext) -> NodeResult: ...
@@ -181,6 +185,7 @@ class EchoNode(NodeKind):
     """Outputs the run inputs, or `config.output` with `{{input}}` placeholders filled in."""
 
     kind = "echo"
+    inline_safe = True
     config_schema: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {"output": {"type": "object"}},
@@ -262,6 +267,7 @@ class FailNode(NodeKind):
     """Fails the run with the configured error."""
 
     kind = "fail"
+    inline_safe = True
     config_schema: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {
@@ -294,6 +300,7 @@ class ApprovalNode(NodeKind):
     `onReject: continue`, completes the node with `approved: false`)."""
 
     kind = "approval"
+    inline_safe = True
     config_schema: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {
@@ -330,6 +337,7 @@ class InputNode(NodeKind):
     """Suspends on a clarification interrupt; the answer becomes `outputs.answers`."""
 
     kind = "input"
+    inline_safe = True
     config_schema: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {
@@ -370,6 +378,7 @@ class CredentialNode(NodeKind):
     the account out of band and resolves it. A declined connection fails the run."""
 
     kind = "credential"
+    inline_safe = True
     config_schema: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {
@@ -401,6 +410,7 @@ class ArtifactNode(NodeKind):
     """Emits one artifact (`artifact.created`): text, data, or a file (base64 bytes)."""
 
     kind = "artifact"
+    inline_safe = True
     config_schema: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {

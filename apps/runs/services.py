@@ -53,12 +53,18 @@ def run_create(
     agent_id: str | None = None,
     traceparent: str | None = None,
     tracestate: str | None = None,
+    inline: bool = False,
 ) -> Run:
     """Create a run of the subject's workflow and hand it to the executor.
 
     Inputs are checked against the workflow's inputSchema before any run exists. The run starts
     `pending` with its `run.started` event (owner and transport) already in the log. The caller's
     trace context is kept when well formed; otherwise the run gets a fresh one (§Trace context).
+
+    `inline`: the caller is a door that waits for the run's answer and will advance it itself with
+    `engine.run_advance_inline` right after this returns, so no Celery message is sent. The run is
+    still marked enqueued: if the caller dies before advancing it, the sweeper re-sends it after
+    REQUEUE_UNCLAIMED_AFTER. Ignored (the queue, as always) when OPENWOP_INLINE_MAX_NODES is 0.
     """
     if transport not in RunTransport.values:
         raise ValueError(f"unknown transport {transport!r}")
@@ -95,7 +101,7 @@ def run_create(
         run_save(run)
         if idempotency is not None:
             idempotency_complete(claim=idempotency, run=run, status=201, body=run_created_doc(run))
-        _enqueue_advance(run)
+        _enqueue_advance(run, send=not (inline and inline_max_nodes() > 0))
     return run
 
 
@@ -123,6 +129,7 @@ def run_create_idempotent(
     agent_id: str | None = None,
     traceparent: str | None = None,
     tracestate: str | None = None,
+    inline: bool = False,
 ) -> RunCreation:
     """`run_create` under an Idempotency-Key: a replay returns the first run, never a second one."""
     outcome = idempotency_run(
@@ -140,6 +147,7 @@ def run_create_idempotent(
             agent_id=agent_id,
             traceparent=traceparent,
             tracestate=tracestate,
+            inline=inline,
         ),
     )
     if isinstance(outcome, IdempotentReplay):
@@ -295,10 +303,19 @@ def _run_locked(*, subject: Subject, run_id: str) -> Run:
     return run
 
 
-def _enqueue_advance(run: Run) -> None:
-    """Send `runs.advance` once the transaction commits; a lost message is re-sent by the sweeper."""
+def inline_max_nodes() -> int:
+    """How many nodes a waiting door may run in its own process (0: inline advance is off)."""
+    return max(0, int(settings.OPENWOP_INLINE_MAX_NODES))
+
+
+def _enqueue_advance(run: Run, *, send: bool = True) -> None:
+    """Send `runs.advance` once the transaction commits; a lost message is re-sent by the sweeper.
+
+    `send=False` (a run the request advances inline) only marks it enqueued, which is what lets
+    the sweeper pick it up should that request never get to it."""
     from apps.runs.tasks import advance  # the task module imports the engine, which imports this one
 
     Run.objects.for_tenant(run.tenant_id).filter(pk=run.pk).update(enqueued_at=timezone.now())
-    run_id, queue = run.run_id, run.queue
-    transaction.on_commit(lambda: advance.apply_async(args=[run_id], queue=queue))
+    if send:
+        run_id, queue = run.run_id, run.queue
+        transaction.on_commit(lambda: advance.apply_async(args=[run_id], queue=queue))

@@ -19,9 +19,12 @@ WITH_TASKS = {"elicitation": {"form": {}, "url": {}}, "extensions": {TASKS: {}}}
 
 
 @pytest.fixture(autouse=True)
-def _no_task_grace(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def _no_task_grace(monkeypatch, settings) -> None:  # type: ignore[no-untyped-def]
     # No worker runs here, so no run ends by itself: waiting out the grace would only cost time.
     monkeypatch.setattr("apps.mcp.tools.TASK_GRACE_SECONDS", 0.0)
+    # Nor does the request advance it (inline advance: test_inline_answers.py): every state below
+    # is reached by hand.
+    settings.OPENWOP_INLINE_MAX_NODES = 0
 
 
 def _advance(run_id: str) -> Run:
