@@ -55,8 +55,10 @@ SOAK_CONCURRENCY ?= 64
 soak: install
 	$(BIN)/python bench/soak.py --seconds $(SOAK_SECONDS) --concurrency $(SOAK_CONCURRENCY)
 
+# ruff, then mypy with the Django and DRF plugins ([tool.mypy] in pyproject.toml; STYLE.md habit 14).
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/mypy apps openwop_host
 
 # Benchmarks against the reference servers (bench/README.md). Needs wrk, PostgreSQL and Redis;
 # BENCH_DATABASE_URL / BENCH_PEER_DATABASE_URL / BENCH_REDIS_URL choose where (databases are created).
@@ -72,4 +74,4 @@ bench-quick: $(BENCH_STAMP)
 	$(BIN)/python bench/run.py --quick $(BENCH_ARGS)
 
 clean:
-	rm -rf var .pytest_cache .ruff_cache
+	rm -rf var .pytest_cache .ruff_cache .mypy_cache

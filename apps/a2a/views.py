@@ -465,9 +465,9 @@ async def agent_card(request: HttpRequest) -> HttpResponseBase:
     """`GET a2a.agentCardUrl`: public. The card is that of preferredVersion whatever `A2A-Version`
     says (interop.md §Legacy profiles are absent); it lists no per-agent routing value."""
     if request.method not in ("GET", "HEAD"):
-        response = _rest_error(MethodNotFoundError("The agent card is fetched with GET."))
-        response["Allow"] = "GET, HEAD"
-        return response
+        refusal = _rest_error(MethodNotFoundError("The agent card is fetched with GET."))
+        refusal["Allow"] = "GET, HEAD"
+        return refusal
     body, etag, changed = await sync_to_async(_card_bytes)()
     if _etag_hit(request.headers.get("If-None-Match"), etag):
         response = HttpResponse(status=304)

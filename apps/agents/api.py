@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.agents.selectors import InventoryEntry, agent_get_readable, agent_inventory, workflow_get_readable
+from apps.tenants.authentication import request_subject
 
 
 class WorkflowDetailApi(APIView):
@@ -30,7 +31,7 @@ class WorkflowDetailApi(APIView):
 
     @extend_schema(operation_id="getWorkflow", responses=OutputSerializer)
     def get(self, request: Request, workflow_id: str) -> Response:
-        workflow = workflow_get_readable(subject=request.auth, workflow_id=workflow_id)
+        workflow = workflow_get_readable(subject=request_subject(request), workflow_id=workflow_id)
         return Response(self.OutputSerializer(workflow).data)
 
 
@@ -46,7 +47,9 @@ class AgentInventoryEntrySerializer(serializers.Serializer):
 
     agentId = serializers.CharField(source="agent.agent_id")
     persona = serializers.CharField(source="agent.persona")
-    label = serializers.SerializerMethodField()
+    # The stubs see Field.label (a serializer is a Field); the metaclass moves a declared field into
+    # _declared_fields, so nothing is shadowed at runtime.
+    label = serializers.SerializerMethodField()  # type: ignore[assignment]
     description = serializers.SerializerMethodField()
     packVersion = serializers.CharField(source="agent.pack_version")
     toolAllowlist = serializers.SerializerMethodField()
@@ -89,11 +92,11 @@ class AgentListApi(APIView):
 
     @extend_schema(operation_id="listAgents", responses=OutputSerializer)
     def get(self, request: Request) -> Response:
-        return Response(self.OutputSerializer({"agents": agent_inventory(subject=request.auth)}).data)
+        return Response(self.OutputSerializer({"agents": agent_inventory(subject=request_subject(request))}).data)
 
 
 class AgentDetailApi(APIView):
     @extend_schema(operation_id="getAgent", responses=AgentInventoryEntrySerializer)
     def get(self, request: Request, agent_id: str) -> Response:
-        entry = agent_get_readable(subject=request.auth, agent_id=agent_id)
+        entry = agent_get_readable(subject=request_subject(request), agent_id=agent_id)
         return Response(AgentInventoryEntrySerializer(entry).data)

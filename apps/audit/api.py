@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 from apps.audit.host_event_types import HOST_TEST_TYPES, Delivery, host_event_type
 from apps.audit.services import host_event_emit_test
 from apps.core.errors import NotFound
-from apps.tenants.subject import Subject
+from apps.tenants.authentication import request_subject
 
 
 class EmitTestHostEventApi(APIView):
@@ -42,7 +42,7 @@ class EmitTestHostEventApi(APIView):
 
     @extend_schema(request=InputSerializer, responses={202: OutputSerializer}, operation_id="emitTestHostEvent")
     def post(self, request: Request) -> Response:
-        subject: Subject = request.auth
+        subject = request_subject(request)
         body = self.InputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         event = host_event_emit_test(

@@ -13,7 +13,7 @@ from typing import Any
 
 from django import forms
 from django.contrib.auth.decorators import user_passes_test
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
@@ -78,7 +78,7 @@ def _csv_rows(filters: NegotiationFilters) -> Iterator[str]:
 
 @require_GET
 @user_passes_test(is_auditor, login_url="/admin/login/")
-def negotiation_audit(request: HttpRequest) -> HttpResponse:
+def negotiation_audit(request: HttpRequest) -> HttpResponseBase:
     form = NegotiationFilterForm(request.GET or None)
     filters = form.filters() if form.is_valid() else NegotiationFilters()
     if request.GET.get("format") == "csv":

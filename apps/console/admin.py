@@ -25,7 +25,8 @@ class MembershipAddForm(forms.ModelForm):
         fields = ("tenant",)
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()  # ModelForm.clean() returns cleaned_data; the stubs allow None
+        data = self.cleaned_data
         refusal = membership_refusal(username=data.get("username", ""), password=data.get("password") or None)
         if refusal:
             raise forms.ValidationError(refusal)
@@ -40,16 +41,18 @@ class TenantMembershipAdmin(admin.ModelAdmin):
     list_select_related = ("user", "tenant")
     readonly_fields = ("user", "tenant", "created_at")
 
-    def get_form(self, request: HttpRequest, obj: TenantMembership | None = None, **kwargs: Any) -> Any:
+    def get_form(
+        self, request: HttpRequest, obj: TenantMembership | None = None, change: bool = False, **kwargs: Any
+    ) -> type[forms.ModelForm]:
         if obj is None:
             kwargs["form"] = MembershipAddForm
-        return super().get_form(request, obj, **kwargs)
+        return super().get_form(request, obj, change=change, **kwargs)
 
     def get_readonly_fields(self, request: HttpRequest, obj: TenantMembership | None = None) -> tuple[str, ...]:
         return self.readonly_fields if obj else ()
 
-    def get_fields(self, request: HttpRequest, obj: TenantMembership | None = None) -> list[str]:
-        return ["user", "tenant", "created_at"] if obj else ["tenant", "username", "password"]
+    def get_fields(self, request: HttpRequest, obj: TenantMembership | None = None) -> tuple[str, ...]:
+        return ("user", "tenant", "created_at") if obj else ("tenant", "username", "password")
 
     def has_change_permission(self, request: HttpRequest, obj: TenantMembership | None = None) -> bool:
         return False if obj else super().has_change_permission(request, obj)

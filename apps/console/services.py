@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 
 from apps.console.models import TenantMembership
@@ -33,7 +32,7 @@ def membership_create(*, tenant: Tenant, username: str, password: str | None = N
         refusal = membership_refusal(username=username, password=password)
         if refusal:
             raise ValidationFailed(refusal, details={"field": "username"})
-        user: AbstractBaseUser | None = user_model.objects.filter(username=username).first()
+        user = user_model.objects.filter(username=username).first()
         if user is None:
             user = user_model.objects.create_user(username=username, password=password)
         elif password:

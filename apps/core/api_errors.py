@@ -49,8 +49,10 @@ def _translate(exc: Exception) -> OpenWopError:
     if isinstance(exc, drf.Throttled):
         err = OpenWopError("Too many requests.")
         err.code = "rate_limited"
-        if exc.wait is not None:
-            err.headers["Retry-After"] = str(int(exc.wait) + 1)
+        # DRF sets `wait` in Throttled.__init__; djangorestframework-stubs does not declare it.
+        wait: float | None = exc.wait  # type: ignore[attr-defined]
+        if wait is not None:
+            err.headers["Retry-After"] = str(int(wait) + 1)
         return err
     if is_overload(exc):  # saturated, not broken: 503 + Retry-After (apps/core/overload.py)
         return Overloaded(retry_after=OVERLOAD_RETRY_AFTER_SECONDS)

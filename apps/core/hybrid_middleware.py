@@ -8,12 +8,14 @@ costs a `sync_to_async` round trip on every request, measured in bench/README.md
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import HttpRequest, HttpResponseBase
 
 GetResponse = Callable[[HttpRequest], HttpResponseBase | Awaitable[HttpResponseBase]]
+SyncGetResponse = Callable[[HttpRequest], HttpResponseBase]
+AsyncGetResponse = Callable[[HttpRequest], Awaitable[HttpResponseBase]]
 
 
 class HybridMiddleware:
@@ -25,6 +27,10 @@ class HybridMiddleware:
     def __init__(self, get_response: GetResponse) -> None:
         self.get_response = get_response
         self.is_async = iscoroutinefunction(get_response)
+        # The same next handler, typed for each stack (cast once here, not per request): `_scall`
+        # calls `sync_next` (a response back), `_acall` awaits `async_next`.
+        self.sync_next = cast(SyncGetResponse, get_response)
+        self.async_next = cast(AsyncGetResponse, get_response)
         if self.is_async:
             markcoroutinefunction(self)
 

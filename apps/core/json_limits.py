@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from itertools import accumulate
 from typing import Any
 
 from django.conf import settings
 from rest_framework.exceptions import ParseError
-from rest_framework.parsers import JSONParser, get_encoding
+from rest_framework.parsers import JSONParser, get_encoding  # type: ignore[attr-defined]  # not in the DRF stubs
 
 # A JSON string token (escapes included); removed before counting so brackets inside strings don't count.
 _STRING_RE = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
@@ -113,7 +114,7 @@ def json_loads_limited(data: bytes | bytearray | str, *, max_depth: int | None =
 class LimitedJSONParser(JSONParser):
     """DRF's JSON parser on the shared loader: the REST wire refuses what the protocol doors refuse."""
 
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: dict[str, Any] | None = None) -> Any:
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Mapping[str, Any] | None = None) -> Any:
         encoding = get_encoding(parser_context or {})
         try:
             return json_loads_limited(stream.read().decode(encoding))

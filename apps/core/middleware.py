@@ -74,13 +74,13 @@ class ProtocolEnvelopeMiddleware(HybridMiddleware):
         early, contract = self._before(request)
         if early is not None:
             return early
-        return self._after(request, self.get_response(request), contract)  # type: ignore[arg-type]
+        return self._after(request, self.sync_next(request), contract)
 
     async def _acall(self, request: HttpRequest) -> HttpResponseBase:
         early, contract = self._before(request)
         if early is not None:
             return early
-        return self._after(request, await self.get_response(request), contract)  # type: ignore[misc]
+        return self._after(request, await self.async_next(request), contract)
 
     @staticmethod
     def _before(request: HttpRequest) -> tuple[HttpResponseBase | None, str | None]:
@@ -177,5 +177,5 @@ class StaticFilesMiddleware(HybridMiddleware, WhiteNoiseMiddleware):
         else:
             static_file = self.files.get(request.path_info)
         if static_file is None:
-            return await self.get_response(request)  # type: ignore[misc]
+            return await self.async_next(request)
         return await sync_to_async(self.serve)(static_file, request)

@@ -19,7 +19,7 @@ import logging
 import re
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard, cast
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -148,7 +148,7 @@ def is_stream_request(request: HttpRequest) -> bool:
     return False
 
 
-def _is_stream_response(response: HttpResponseBase) -> bool:
+def _is_stream_response(response: HttpResponseBase) -> TypeGuard[StreamingHttpResponse]:
     return isinstance(response, StreamingHttpResponse) and response.get("Content-Type", "").startswith(
         "text/event-stream"
     )
@@ -175,8 +175,7 @@ class _Admission:
     """What the middleware decided before dispatch: a refusal, or the stream slot it holds."""
 
     refusal: Refusal | None
-    bucket: str | None
-    slot_held: bool
+    held_bucket: str | None  # the caller's bucket when this request holds one of its stream slots
 
 
 def _admit(request: HttpRequest) -> _Admission:
@@ -208,7 +207,7 @@ def _admit(request: HttpRequest) -> _Admission:
         slot_held = bool(taken)
     if refusal is not None and refusal.kind in ("rate_limited", "streams_exhausted"):
         refusal = Refusal(refusal.kind, refusal.message, refusal.limit, refusal.retry_after, _request_id(request))
-    return _Admission(refusal, bucket, slot_held)
+    return _Admission(refusal, bucket if slot_held else None)
 
 
 class RequestLimitsMiddleware(HybridMiddleware):
@@ -217,33 +216,33 @@ class RequestLimitsMiddleware(HybridMiddleware):
     def _scall(self, request: HttpRequest) -> Any:
         render = renderer_for(request.path)
         if render is None:
-            return self.get_response(request)
+            return self.sync_next(request)
         admission = _admit(request)
         if admission.refusal is not None:
             return render(request, admission.refusal)
         try:
-            response = self.get_response(request)
+            response = self.sync_next(request)
         except BaseException:
-            if admission.slot_held:
-                stream_slot_release(admission.bucket)  # type: ignore[arg-type]
+            if admission.held_bucket is not None:
+                stream_slot_release(admission.held_bucket)
             raise
         return self._hand_back(response, admission)
 
     async def _acall(self, request: HttpRequest) -> HttpResponseBase:
         render = renderer_for(request.path)
         if render is None:
-            return await self.get_response(request)
+            return await self.async_next(request)
         admission = await sync_to_async(_admit, thread_sensitive=False)(request)
         if admission.refusal is not None:
             return render(request, admission.refusal)
         try:
-            response = await self.get_response(request)
+            response = await self.async_next(request)
         except BaseException:
-            if admission.slot_held:
-                await sync_to_async(stream_slot_release, thread_sensitive=False)(admission.bucket)
+            if admission.held_bucket is not None:
+                await sync_to_async(stream_slot_release, thread_sensitive=False)(admission.held_bucket)
             raise
-        if admission.slot_held and not (_is_stream_response(response) and response.is_async):  # type: ignore[attr-defined]
-            await sync_to_async(stream_slot_release, thread_sensitive=False)(admission.bucket)
+        if admission.held_bucket is not None and not (_is_stream_response(response) and response.is_async):
+            await sync_to_async(stream_slot_release, thread_sensitive=False)(admission.held_bucket)
             return response
         return self._hand_back(response, admission)
 
@@ -259,15 +258,17 @@ class RequestLimitsMiddleware(HybridMiddleware):
     @staticmethod
     def _hand_back(response: HttpResponseBase, admission: _Admission) -> HttpResponseBase:
         """A held slot rides along with a stream until it ends, and is given back at once otherwise."""
-        if not admission.slot_held:
+        bucket = admission.held_bucket
+        if bucket is None:
             return response
-        bucket = admission.bucket
-        assert bucket is not None
         if _is_stream_response(response):
-            if response.is_async:  # type: ignore[attr-defined]
-                response.streaming_content = _released_after(response.streaming_content, bucket)  # type: ignore[attr-defined]
+            # `is_async` says which of the two iterator kinds `streaming_content` is; the stubs can't.
+            if response.is_async:
+                content = cast(AsyncIterator[bytes], response.streaming_content)
+                response.streaming_content = _released_after(content, bucket)
             else:
-                response.streaming_content = _released_after_sync(iter(response.streaming_content), bucket)  # type: ignore[attr-defined]
+                sync_content = cast(Iterator[bytes], response.streaming_content)
+                response.streaming_content = _released_after_sync(iter(sync_content), bucket)
         else:
             stream_slot_release(bucket)
         return response

@@ -76,9 +76,9 @@ class FacetAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Facet | None = None) -> bool:
         return False
 
-    def get_fields(self, request: HttpRequest, obj: Facet | None = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: Facet | None = None) -> tuple[str, ...]:
         editable = list(EDITABLE_FIELDS[obj.protocol]) if obj else []  # type: ignore[index]
-        return ["protocol", *editable, "refreshed_at", "freshness", "updated_at"]
+        return ("protocol", *editable, "refreshed_at", "freshness", "updated_at")
 
     @admin.display(description="Refresh SLA")
     def freshness(self, obj: Facet) -> str:

@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.http.request import validate_host
 from django.views.decorators.csrf import csrf_exempt
 from mcp_types import PROTOCOL_VERSION_META_KEY
@@ -132,7 +132,7 @@ async def _not_allowed() -> HttpResponse:
 
 
 @csrf_exempt
-async def mcp_endpoint(request: HttpRequest) -> HttpResponse:
+async def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
     if request.method not in ("POST", "DELETE"):
         # No GET stream: the server never starts a conversation (405 is the transport's answer).
         return await _not_allowed()
@@ -205,7 +205,7 @@ async def _cancel(task: asyncio.Future[dict[str, Any]]) -> None:
         await task
 
 
-async def _respond(request: HttpRequest, request_id: Any, finish: Finish) -> HttpResponse:
+async def _respond(request: HttpRequest, request_id: Any, finish: Finish) -> HttpResponseBase:
     # A fresh context: the view may run under a sync middleware's thread executor that quits when
     # the view returns, and a streamed step outlives the view (its sync_to_async reads would fail).
     # Its own thread too (apps/core/db_threads.py): without it every waiting step of the process

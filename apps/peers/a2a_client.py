@@ -89,7 +89,9 @@ def peer_error_reason(error: dict[str, Any]) -> tuple[str | None, list[str]]:
     elif isinstance(data, dict):
         info = data
     reason = info.get("reason") if isinstance(info.get("reason"), str) else None
-    metadata = info.get("metadata") if isinstance(info.get("metadata"), dict) else {}
+    metadata = info.get("metadata")
+    if not isinstance(metadata, dict):
+        metadata = {}
     raw = metadata.get("supportedVersions") or info.get("supportedVersions") or ""
     supported = raw.split(",") if isinstance(raw, str) else [str(v) for v in raw] if isinstance(raw, list) else []
     return reason, [v.strip() for v in supported if v.strip()]

@@ -21,6 +21,7 @@ from apps.peers.seams import conformance_seams_on, seam_invoke
 from apps.peers.selectors import peer_credential_doc, peer_credential_list
 from apps.peers.services import peer_credential_create, peer_credential_delete
 from apps.runs.api import ClosedSerializer, StrictCharField
+from apps.tenants.authentication import request_subject
 
 
 class PeerCredentialCollectionApi(APIView):
@@ -31,7 +32,8 @@ class PeerCredentialCollectionApi(APIView):
         url = StrictCharField(max_length=2048)
         secret = StrictCharField(max_length=4096, trim_whitespace=False)
         scheme = StrictCharField(required=False, max_length=32)
-        label = StrictCharField(required=False, max_length=200, allow_blank=True)
+        # Field.label in the stubs; a declared field at runtime (see AgentInventoryEntrySerializer).
+        label = StrictCharField(required=False, max_length=200, allow_blank=True)  # type: ignore[assignment]
 
     @extend_schema(operation_id="createPeerCredential", request=InputSerializer, responses={201: OpenApiTypes.OBJECT})
     def post(self, request: Request) -> Response:
@@ -39,7 +41,7 @@ class PeerCredentialCollectionApi(APIView):
         body.is_valid(raise_exception=True)
         data = body.validated_data
         credential = peer_credential_create(
-            subject=request.auth,
+            subject=request_subject(request),
             url=data["url"],
             secret=data["secret"],
             scheme=data.get("scheme", "Bearer"),
@@ -49,14 +51,14 @@ class PeerCredentialCollectionApi(APIView):
 
     @extend_schema(operation_id="listPeerCredentials", responses=OpenApiTypes.OBJECT)
     def get(self, request: Request) -> Response:
-        credentials = peer_credential_list(tenant_slug=request.auth.tenant)
+        credentials = peer_credential_list(tenant_slug=request_subject(request).tenant)
         return Response({"peerCredentials": [peer_credential_doc(c) for c in credentials]})
 
 
 class PeerCredentialDetailApi(APIView):
     @extend_schema(operation_id="deletePeerCredential", responses={204: None})
     def delete(self, request: Request, credential_id: str) -> Response:
-        peer_credential_delete(subject=request.auth, credential_id=credential_id)
+        peer_credential_delete(subject=request_subject(request), credential_id=credential_id)
         return Response(status=204)
 
 
@@ -79,7 +81,7 @@ class _SeamApi(APIView):
         body.is_valid(raise_exception=True)
         inputs = self.inputs_of(body.validated_data)
         answer = seam_invoke(
-            subject=request.auth,
+            subject=request_subject(request),
             protocol=self.protocol,
             inputs=inputs,
             traceparent=request.headers.get("traceparent"),

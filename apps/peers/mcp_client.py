@@ -76,7 +76,9 @@ def mcp_call(
         document = _post(outbound, candidate, "server/discover", {"_meta": _meta(outbound, candidate, capabilities)})
         error = document.get("error")
         if isinstance(error, dict):
-            data = error.get("data") if isinstance(error.get("data"), dict) else {}
+            data = error.get("data")
+            if not isinstance(data, dict):
+                data = {}
             if error.get("code") == UNSUPPORTED_PROTOCOL_VERSION and isinstance(data.get("supported"), list):
                 return [v for v in data["supported"] if isinstance(v, str)]
             raise PeerFailure(PEER_ERROR, "The peer refused server/discover.", {"code": error.get("code")})
@@ -125,7 +127,9 @@ def _call_tool(
         error = document.get("error")
         if isinstance(error, dict):
             if error.get("code") == UNSUPPORTED_PROTOCOL_VERSION:
-                data = error.get("data") if isinstance(error.get("data"), dict) else {}
+                data = error.get("data")
+                if not isinstance(data, dict):
+                    data = {}
                 raise peer_refused_version(outbound, agreement.decision, data.get("supported") or ())
             raise PeerFailure(PEER_ERROR, "The peer refused tools/call.", {"code": error.get("code")})
         result = document.get("result")
@@ -159,7 +163,9 @@ def _next_round(
         interim = mcp_types.InputRequiredResult.model_validate(result)
     except ValidationError:
         raise PeerFailure(PEER_PROTOCOL_ERROR, "The peer's InputRequiredResult is not valid.") from None
-    requests = result.get("inputRequests") if isinstance(result.get("inputRequests"), dict) else {}
+    requests = result.get("inputRequests")
+    if not isinstance(requests, dict):
+        requests = {}
     if interim.request_state is None and not requests:
         raise PeerFailure(PEER_PROTOCOL_ERROR, "An InputRequiredResult must carry inputRequests or requestState.")
     responses: dict[str, Any] = {}

@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 from apps.push.selectors import DEAD_LETTER_DEFAULT_PAGE_SIZE, webhook_dead_letters
 from apps.push.services import webhook_register, webhook_unregister
 from apps.runs.api import ClosedSerializer, StrictCharField
+from apps.tenants.authentication import request_subject
 
 
 class WebhookCollectionApi(APIView):
@@ -37,7 +38,7 @@ class WebhookCollectionApi(APIView):
         body.is_valid(raise_exception=True)
         data = body.validated_data
         webhook = webhook_register(
-            subject=request.auth, url=data["url"], events=list(data["events"]), secret=data.get("secret")
+            subject=request_subject(request), url=data["url"], events=list(data["events"]), secret=data.get("secret")
         )
         return Response({"webhookId": webhook.webhook_id}, status=201)
 
@@ -47,7 +48,7 @@ class WebhookDetailApi(APIView):
 
     @extend_schema(operation_id="unregisterWebhook", responses={204: None})
     def delete(self, request: Request, webhook_id: str) -> Response:
-        webhook_unregister(subject=request.auth, webhook_id=webhook_id)
+        webhook_unregister(subject=request_subject(request), webhook_id=webhook_id)
         return Response(status=204)
 
 
@@ -69,7 +70,7 @@ class WebhookDeadLettersApi(APIView):
         params.is_valid(raise_exception=True)
         data = params.validated_data
         page = webhook_dead_letters(
-            subject=request.auth, webhook_id=webhook_id, limit=data["limit"], cursor=data.get("cursor")
+            subject=request_subject(request), webhook_id=webhook_id, limit=data["limit"], cursor=data.get("cursor")
         )
         body: dict[str, Any] = {"deadLetters": page.records}
         if page.next_cursor is not None:

@@ -32,7 +32,7 @@ from apps.runs.services import (
     run_created_doc,
 )
 from apps.runs.wire import run_etag, run_snapshot_doc
-from apps.tenants.subject import Subject
+from apps.tenants.authentication import request_subject
 
 
 class ClosedSerializer(serializers.Serializer):
@@ -56,10 +56,9 @@ class StrictCharField(serializers.CharField):
         return str(super().to_internal_value(data))
 
 
-def _json_object(value: Any) -> dict[str, Any]:
+def _json_object(value: Any) -> None:
     if not isinstance(value, dict):
         raise serializers.ValidationError("Must be a JSON object.")
-    return value
 
 
 def _links(created: dict[str, Any]) -> dict[str, Any]:
@@ -76,7 +75,7 @@ def _maybe_idempotent(
     if key is None:
         return Response(perform(None))
     outcome = idempotency_run(
-        subject=request.auth, endpoint=endpoint, key=key, request_body=request.data, perform=perform
+        subject=request_subject(request), endpoint=endpoint, key=key, request_body=request.data, perform=perform
     )
     if isinstance(outcome, IdempotentReplay):
         return Response(outcome.body, status=outcome.status, headers={"OpenWOP-Idempotent-Replay": "true"})
@@ -110,7 +109,7 @@ class RunCollectionApi(APIView):
 
     @extend_schema(operation_id="createRun", request=CreateInputSerializer, responses={201: OpenApiTypes.OBJECT})
     def post(self, request: Request) -> Response:
-        subject: Subject = request.auth
+        subject = request_subject(request)
         body = self.CreateInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
@@ -118,7 +117,7 @@ class RunCollectionApi(APIView):
             raise TenantMismatch("tenantId is not the caller's tenant.")
         key = request.headers.get("Idempotency-Key")
         # interop.md §Trace context: the W3C headers seed the run's trace (ignored when malformed).
-        trace = {"traceparent": request.headers.get("traceparent"), "tracestate": request.headers.get("tracestate")}
+        traceparent, tracestate = request.headers.get("traceparent"), request.headers.get("tracestate")
         headers: dict[str, str] = {}
         if key is None:
             run = run_create(
@@ -126,7 +125,8 @@ class RunCollectionApi(APIView):
                 workflow_id=data["workflowId"],
                 inputs=data.get("inputs"),
                 transport=RunTransport.REST,
-                **trace,
+                traceparent=traceparent,
+                tracestate=tracestate,
             )
             created = run_created_doc(run)
         else:
@@ -137,7 +137,8 @@ class RunCollectionApi(APIView):
                 workflow_id=data["workflowId"],
                 inputs=data.get("inputs"),
                 transport=RunTransport.REST,
-                **trace,
+                traceparent=traceparent,
+                tracestate=tracestate,
             )
             created = creation.created
             if creation.replayed:
@@ -152,7 +153,7 @@ class RunCollectionApi(APIView):
         params.is_valid(raise_exception=True)
         data = params.validated_data
         page = run_list(
-            subject=request.auth,
+            subject=request_subject(request),
             workflow_id=data.get("workflowId"),
             status=data.get("status"),
             limit=data["limit"],
@@ -169,8 +170,9 @@ class RunDetailApi(APIView):
 
     @extend_schema(operation_id="getRun", parameters=[_RUN_ID], responses=OpenApiTypes.OBJECT)
     def get(self, request: Request, run_ref: str) -> Response:
-        run_id = run_id_from_path(subject=request.auth, segment=run_ref)
-        run = run_get_readable(subject=request.auth, run_id=run_id)
+        subject = request_subject(request)
+        run_id = run_id_from_path(subject=subject, segment=run_ref)
+        run = run_get_readable(subject=subject, run_id=run_id)
         etag = run_etag(run)
         if _etag_matches(request.headers.get("If-None-Match"), etag):
             return Response(status=304, headers={"ETag": etag})
@@ -198,7 +200,8 @@ class RunCancelApi(APIView):
         operation_id="cancelRun", parameters=[_RUN_ID], request=InputSerializer, responses=OpenApiTypes.OBJECT
     )
     def post(self, request: Request, run_ref: str) -> Response:
-        run_id = run_id_from_path(subject=request.auth, segment=run_ref)
+        subject = request_subject(request)
+        run_id = run_id_from_path(subject=subject, segment=run_ref)
         body = self.InputSerializer(data=request.data if request.data else {})
         body.is_valid(raise_exception=True)
         reason = body.validated_data.get("reason") or None
@@ -206,7 +209,7 @@ class RunCancelApi(APIView):
             request,
             endpoint=f"POST /runs/{run_id}/cancel",
             perform=lambda claim: run_cancelled_doc(
-                run_cancel(subject=request.auth, run_id=run_id, reason=reason, idempotency=claim)
+                run_cancel(subject=subject, run_id=run_id, reason=reason, idempotency=claim)
             ),
         )
 
@@ -227,7 +230,8 @@ class RunInterruptResolveApi(APIView):
         responses=OpenApiTypes.OBJECT,
     )
     def post(self, request: Request, run_ref: str, node_id: str) -> Response:
-        run_id = run_id_from_path(subject=request.auth, segment=run_ref)
+        subject = request_subject(request)
+        run_id = run_id_from_path(subject=subject, segment=run_ref)
         body = self.InputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         if "resumeValue" not in request.data:
@@ -238,7 +242,7 @@ class RunInterruptResolveApi(APIView):
             endpoint=f"POST /runs/{run_id}/interrupts/{node_id}",
             perform=lambda claim: interrupt_resolved_doc(
                 interrupt_resolve(
-                    subject=request.auth, run_id=run_id, node_id=node_id, resume_value=resume_value, idempotency=claim
+                    subject=subject, run_id=run_id, node_id=node_id, resume_value=resume_value, idempotency=claim
                 ),
                 node_id,
             ),

@@ -8,7 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.tenants.subject import Subject
+from apps.tenants.authentication import request_subject
 
 
 class WhoAmIApi(APIView):
@@ -24,5 +24,5 @@ class WhoAmIApi(APIView):
         responses=inline_serializer("WhoAmI", fields={"subject": SubjectOutput()}),
     )
     def get(self, request: Request) -> Response:
-        subject: Subject = request.auth
+        subject = request_subject(request)
         return Response({"subject": subject.as_wire()})

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 from django.test import Client
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.test import APIRequestFactory
+from rest_framework.views import APIView
 
+from apps.tenants.authentication import request_subject
 from apps.tenants.models import ApiKey
 from apps.tenants.selectors import subject_from_api_key
 from apps.tenants.services import api_key_revoke
@@ -97,3 +103,25 @@ def test_keys_are_stored_hashed(make_key) -> None:  # type: ignore[no-untyped-de
     stored = ApiKey.unscoped_all_tenants.get(prefix=raw.split(".")[0].removeprefix("owk_"))
     assert secret not in stored.secret_digest and stored.secret_digest != secret
     assert len(stored.secret_digest) == 64
+
+
+class _OptedOutOfIsAuthenticated(APIView):
+    permission_classes = [AllowAny]
+
+    def get(self, request: Request) -> Response:
+        return Response({"tenant": request_subject(request).tenant})
+
+
+def test_request_subject_is_the_callers_subject(make_key) -> None:  # type: ignore[no-untyped-def]
+    raw = make_key("acme")
+    request = APIRequestFactory().get("/x", HTTP_AUTHORIZATION=f"Bearer {raw}")
+    response = _OptedOutOfIsAuthenticated.as_view()(request)
+    assert response.status_code == 200 and response.data == {"tenant": "acme"}
+
+
+def test_request_subject_without_a_credential_is_a_401_not_a_500() -> None:
+    # A view that lets anonymous callers in and still asks for the Subject: request.auth is None.
+    response = _OptedOutOfIsAuthenticated.as_view()(APIRequestFactory().get("/x"))
+    response.render()
+    assert_envelope(response, "unauthenticated", 401)
+    assert response.headers["WWW-Authenticate"].startswith("Bearer")

@@ -77,7 +77,7 @@ class StdioServer:
         request_id = message["id"]
         task = asyncio.create_task(self.handle(request_id, message))
         self.in_flight[request_id] = task
-        task.add_done_callback(lambda _t, rid=request_id: self.in_flight.pop(rid, None))
+        task.add_done_callback(lambda _t: self.in_flight.pop(request_id, None))
 
     def notify(self, method: str, params: Any) -> None:
         if method == "notifications/cancelled" and isinstance(params, dict):
