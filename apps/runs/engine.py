@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -419,9 +420,7 @@ def run_sweep_stale() -> list[str]:
                 .update(lease_owner="", lease_expires_at=None, enqueued_at=now)
             )
             if taken:
-                transaction.on_commit(
-                    lambda run_id=run_id, queue=queue: advance.apply_async(args=[run_id], queue=queue)
-                )
+                transaction.on_commit(partial(advance.apply_async, args=[run_id], queue=queue))
                 swept.append(run_id)
     if swept:
         logger.info("sweeper re-enqueued %d run(s)", len(swept))

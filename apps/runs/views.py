@@ -19,7 +19,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import OperationalError, connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.views.decorators.http import require_GET
 
 from apps.core.errors import OpenWopError, Overloaded, ValidationFailed
@@ -112,7 +112,7 @@ def _stream_read(run: Run, after: int) -> list[Frame]:
 
 
 @require_GET
-async def run_events_stream(request: HttpRequest, run_ref: str) -> HttpResponse:
+async def run_events_stream(request: HttpRequest, run_ref: str) -> HttpResponseBase:
     """`GET /runs/{runId}/events`: `id:` is the sequence, `event:` the type, `data:` the RunEventDoc;
     resumes after `Last-Event-ID` (read only after authorization) and ends after the terminal event.
     Every stream of a run in this process shares one read per wake-up (apps.core.fanout)."""
