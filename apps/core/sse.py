@@ -21,11 +21,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import SyncToAsync, async_to_sync, sync_to_async
+from asgiref.sync import SyncToAsync, async_to_sync
 from channels.layers import get_channel_layer
-from django.db import connection
 from django.http import HttpRequest, StreamingHttpResponse
 
+from apps.core.db_threads import release_db_connection
 from apps.core.errors import ValidationFailed
 
 logger = logging.getLogger(__name__)
@@ -123,7 +123,9 @@ async def wake_waiter(group: str, *, release_db: bool = True) -> AsyncIterator[C
     async def wait(seconds: float) -> float:
         nonlocal channel
         if release_db:
-            await _release_db_connection()  # a waiting stream or long poll holds no database connection
+            # A waiting stream or long poll holds no database connection: without this each open
+            # stream kept one for its whole life and the pool ran out after a few dozen of them.
+            await release_db_connection()
         loop = asyncio.get_running_loop()
         started = loop.time()
         if channel is not None:
@@ -145,19 +147,6 @@ async def wake_waiter(group: str, *, release_db: bool = True) -> AsyncIterator[C
         if channel is not None:
             with contextlib.suppress(Exception):
                 await asyncio.shield(layer.group_discard(group, channel))
-
-
-@sync_to_async
-def _release_db_connection() -> None:
-    """Hand the stream's database connection back while it waits (to the pool, or closed).
-
-    Thread-sensitive like every `fetch`, so this runs on the request's own thread and releases the
-    connection the reads used. Without it each open stream held a connection for its whole life,
-    and the pool (or max_connections) ran out after a few dozen subscribers: the next stream's
-    first read waited for a connection and failed. Inside a test's atomic block nothing is closed.
-    """
-    if not connection.in_atomic_block:
-        connection.close()
 
 
 async def stream_log(
