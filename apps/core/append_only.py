@@ -14,7 +14,8 @@ from typing import Any
 from django.db import migrations
 
 
-def _on_postgresql(statements: list[str]) -> Callable[[Any, Any], None]:
+def on_postgresql(statements: list[str]) -> Callable[[Any, Any], None]:
+    """A RunPython function executing raw `statements` on PostgreSQL only (SQLite: nothing)."""
     def run(apps: Any, schema_editor: Any) -> None:
         if schema_editor.connection.vendor != "postgresql":
             return
@@ -41,4 +42,4 @@ def append_only_trigger(table: str) -> migrations.RunPython:
         f"CREATE TRIGGER {trigger} BEFORE UPDATE OR DELETE ON {table} FOR EACH ROW EXECUTE FUNCTION {function}()",
     ]
     uninstall = [f"DROP TRIGGER IF EXISTS {trigger} ON {table}", f"DROP FUNCTION IF EXISTS {function}()"]
-    return migrations.RunPython(_on_postgresql(install), _on_postgresql(uninstall), elidable=False)
+    return migrations.RunPython(on_postgresql(install), on_postgresql(uninstall), elidable=False)

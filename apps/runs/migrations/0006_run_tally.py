@@ -7,12 +7,11 @@ that waits for every open run-writing transaction and blocks new ones until this
 commits, then counts the runs already there: no run is counted twice or missed.
 """
 
-from collections.abc import Callable
-from typing import Any
-
 import django.db.models.deletion
 import django.db.models.manager
 from django.db import migrations, models
+
+from apps.core.append_only import on_postgresql
 
 # The shard is pg_backend_pid() % 64: apps.runs.models.RUN_TALLY_SHARDS when this was written.
 
@@ -53,16 +52,6 @@ _UNINSTALL = [
     "DROP FUNCTION IF EXISTS runs_run_tally_added()",
     "DROP FUNCTION IF EXISTS runs_run_tally_deleted()",
 ]
-
-
-def _on_postgresql(statements: list[str]) -> Callable[[Any, Any], None]:
-    def run(apps: Any, schema_editor: Any) -> None:
-        if schema_editor.connection.vendor != "postgresql":
-            return
-        for sql in statements:
-            schema_editor.execute(sql, params=None)  # None: no %-placeholder processing
-
-    return run
 
 
 class Migration(migrations.Migration):
@@ -115,5 +104,5 @@ class Migration(migrations.Migration):
             model_name="runtally",
             constraint=models.UniqueConstraint(fields=("tenant", "shard"), name="run_tally_shard_unique"),
         ),
-        migrations.RunPython(_on_postgresql(_INSTALL), _on_postgresql(_UNINSTALL), elidable=False),
+        migrations.RunPython(on_postgresql(_INSTALL), on_postgresql(_UNINSTALL), elidable=False),
     ]
