@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import re
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -103,6 +104,38 @@ def format_event(event: SseEvent) -> bytes:
     return ("\n".join(lines) + "\n\n").encode("utf-8")
 
 
+_quieted_loops: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+
+
+def quiet_lost_wakeup_cleanups(loop: asyncio.AbstractEventLoop) -> None:
+    """One warning line, not a traceback, when a wake-up's cleanup dies with the channel layer.
+
+    channels_redis removes a received message's backup copy in a task nobody awaits
+    (`RedisChannelLayer._clean_receive_backup`); when Redis goes away between the receipt and that
+    task, asyncio logs "Task exception was never retrieved" with a full traceback. A wake-up is only
+    a hint (the database is the source of truth), so losing its cleanup costs nothing. Every other
+    unhandled loop error goes to the handler that was there before. Installed once per loop."""
+    if loop in _quieted_loops:
+        return
+    previous = loop.get_exception_handler()
+
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        future = context.get("future")
+        coro = future.get_coro() if isinstance(future, asyncio.Task) else None
+        if context.get("exception") is not None and getattr(coro, "__qualname__", "").endswith(
+            "._clean_receive_backup"
+        ):
+            logger.warning("a wake-up's cleanup was lost: %s", type(context["exception"]).__name__)
+            return
+        if previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handler)
+    _quieted_loops.add(loop)
+
+
 @contextlib.asynccontextmanager
 async def wake_waiter(group: str, *, release_db: bool = True) -> AsyncIterator[Callable[[float], Awaitable[float]]]:
     """Join `group` and yield `wait(seconds)`: it returns after the group's next wake-up or the
@@ -113,6 +146,7 @@ async def wake_waiter(group: str, *, release_db: bool = True) -> AsyncIterator[C
     layer = get_channel_layer()
     channel: str | None = None
     if layer is not None:
+        quiet_lost_wakeup_cleanups(asyncio.get_running_loop())
         try:
             channel = await layer.new_channel()
             await layer.group_add(group, channel)
