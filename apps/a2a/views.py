@@ -303,32 +303,32 @@ RestHandler = Callable[[Call, HttpRequest, str, str], Awaitable[Any]]
 
 async def _rest_send(call: Call, request: HttpRequest, task_ref: str, tenant: str) -> Any:
     params = _parse_params(SendMessageRequest, _body(request))
-    params.tenant = tenant or params.tenant  # type: ignore[attr-defined]
-    result = await operations.send_message(call, params, streaming=False)  # type: ignore[arg-type]
+    params.tenant = tenant or params.tenant
+    result = await operations.send_message(call, params, streaming=False)
     assert isinstance(result, Task)
     return SendMessageResponse(task=result)
 
 
 async def _rest_stream(call: Call, request: HttpRequest, task_ref: str, tenant: str) -> Any:
     params = _parse_params(SendMessageRequest, _body(request))
-    params.tenant = tenant or params.tenant  # type: ignore[attr-defined]
-    return await operations.send_message(call, params, streaming=True)  # type: ignore[arg-type]
+    params.tenant = tenant or params.tenant
+    return await operations.send_message(call, params, streaming=True)
 
 
 async def _rest_list(call: Call, request: HttpRequest, task_ref: str, tenant: str) -> Any:
-    return await operations.list_tasks(call, _query(request, ListTasksRequest()))  # type: ignore[arg-type]
+    return await operations.list_tasks(call, _query(request, ListTasksRequest()))
 
 
 async def _rest_get(call: Call, request: HttpRequest, task_ref: str, tenant: str) -> Any:
     params = _query(request, GetTaskRequest())
-    params.id = _task_id(task_ref)  # type: ignore[attr-defined]
-    return await operations.get_task(call, params)  # type: ignore[arg-type]
+    params.id = _task_id(task_ref)
+    return await operations.get_task(call, params)
 
 
 async def _rest_cancel(call: Call, request: HttpRequest, task_ref: str, tenant: str) -> Any:
     params = _parse_params(CancelTaskRequest, _body(request))
-    params.id = _task_id(task_ref)  # type: ignore[attr-defined]
-    return await operations.cancel_task(call, params)  # type: ignore[arg-type]
+    params.id = _task_id(task_ref)
+    return await operations.cancel_task(call, params)
 
 
 async def _rest_subscribe(call: Call, request: HttpRequest, task_ref: str, tenant: str) -> Any:
@@ -342,12 +342,12 @@ async def _rest_push(call: Call, request: HttpRequest, task_ref: str, tenant: st
     config_id = config_id.removeprefix("/")
     if request.method == "POST" and not config_id:
         params = _parse_params(TaskPushNotificationConfig, _body(request))
-        params.task_id = task_id  # type: ignore[attr-defined]
-        return await operations.push_config_create(call, params)  # type: ignore[arg-type]
+        params.task_id = task_id
+        return await operations.push_config_create(call, params)
     if request.method == "GET" and not config_id:
         listed = _query(request, ListTaskPushNotificationConfigsRequest())
-        listed.task_id = task_id  # type: ignore[attr-defined]
-        return await operations.push_config_list(call, listed)  # type: ignore[arg-type]
+        listed.task_id = task_id
+        return await operations.push_config_list(call, listed)
     if request.method == "GET":
         got = GetTaskPushNotificationConfigRequest(task_id=task_id, id=config_id)
         return await operations.push_config_get(call, got)

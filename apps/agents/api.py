@@ -26,7 +26,7 @@ class WorkflowDetailApi(APIView):
         inputSchema = serializers.JSONField(source="input_schema")
         nodes = serializers.SerializerMethodField()
 
-        def get_nodes(self, workflow) -> list[dict[str, str]]:  # type: ignore[no-untyped-def]
+        def get_nodes(self, workflow) -> list[dict[str, str]]:
             return [{"nodeId": node["id"], "kind": node["kind"]} for node in workflow.definition["nodes"]]
 
     @extend_schema(operation_id="getWorkflow", responses=OutputSerializer)

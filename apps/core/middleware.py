@@ -126,7 +126,7 @@ class CookiePagesOnly:
 
     get_response: GetResponse
 
-    def __call__(self, request: HttpRequest):  # type: ignore[no-untyped-def]
+    def __call__(self, request: HttpRequest):
         if not getattr(self, "async_mode", False) and is_bearer_only_path(request.path):
             return self.get_response(request)
         return super().__call__(request)  # type: ignore[misc]
@@ -154,7 +154,7 @@ class BearerApiCsrfMiddleware(CookiePagesOnly, CsrfViewMiddleware):
     interfaces authenticate with bearer keys only, so a forged cross-site request carries no
     credential there; CSRF's HTML refusal must not reach those clients."""
 
-    def process_view(self, request, callback, callback_args, callback_kwargs):  # type: ignore[no-untyped-def]
+    def process_view(self, request, callback, callback_args, callback_kwargs):
         if is_bearer_only_path(request.path):
             return None
         return super().process_view(request, callback, callback_args, callback_kwargs)
@@ -169,7 +169,7 @@ class StaticFilesMiddleware(HybridMiddleware, WhiteNoiseMiddleware):
         HybridMiddleware.__init__(self, get_response)
 
     def _scall(self, request: HttpRequest) -> HttpResponseBase:
-        return WhiteNoiseMiddleware.__call__(self, request)  # type: ignore[no-any-return]
+        return WhiteNoiseMiddleware.__call__(self, request)
 
     async def _acall(self, request: HttpRequest) -> HttpResponseBase:
         if self.autorefresh:  # development: looks on disk

@@ -101,7 +101,7 @@ class FacetAdmin(admin.ModelAdmin):
         if not form.is_valid():
             errors = form.errors.get_json_data()
             return JsonResponse({"errors": {field: [e["message"] for e in errs] for field, errs in errors.items()}})
-        editable = EDITABLE_FIELDS[facet.protocol]  # type: ignore[index]
+        editable = EDITABLE_FIELDS[facet.protocol]
         changes = {field: form.cleaned_data[field] for field in form.changed_data if field in editable}
         try:
             documents = served_documents_after(facet.protocol, changes, f"admin-preview:{request.user.get_username()}")

@@ -9,7 +9,7 @@ from apps.facets.versions import PROTOCOLS
 
 
 @shared_task(bind=True, name="facets.refresh")
-def facets_refresh(self) -> list[bool]:  # type: ignore[no-untyped-def]
+def facets_refresh(self) -> list[bool]:
     results = []
     for protocol in PROTOCOLS:
         facet_ensure(protocol=protocol)

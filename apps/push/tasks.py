@@ -16,13 +16,13 @@ logger = logging.getLogger(__name__)
 
 
 @shared_task(bind=True, name="push.deliver", acks_late=True, ignore_result=True)
-def deliver(self, delivery_pk: int) -> None:  # type: ignore[no-untyped-def]
+def deliver(self, delivery_pk: int) -> None:
     # Returns once claimed: the send runs on a sender thread (lanes.py), never on this slot.
     delivery_dispatch(delivery_pk=delivery_pk)
 
 
 @shared_task(bind=True, name="push.sweep", ignore_result=True)
-def sweep(self) -> None:  # type: ignore[no-untyped-def]
+def sweep(self) -> None:
     deliveries_sweep()
     dead_letters_purge()
 

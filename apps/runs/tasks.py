@@ -17,13 +17,13 @@ logger = logging.getLogger(__name__)
 
 
 @shared_task(bind=True, name="runs.advance", acks_late=True, ignore_result=True)
-def advance(self, run_id: str) -> None:  # type: ignore[no-untyped-def]
+def advance(self, run_id: str) -> None:
     # The lease owner names this worker process and this delivery of the task.
     run_advance(run_id=run_id, worker=f"{self.request.hostname}:{os.getpid()}:{self.request.id}")
 
 
 @shared_task(bind=True, name="runs.sweep_stale", ignore_result=True)
-def sweep_stale(self) -> None:  # type: ignore[no-untyped-def]
+def sweep_stale(self) -> None:
     run_sweep_stale()
     idempotency_records_purge()
 

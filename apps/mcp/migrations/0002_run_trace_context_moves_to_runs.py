@@ -4,7 +4,7 @@ what the MCP mount recorded, then drop its stop-gap table."""
 from django.db import migrations
 
 
-def copy_to_runs(apps, schema_editor):  # type: ignore[no-untyped-def]
+def copy_to_runs(apps, schema_editor):
     trace_model = apps.get_model("mcp", "RunTraceContext")
     run_model = apps.get_model("runs", "Run")
     for trace in trace_model._base_manager.all().iterator():
