@@ -27,12 +27,15 @@ from django.db import connection
 T = TypeVar("T")
 
 
-@sync_to_async
-def release_db_connection() -> None:
-    """Give back the connection of the current context's thread (a no-op when it has none).
+def db_connection_release() -> None:
+    """Give back this thread's connection (to the pool, or closed; a no-op when it has none).
     Inside an atomic block (a test's transaction) nothing is closed."""
     if not connection.in_atomic_block:
         connection.close()
+
+
+# The same, from async code: runs on the current context's thread, whose connection it releases.
+release_db_connection = sync_to_async(db_connection_release)
 
 
 async def in_own_db_thread(step: Callable[[], Awaitable[T]]) -> T:

@@ -38,8 +38,8 @@ from collections.abc import AsyncIterator, Callable, Hashable
 from dataclasses import dataclass, field
 
 from asgiref.sync import sync_to_async
-from django.db import connection
 
+from apps.core.db_threads import db_connection_release
 from apps.core.sse import wake_waiter
 
 logger = logging.getLogger(__name__)
@@ -151,12 +151,12 @@ async def _shared_read(read: Read, after: int) -> list[Frame]:
 
 
 def _read_and_release(read: Read, after: int) -> list[Frame]:
-    """One read on an executor thread, whose connection then goes back to the pool (or closes):
-    the thread serves other work between reads."""
+    """One read, whose thread's connection then goes back to the pool (or closes): an executor
+    thread serves other work between reads, a request's thread waits between them."""
     try:
         return read(after)
     finally:
-        connection.close()
+        db_connection_release()
 
 
 async def own_read(read: Read, after: int) -> list[Frame] | None:
@@ -164,18 +164,10 @@ async def own_read(read: Read, after: int) -> list[Frame] | None:
     like every read of a stream before, giving the connection back after. None when it failed: the
     subscriber tries again after its next wait."""
     try:
-        return await sync_to_async(_own_read_and_release)(read, after)
+        return await sync_to_async(_read_and_release)(read, after)
     except Exception as exc:
         logger.warning("stream read failed (%s); retrying", type(exc).__name__)
         return None
-
-
-def _own_read_and_release(read: Read, after: int) -> list[Frame]:
-    try:
-        return read(after)
-    finally:
-        if not connection.in_atomic_block:  # inside a test's atomic block nothing is closed
-            connection.close()
 
 
 def _batch(frames: list[Frame]) -> tuple[bytes, int, bool]:

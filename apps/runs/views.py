@@ -18,13 +18,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import OperationalError, connection
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.views.decorators.http import require_GET
 
-from apps.core.errors import OpenWopError, Overloaded, ValidationFailed
+from apps.core.db_threads import db_connection_release
+from apps.core.errors import OpenWopError, ValidationFailed
 from apps.core.fanout import Frame, fanned_stream
-from apps.core.overload import OVERLOAD_RETRY_AFTER_SECONDS
 from apps.core.responses import envelope_response
 from apps.core.sse import SseEvent, format_event, last_event_id, sse_response, wake_waiter
 from apps.runs.log import run_wake_group
@@ -87,8 +86,7 @@ def _stream_open(authorization: str | None, segment: str, stream_mode: str | Non
             return _Opened(run=run, after=after, replay=None)
         return _Opened(run=run, after=after, replay=_stream_read(run, after))
     finally:
-        if not connection.in_atomic_block:  # inside a test's atomic block nothing is closed
-            connection.close()
+        db_connection_release()
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,11 +120,8 @@ async def run_events_stream(request: HttpRequest, run_ref: str) -> HttpResponseB
         )
     except OpenWopError as exc:
         return envelope_response(exc)
-    except OperationalError:
-        # No database connection within the pool's timeout (or the database is unreachable): a
-        # refusal to retry, never a 500. Nothing is logged beyond the class: no DSN, no query.
-        logger.warning("stream refused: the database is unavailable")
-        return envelope_response(Overloaded(retry_after=OVERLOAD_RETRY_AFTER_SECONDS))
+    # No database connection to open the stream with propagates: every door answers that one way
+    # (503 + Retry-After, RequestLimitsMiddleware.process_exception with apps/core/overload.py).
     if opened.replay is None:
         # The caller already holds the terminal event: close at once, sending nothing (events.md).
         return sse_response(_nothing())
