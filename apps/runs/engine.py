@@ -61,7 +61,7 @@ from apps.runs.nodes import (
     Suspended,
     node_kind,
 )
-from apps.runs.services import inline_max_nodes, run_finish_cancelled
+from apps.runs.services import advance_send, inline_max_nodes, run_finish_cancelled
 from apps.tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -197,18 +197,12 @@ def _handoff_after_error(run: Run, lease: Lease | None) -> None:
     """Best effort; should it fail too, the lease expires and the sweeper re-enqueues the run."""
     try:
         if lease is None:
-            _send_advance(run.run_id, run.queue)
+            advance_send(run.run_id, run.queue)
             return
         with transaction.atomic():
             _handoff(lease.locked_run())
     except Exception:
         logger.exception("run %s: hand-off failed; the sweeper will re-enqueue it", run.run_id)
-
-
-def _send_advance(run_id: str, queue: str) -> None:
-    from apps.runs.tasks import advance  # the task module imports this one
-
-    advance.apply_async(args=[run_id], queue=queue)
 
 
 def _handoff(run: Run) -> None:
@@ -217,7 +211,7 @@ def _handoff(run: Run) -> None:
     run.enqueued_at = timezone.now()
     run_save(run, "lease_owner", "lease_expires_at", "enqueued_at")
     run_id, queue = run.run_id, run.queue
-    transaction.on_commit(lambda: _send_advance(run_id, queue))
+    transaction.on_commit(partial(advance_send, run_id, queue))
 
 
 def _lease_claim(*, tenant_pk: int, run_pk: int, owner: str) -> Lease | None:
@@ -400,8 +394,6 @@ def run_sweep_stale() -> list[str]:
     A host-wide maintenance job, so it reads across tenants through the one escape hatch. Each
     re-enqueue is decided by a conditional UPDATE, so concurrent sweepers send one message per run.
     """
-    from apps.runs.tasks import advance
-
     now = timezone.now()
     stale = (~Q(lease_owner="") & Q(lease_expires_at__lt=now)) | Q(
         lease_owner="", enqueued_at__lt=now - REQUEUE_UNCLAIMED_AFTER
@@ -420,7 +412,7 @@ def run_sweep_stale() -> list[str]:
                 .update(lease_owner="", lease_expires_at=None, enqueued_at=now)
             )
             if taken:
-                transaction.on_commit(partial(advance.apply_async, args=[run_id], queue=queue))
+                transaction.on_commit(partial(advance_send, run_id, queue))
                 swept.append(run_id)
     if swept:
         logger.info("sweeper re-enqueued %d run(s)", len(swept))

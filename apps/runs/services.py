@@ -8,6 +8,7 @@ Every state change appends its events in the same transaction, under the run's r
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import jsonschema
@@ -308,14 +309,19 @@ def inline_max_nodes() -> int:
     return max(0, int(settings.OPENWOP_INLINE_MAX_NODES))
 
 
+def advance_send(run_id: str, queue: str) -> None:
+    """Send `runs.advance` for the run: the one place the executor's message goes out (creation,
+    an inline advance's hand-off, the sweeper). Callers send it on commit."""
+    from apps.runs.tasks import advance  # the task module imports the engine, which imports this one
+
+    advance.apply_async(args=[run_id], queue=queue)
+
+
 def _enqueue_advance(run: Run, *, send: bool = True) -> None:
     """Send `runs.advance` once the transaction commits; a lost message is re-sent by the sweeper.
 
     `send=False` (a run the request advances inline) only marks it enqueued, which is what lets
     the sweeper pick it up should that request never get to it."""
-    from apps.runs.tasks import advance  # the task module imports the engine, which imports this one
-
     Run.objects.for_tenant(run.tenant_id).filter(pk=run.pk).update(enqueued_at=timezone.now())
     if send:
-        run_id, queue = run.run_id, run.queue
-        transaction.on_commit(lambda: advance.apply_async(args=[run_id], queue=queue))
+        transaction.on_commit(partial(advance_send, run.run_id, run.queue))
