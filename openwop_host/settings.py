@@ -138,6 +138,11 @@ else:
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# The protocol doors' own async pool on PostgreSQL (apps/core/async_db.py), per server process,
+# beside Django's: the hot reads and the group-committed negotiation records use it.
+OPENWOP_ASYNC_POOL_MAX_SIZE = env.int("OPENWOP_ASYNC_POOL_MAX_SIZE", default=8)
+OPENWOP_ASYNC_POOL_TIMEOUT = env.float("OPENWOP_ASYNC_POOL_TIMEOUT", default=10.0)
+
 REDIS_URL = env.str("REDIS_URL", default="")
 if REDIS_URL:
     CHANNEL_LAYERS = {

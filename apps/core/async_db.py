@@ -1,0 +1,82 @@
+"""PostgreSQL for async code without Django's ORM: one psycopg async pool per event loop.
+
+The protocol doors (apps/doors) serve their hot reads and writes from the event loop itself: no
+thread hop, no ORM query compilation (DESIGN.md §The hot path). This module owns the pool they
+share. It exists only on PostgreSQL; on SQLite (the zero-setup default) `async_db_enabled()` is
+False and every caller takes its ORM path instead.
+
+A pool belongs to the loop that opened it (psycopg's async connections are bound to one loop), so
+there is one per running loop: the server's single loop in production, one per test in the suite.
+Connections are in autocommit mode; a caller that writes opens its own transaction
+(`async with conn.transaction()`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from typing import Any
+
+from django.conf import settings
+from psycopg_pool import AsyncConnectionPool
+
+_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncConnectionPool] = weakref.WeakKeyDictionary()
+_opening: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
+def async_db_enabled() -> bool:
+    """True on PostgreSQL: the doors' async paths exist only there."""
+    return "postgresql" in settings.DATABASES["default"]["ENGINE"]
+
+
+def conninfo() -> str:
+    """The libpq connection string of Django's default database, read when the pool opens (so a
+    test run's database, which pytest-django names at setup, is the one used)."""
+    db: dict[str, Any] = settings.DATABASES["default"]
+    parts = {
+        "dbname": db.get("NAME") or "",
+        "user": db.get("USER") or "",
+        "password": db.get("PASSWORD") or "",
+        "host": db.get("HOST") or "",
+        "port": str(db.get("PORT") or ""),
+    }
+    return " ".join(f"{key}={_quoted(value)}" for key, value in parts.items() if value)
+
+
+def _quoted(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def pool_max_size() -> int:
+    return int(getattr(settings, "OPENWOP_ASYNC_POOL_MAX_SIZE", 8))
+
+
+async def async_pool() -> AsyncConnectionPool:
+    """This loop's pool, opened on first use."""
+    loop = asyncio.get_running_loop()
+    pool = _pools.get(loop)
+    if pool is not None:
+        return pool
+    lock = _opening.setdefault(loop, asyncio.Lock())
+    async with lock:
+        pool = _pools.get(loop)
+        if pool is None:
+            pool = AsyncConnectionPool(
+                conninfo(),
+                min_size=1,
+                max_size=pool_max_size(),
+                timeout=float(getattr(settings, "OPENWOP_ASYNC_POOL_TIMEOUT", 10.0)),
+                kwargs={"autocommit": True},
+                open=False,
+                name="openwop-doors",
+            )
+            await pool.open()
+            _pools[loop] = pool
+    return pool
+
+
+async def async_pool_close() -> None:
+    """Close this loop's pool (server shutdown, a test's teardown)."""
+    pool = _pools.pop(asyncio.get_running_loop(), None)
+    if pool is not None:
+        await pool.close()
