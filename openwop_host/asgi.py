@@ -1,6 +1,7 @@
-"""ASGI entry point: a Channels ProtocolTypeRouter served by Daphne.
+"""ASGI entry point: a Channels ProtocolTypeRouter.
 
-HTTP goes to Django (async views stream SSE); the router is where websocket routes would join.
+HTTP for the protocol doors (the A2A interfaces, the MCP mount, the public agent card) is served
+by apps/doors straight from ASGI; everything else (REST, SSE, admin, console) by Django.
 """
 
 from __future__ import annotations
@@ -14,4 +15,6 @@ django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402 - Django must be set up first
 
-application = ProtocolTypeRouter({"http": django_asgi_app})
+from apps.doors.asgi import doors_application  # noqa: E402
+
+application = ProtocolTypeRouter({"http": doors_application(django_asgi_app)})

@@ -1,0 +1,323 @@
+"""The protocol doors served straight from ASGI, in front of Django (DESIGN.md §The hot path).
+
+Django's request handler alone costs more per request than a whole reference-server exchange
+(issue 13's floor table), so the A2A interfaces, the MCP mount and the public agent card do not go
+through it. `doors_application(django_app)` routes those paths to the same view functions Django
+would call (apps/a2a/views.py, apps/mcp/views.py), handing them a `DoorRequest`, and everything
+else (REST, admin, console, host events, static files) to Django unchanged.
+
+What Django's stack did for these paths is done here, once and cheaply:
+- Host validation and the HTTPS redirect: a request Django would refuse or redirect is handed to
+  Django whole, so its answer is Django's, byte for byte.
+- Request limits (body size, JSON depth, per-key rate, stream slots): the same `_admit` decision
+  RequestLimitsMiddleware takes, rendered by the door's registered refusal renderer.
+- The security headers SecurityMiddleware and XFrameOptionsMiddleware add.
+- A client that disconnects cancels the view (as Django's handler does: tools/call cancels its
+  run on it), and a stream slot is given back however a stream ends.
+- Sync work a view does (`sync_to_async`) runs on a thread of the request's own (asgiref's
+  ThreadSensitiveContext, as Django's handler gives each request), whose database connection
+  goes back to the pool when the request ends. The lean reads and the negotiation record use
+  the event loop's own pool instead (apps/core/async_db.py) and need no thread at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, cast
+
+from asgiref.sync import SyncToAsync, ThreadSensitiveContext, sync_to_async
+from django.conf import settings
+from django.http import HttpResponseBase, StreamingHttpResponse
+from django.http.request import split_domain_port, validate_host
+
+from apps.core.db_threads import release_db_connection
+from apps.core.overload import is_overload
+from apps.core.request_limits import _admit, _request_id, overload_refusal, renderer_for
+from apps.core.rate_limits import stream_slot_release
+from apps.doors.request import DoorRequest
+
+logger = logging.getLogger(__name__)
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+View = Callable[..., Awaitable[HttpResponseBase]]
+
+CARD_PATH = "/.well-known/agent-card.json"
+
+
+def _route(path: str) -> tuple[View, dict[str, str]] | None:
+    """The view (and its URL kwargs) for a path a door claims, else None (Django's)."""
+    from apps.a2a import views as a2a_views
+    from apps.mcp import views as mcp_views
+
+    if path == "/mcp":
+        return mcp_views.mcp_endpoint, {}
+    if path == CARD_PATH:
+        return a2a_views.agent_card, {}
+    if path in ("/a2a/jsonrpc", "/a2a/jsonrpc/"):
+        return a2a_views.jsonrpc_endpoint, {}
+    if path.startswith("/a2a/rest/"):
+        return a2a_views.rest_endpoint, {"route": path[len("/a2a/rest/") :]}
+    if path == "/a2a" or path.startswith("/a2a/"):
+        return a2a_views.a2a_unknown, {"rest": path[len("/a2a/") :]}
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# What Django's middleware would have said before the view
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return cast(bytes, value).decode("latin-1")
+    return None
+
+
+def _is_secure(scope: Scope) -> bool:
+    """HttpRequest.is_secure(): the proxy's header when the operator trusts it, else the scheme."""
+    proxy = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
+    if proxy:
+        header, secure_value = proxy
+        name = header.removeprefix("HTTP_").lower().replace("_", "-").encode("latin-1")
+        value = _header(scope, name)
+        if value is not None:
+            return value.split(",", 1)[0].strip() == secure_value
+    return scope.get("scheme") == "https"
+
+
+_host_checked: dict[str, bool] = {}
+
+
+def _host_allowed(scope: Scope) -> bool:
+    """HttpRequest.get_host()'s check against ALLOWED_HOSTS (memoised: a handful of hosts)."""
+    host = None
+    if getattr(settings, "USE_X_FORWARDED_HOST", False):
+        host = _header(scope, b"x-forwarded-host")
+    if host is None:
+        host = _header(scope, b"host")
+    if host is None:
+        server = scope.get("server") or ("", 80)
+        host = f"{server[0]}:{server[1]}"
+    allowed = _host_checked.get(host)
+    if allowed is None:
+        allowed_hosts = list(settings.ALLOWED_HOSTS)
+        if settings.DEBUG and not allowed_hosts:
+            allowed_hosts = [".localhost", "127.0.0.1", "[::1]"]
+        domain, _port = split_domain_port(host)
+        allowed = bool(domain) and validate_host(domain, allowed_hosts)
+        if len(_host_checked) < 1024:  # a flood of forged Host headers must not grow it forever
+            _host_checked[host] = allowed
+    return allowed
+
+
+def _django_would_answer(scope: Scope) -> bool:
+    """A request Django refuses (foreign Host) or redirects (HTTPS) before any view."""
+    if not _host_allowed(scope):
+        return True
+    return bool(getattr(settings, "SECURE_SSL_REDIRECT", False)) and not _is_secure(scope)
+
+
+def _security_headers(secure: bool) -> list[tuple[bytes, bytes]]:
+    """What SecurityMiddleware and XFrameOptionsMiddleware add to every response they pass."""
+    headers: list[tuple[bytes, bytes]] = []
+    if secure and settings.SECURE_HSTS_SECONDS:
+        value = f"max-age={settings.SECURE_HSTS_SECONDS}"
+        if settings.SECURE_HSTS_INCLUDE_SUBDOMAINS:
+            value += "; includeSubDomains"
+        if settings.SECURE_HSTS_PRELOAD:
+            value += "; preload"
+        headers.append((b"strict-transport-security", value.encode()))
+    if settings.SECURE_CONTENT_TYPE_NOSNIFF:
+        headers.append((b"x-content-type-options", b"nosniff"))
+    if settings.SECURE_REFERRER_POLICY:
+        policy = settings.SECURE_REFERRER_POLICY
+        value = policy if isinstance(policy, str) else ",".join(policy)
+        headers.append((b"referrer-policy", value.encode()))
+    if settings.SECURE_CROSS_ORIGIN_OPENER_POLICY:
+        headers.append((b"cross-origin-opener-policy", settings.SECURE_CROSS_ORIGIN_OPENER_POLICY.encode()))
+    headers.append((b"x-frame-options", getattr(settings, "X_FRAME_OPTIONS", "DENY").upper().encode()))
+    return headers
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the request, sending the response
+
+
+class _Disconnected(Exception):
+    pass
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes:
+    """The whole body, or at most `limit` + 1 bytes of it (the limits check refuses it then)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _Disconnected()
+        chunk = message.get("body", b"")
+        if chunk and (limit <= 0 or size <= limit):
+            chunks.append(chunk)
+            size += len(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _response_headers(response: HttpResponseBase, extra: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    headers = [(name.lower().encode("latin-1"), str(value).encode("latin-1")) for name, value in response.items()]
+    present = {name for name, _ in headers}
+    headers.extend((name, value) for name, value in extra if name not in present)
+    for cookie in response.cookies.values():
+        headers.append((b"set-cookie", cookie.output(header="").strip().encode("latin-1")))
+    return headers
+
+
+async def _send_response(response: HttpResponseBase, send: Send, extra: list[tuple[bytes, bytes]]) -> None:
+    headers = _response_headers(response, extra)
+    if not response.streaming:
+        content = cast(Any, response).content
+        if not response.has_header("Content-Length"):
+            headers.append((b"content-length", str(len(content)).encode()))
+        await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+        await send({"type": "http.response.body", "body": content})
+        return
+    await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+    stream = cast(StreamingHttpResponse, response)
+    if stream.is_async:
+        content = cast(AsyncIterator[bytes], stream.streaming_content)
+        try:
+            async for part in content:
+                await send({"type": "http.response.body", "body": bytes(part), "more_body": True})
+        finally:
+            aclose = getattr(content, "aclose", None)
+            if aclose is not None:
+                await aclose()
+    else:
+        for part in stream.streaming_content:  # type: ignore[union-attr]
+            await send({"type": "http.response.body", "body": bytes(part), "more_body": True})
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def _released_after(stream: AsyncIterator[bytes], bucket: str) -> AsyncIterator[bytes]:
+    """The same bytes; the stream slot goes back however the stream ends (request_limits)."""
+    try:
+        async for chunk in stream:
+            yield chunk
+    finally:
+        await sync_to_async(stream_slot_release, thread_sensitive=False)(bucket)
+
+
+# ---------------------------------------------------------------------------------------------
+# The door
+
+
+async def _serve(scope: Scope, receive: Receive, send: Send, view: View, kwargs: dict[str, str]) -> None:
+    limit = int(getattr(settings, "OPENWOP_MAX_BODY_BYTES", 0))
+    try:
+        body = await _read_body(receive, limit)
+    except _Disconnected:
+        return
+    request = DoorRequest(scope, body)
+    extra = _security_headers(_is_secure(scope))
+    render = renderer_for(request.path)
+
+    async with ThreadSensitiveContext() as context:
+        held_bucket: str | None = None
+        try:
+            if render is not None:
+                admission = await _admission(request)
+                if admission.refusal is not None:
+                    await _send_response(render(request, admission.refusal), send, extra)  # type: ignore[arg-type]
+                    return
+                held_bucket = admission.held_bucket
+            respond = asyncio.ensure_future(_respond(request, view, kwargs, send, extra, held_bucket))
+            held_bucket = None  # _respond owns it now
+            watch = asyncio.ensure_future(_until_disconnect(receive))
+            await asyncio.wait({respond, watch}, return_when=asyncio.FIRST_COMPLETED)
+            if not respond.done():
+                respond.cancel()  # the client left: the view sees CancelledError, as under Django
+            watch.cancel()
+            for task in (respond, watch):
+                with contextlib.suppress(asyncio.CancelledError, _Disconnected):
+                    await task
+        finally:
+            if held_bucket is not None:
+                await sync_to_async(stream_slot_release, thread_sensitive=False)(held_bucket)
+            if context in SyncToAsync.context_to_thread_executor:
+                await release_db_connection()  # the request's thread did database work
+
+
+async def _admission(request: DoorRequest) -> Any:
+    """RequestLimitsMiddleware's decision. It reads the shared counters (Redis when configured),
+    which is blocking I/O: one hop to a worker thread, never on the loop."""
+    return await sync_to_async(_admit, thread_sensitive=False)(request)  # type: ignore[arg-type]
+
+
+async def _until_disconnect(receive: Receive) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _Disconnected()
+
+
+async def _respond(
+    request: DoorRequest,
+    view: View,
+    kwargs: dict[str, str],
+    send: Send,
+    extra: list[tuple[bytes, bytes]],
+    held_bucket: str | None,
+) -> None:
+    try:
+        try:
+            response = await view(request, **kwargs)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            response = _failure(request, exc)
+        if held_bucket is not None:
+            if isinstance(response, StreamingHttpResponse) and response.is_async:
+                content = cast(AsyncIterator[bytes], response.streaming_content)
+                response.streaming_content = _released_after(content, held_bucket)
+            else:
+                await sync_to_async(stream_slot_release, thread_sensitive=False)(held_bucket)
+            held_bucket = None
+        with contextlib.suppress(OSError):
+            await _send_response(response, send, extra)
+    finally:
+        if held_bucket is not None:
+            await sync_to_async(stream_slot_release, thread_sensitive=False)(held_bucket)
+
+
+def _failure(request: DoorRequest, exc: Exception) -> HttpResponseBase:
+    """What a view raised instead of answering: a saturated host is the door's 503 (as
+    RequestLimitsMiddleware.process_exception renders it), anything else its internal error."""
+    render = renderer_for(request.path)
+    if render is not None and is_overload(exc):
+        logger.warning("overloaded: %s %s answered 503 (%s)", request.method, request.path, type(exc).__name__)
+        return render(request, overload_refusal(_request_id(request)))  # type: ignore[arg-type]
+    logger.exception("door: unhandled error on %s %s", request.method, request.path)
+    from django.http import JsonResponse
+
+    return JsonResponse({"error": {"code": 500, "status": "INTERNAL", "message": "Internal error"}}, status=500)
+
+
+def doors_application(django_app: ASGIApp) -> ASGIApp:
+    """ASGI: the doors' paths to their views, everything else to Django."""
+
+    async def application(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            routed = _route(scope["path"])
+            if routed is not None and not _django_would_answer(scope):
+                await _serve(scope, receive, send, routed[0], routed[1])
+                return
+        await django_app(scope, receive, send)
+
+    return application
