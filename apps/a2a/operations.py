@@ -44,6 +44,7 @@ from google.protobuf import json_format
 from google.protobuf.empty_pb2 import Empty
 from google.protobuf.message import Message as ProtoMessage
 
+from apps.a2a import lean
 from apps.a2a.card import A2AFeatures, agent_card, public_card_current
 from apps.a2a.errors import invalid_params
 from apps.a2a.selectors import task_page, task_run_readable, task_view_of
@@ -78,6 +79,8 @@ class Call:
     subject: Subject
     features: A2AFeatures
     agent: InventoryEntry | None = None
+    # Served by the door itself on PostgreSQL (apps/doors): reads may use the event loop's pool.
+    lean: bool = False
 
 
 UNKNOWN_TENANT_MESSAGE = "The tenant names no agent of the caller."
@@ -296,6 +299,8 @@ async def get_task(call: Call, request: GetTaskRequest) -> Task:
     history_length = request.history_length if request.HasField("history_length") else None
     if history_length is not None and history_length < 0:
         raise invalid_params("historyLength must not be negative.", field="historyLength")
+    if call.lean and call.subject.tenant_pk is not None:
+        return await lean.task_read(tenant_pk=call.subject.tenant_pk, task_id=request.id, history_length=history_length)
     _, task, _ = await sync_to_async(_snapshot)(call.subject, request.id, history_length)
     return task
 

@@ -15,6 +15,7 @@ import json
 import logging
 import re
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from a2a.types import (
@@ -63,11 +64,13 @@ from apps.a2a.operations import Call, StreamPlan
 from apps.a2a.selectors import card_path_configured
 from apps.a2a.streams import jsonrpc_frame, rest_frame, task_stream
 from apps.a2a.wire import to_wire
+from apps.core.async_db import async_db_enabled
 from apps.core.errors import OpenWopError, ValidationFailed
 from apps.core.ids import unproject_id
 from apps.core.json_limits import json_loads_limited
 from apps.core.overload import is_overload
 from apps.core.sse import sse_response
+from apps.doors.request import is_lean
 from apps.facets.negotiation import inbound_peer_origin, negotiation_decide
 from apps.facets.services import facet_ensure
 from apps.tenants.selectors import subject_from_authorization
@@ -104,6 +107,15 @@ def _caller(request: HttpRequest) -> Call:
             data={"supportedVersions": ",".join(decision.supported)},
         )
     return Call(subject=subject, features=features_of(facet))
+
+
+async def _call_of(request: HttpRequest) -> Call:
+    """The exchange's Call: on the lean route (apps/doors) on PostgreSQL, reads may use the event
+    loop's pool; through Django's handler (the test client) everything goes through the ORM."""
+    call = await sync_to_async(_caller)(request)
+    if is_lean(request) and async_db_enabled():
+        return replace(call, lean=True)
+    return call
 
 
 def _media_type_ok(request: HttpRequest) -> bool:
@@ -204,7 +216,7 @@ async def jsonrpc_endpoint(request: HttpRequest) -> HttpResponseBase:
         parse_failed = True
     request_id = _rpc_id(body)
     try:
-        call = await sync_to_async(_caller)(request)
+        call = await _call_of(request)
         if request.method != "POST":
             raise InvalidRequestError("JSON-RPC requests are POSTed.")
         if not _media_type_ok(request):
@@ -407,7 +419,7 @@ def _rest_route(method: str, route: str) -> tuple[RestHandler, str, str]:
 async def rest_endpoint(request: HttpRequest, route: str) -> HttpResponseBase:
     """Everything under the card's HTTP+JSON url; errors are google.rpc.Status (A2A §11.6)."""
     try:
-        call = await sync_to_async(_caller)(request)
+        call = await _call_of(request)
         handler, task_ref, tenant = _rest_route(request.method or "GET", route)
         result = await handler(call, request, task_ref, tenant)
     except A2AError as error:

@@ -13,10 +13,13 @@ cache client is); the middleware calls them off the event loop.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import time
+import weakref
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.core.cache import DEFAULT_CACHE_ALIAS, BaseCache, caches
@@ -115,6 +118,60 @@ def request_admit(bucket: str, limits: LimitSettings) -> int | None:
     try:
         _counters().add(key, 0, timeout=limits.window_seconds + 1)
         count = _counters().incr(key)
+    except Exception as exc:  # fail open (module docstring)
+        _cache_down(exc)
+        return None
+    if count <= limits.requests:
+        return None
+    return max(1, math.ceil((window + 1) * limits.window_seconds - now))
+
+
+# --- the same window counter from the event loop (apps/doors): no thread, one round trip ---
+
+_async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+
+
+def _redis_location() -> str | None:
+    """The Redis URL of the counters' cache, or None when they live in process memory."""
+    config = settings.CACHES.get(DEFAULT_CACHE_ALIAS, {})
+    if not str(config.get("BACKEND", "")).endswith("RedisCache"):
+        return None
+    location = config.get("LOCATION")
+    return location if isinstance(location, str) else None
+
+
+def _async_redis() -> Any:
+    loop = asyncio.get_running_loop()
+    client = _async_clients.get(loop)
+    if client is None:
+        import redis.asyncio as aioredis
+
+        options = settings.CACHES[DEFAULT_CACHE_ALIAS].get("OPTIONS", {})
+        client = aioredis.Redis.from_url(
+            str(_redis_location()),
+            socket_connect_timeout=options.get("socket_connect_timeout"),
+            socket_timeout=options.get("socket_timeout"),
+        )
+        _async_clients[loop] = client
+    return client
+
+
+async def request_admit_async(bucket: str, limits: LimitSettings) -> int | None:
+    """`request_admit` for async callers. With Redis it is one pipelined round trip on the same key
+    Django's cache client uses (`SET NX` + `INCR`, where the cache client takes three), so the
+    doors and the REST wire spend one budget; with the in-process cache it is `request_admit`."""
+    if limits.requests <= 0 or not _cache_usable():
+        return None
+    if _redis_location() is None:
+        return request_admit(bucket, limits)
+    now = time.time()
+    window = int(now // limits.window_seconds)
+    key = _counters().make_key(_window_cache_key(bucket, window))
+    try:
+        pipe = _async_redis().pipeline(transaction=False)
+        pipe.set(key, 0, ex=limits.window_seconds + 1, nx=True)
+        pipe.incr(key)
+        _, count = await pipe.execute()
     except Exception as exc:  # fail open (module docstring)
         _cache_down(exc)
         return None

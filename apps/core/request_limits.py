@@ -35,6 +35,7 @@ from apps.core.rate_limits import (
     LimitSettings,
     caller_key,
     request_admit,
+    request_admit_async,
     stream_slot_acquire,
     stream_slot_release,
 )
@@ -183,31 +184,53 @@ def _admit(request: HttpRequest) -> _Admission:
     hop; the sync path — Django's test client, WSGI — calls it directly and never nests loops)."""
     limits = LimitSettings.current()
     bucket = caller_key(request.headers.get("Authorization"))
-    refusal: Refusal | None = None
-    if bucket is not None:
-        retry_after = request_admit(bucket, limits)
-        if retry_after is not None:
-            refusal = Refusal(
-                "rate_limited",
-                f"More than {limits.requests} requests in {limits.window_seconds} s for this credential.",
-                limits.requests,
-                retry_after,
-            )
-    refusal = refusal or body_refusal(request)
-    slot_held = False
+    retry_after = request_admit(bucket, limits) if bucket is not None else None
+    refusal = _rate_refusal(limits, retry_after) or body_refusal(request)
+    taken = None
     if refusal is None and bucket is not None and is_stream_request(request):
         taken = stream_slot_acquire(bucket, limits)
-        if taken is False:
-            refusal = Refusal(
-                "streams_exhausted",
-                f"This credential already holds {limits.streams} open streams.",
-                limits.streams,
-                STREAM_RETRY_AFTER_SECONDS,
-            )
-        slot_held = bool(taken)
+    return _admission(request, limits, bucket, refusal, taken)
+
+
+async def admit_async(request: HttpRequest) -> _Admission:
+    """`_admit` for the doors served from ASGI (apps/doors): the rate counter is one async round
+    trip on the loop; only a request that would open a stream takes a thread for its slot."""
+    limits = LimitSettings.current()
+    bucket = caller_key(request.headers.get("Authorization"))
+    retry_after = await request_admit_async(bucket, limits) if bucket is not None else None
+    refusal = _rate_refusal(limits, retry_after) or body_refusal(request)
+    taken = None
+    if refusal is None and bucket is not None and is_stream_request(request):
+        taken = await sync_to_async(stream_slot_acquire, thread_sensitive=False)(bucket, limits)
+    return _admission(request, limits, bucket, refusal, taken)
+
+
+def _rate_refusal(limits: LimitSettings, retry_after: int | None) -> Refusal | None:
+    if retry_after is None:
+        return None
+    return Refusal(
+        "rate_limited",
+        f"More than {limits.requests} requests in {limits.window_seconds} s for this credential.",
+        limits.requests,
+        retry_after,
+    )
+
+
+def _admission(
+    request: HttpRequest, limits: LimitSettings, bucket: str | None, refusal: Refusal | None, taken: bool | None
+) -> _Admission:
+    """The decision once the counters answered: a stream over the key's ceiling is refused, and a
+    rate or stream refusal echoes the JSON-RPC id."""
+    if taken is False:
+        refusal = Refusal(
+            "streams_exhausted",
+            f"This credential already holds {limits.streams} open streams.",
+            limits.streams,
+            STREAM_RETRY_AFTER_SECONDS,
+        )
     if refusal is not None and refusal.kind in ("rate_limited", "streams_exhausted"):
         refusal = Refusal(refusal.kind, refusal.message, refusal.limit, refusal.retry_after, _request_id(request))
-    return _Admission(refusal, bucket if slot_held else None)
+    return _Admission(refusal, bucket if taken else None)
 
 
 class RequestLimitsMiddleware(HybridMiddleware):

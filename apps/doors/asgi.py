@@ -35,15 +35,15 @@ from django.http.request import split_domain_port, validate_host
 
 from apps.core.db_threads import release_db_connection
 from apps.core.overload import is_overload
-from apps.core.request_limits import _admit, _request_id, overload_refusal, renderer_for
 from apps.core.rate_limits import stream_slot_release
+from apps.core.request_limits import _request_id, admit_async, overload_refusal, renderer_for
 from apps.doors.request import DoorRequest
 
 logger = logging.getLogger(__name__)
 
 Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
+Receive = Callable[[], Awaitable[Any]]
+Send = Callable[[Any], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 View = Callable[..., Awaitable[HttpResponseBase]]
 
@@ -232,7 +232,7 @@ async def _serve(scope: Scope, receive: Receive, send: Send, view: View, kwargs:
         held_bucket: str | None = None
         try:
             if render is not None:
-                admission = await _admission(request)
+                admission = await admit_async(request)  # type: ignore[arg-type]
                 if admission.refusal is not None:
                     await _send_response(render(request, admission.refusal), send, extra)  # type: ignore[arg-type]
                     return
@@ -252,12 +252,6 @@ async def _serve(scope: Scope, receive: Receive, send: Send, view: View, kwargs:
                 await sync_to_async(stream_slot_release, thread_sensitive=False)(held_bucket)
             if context in SyncToAsync.context_to_thread_executor:
                 await release_db_connection()  # the request's thread did database work
-
-
-async def _admission(request: DoorRequest) -> Any:
-    """RequestLimitsMiddleware's decision. It reads the shared counters (Redis when configured),
-    which is blocking I/O: one hop to a worker thread, never on the loop."""
-    return await sync_to_async(_admit, thread_sensitive=False)(request)  # type: ignore[arg-type]
 
 
 async def _until_disconnect(receive: Receive) -> None:

@@ -38,7 +38,7 @@ class DoorRequest:
         self.headers = CaseInsensitiveMapping(raw)
 
     @cached_property
-    def GET(self) -> QueryDict:  # noqa: N802 (HttpRequest's name)
+    def GET(self) -> QueryDict:
         return QueryDict(self.scope.get("query_string", b"").decode("latin-1"))
 
     @cached_property
@@ -47,7 +47,7 @@ class DoorRequest:
         return content_type
 
     @cached_property
-    def META(self) -> dict[str, str]:  # noqa: N802 (HttpRequest's name)
+    def META(self) -> dict[str, str]:
         """The CGI-style view of the headers, for the few readers that use it (request limits)."""
         meta = {
             "REQUEST_METHOD": self.method,

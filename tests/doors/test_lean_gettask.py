@@ -1,0 +1,123 @@
+"""GetTask on the lean route (apps/a2a/lean.py: one SQL statement on the loop's pool) answers the
+same bytes as the ORM route Django serves, for every state a task can be in, and isolation holds:
+another tenant's task is the same bytes as one that never existed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from apps.agents.services import workflow_create, workflow_fixtures_seed
+from apps.core.async_db import async_db_enabled
+from apps.runs.engine import run_advance_inline
+from apps.runs.models import RunTransport
+from apps.runs.services import run_create
+from apps.tenants.models import Tenant
+from apps.tenants.selectors import subject_from_api_key
+from tests.a2a.conftest import user_message
+from tests.doors.conftest import Door
+
+pytestmark = pytest.mark.skipif(
+    not async_db_enabled(), reason="the lean route reads through PostgreSQL's async pool (SQLite: ORM only)"
+)
+
+ARTIFACTS = {
+    "nodes": [
+        {"id": "text", "kind": "artifact", "config": {"name": "report", "text": "hello"}},
+        {"id": "data", "kind": "artifact", "config": {"name": "numbers", "data": {"n": [1, 2, 3]}}},
+        {"id": "done", "kind": "echo", "config": {"output": {"ok": True}}},
+    ]
+}
+
+
+def _headers(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}", "A2A-Version": "1.0", "Content-Type": "application/json"}
+
+
+def _rpc(method: str, params: dict[str, Any], request_id: int = 7) -> str:
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+
+
+def _send(key: str, message_id: str, skill: str, data: Any = None) -> dict[str, Any]:
+    message = user_message(message_id, data=data, metadata={"openwop": {"skillId": skill}})
+    response = Client().post(
+        "/a2a/jsonrpc", data=_rpc("SendMessage", {"message": message}), content_type="application/json",
+        headers=_headers(key),
+    )
+    body = response.json()
+    assert "result" in body, body
+    return body["result"]["task"]
+
+
+def _run(key: str, workflow_id: str) -> str:
+    """A run started on REST's path (any run of the tenant is one of its tasks), advanced at once."""
+    run = run_create(
+        subject=subject_from_api_key(key), workflow_id=workflow_id, inputs={}, transport=RunTransport.REST, inline=True
+    )
+    run_advance_inline(run)
+    return run.run_id
+
+
+@pytest.fixture
+def tasks(door: Door, make_key) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    acme_key, globex_key = make_key("acme"), make_key("globex")
+    for slug in ("acme", "globex"):
+        workflow_fixtures_seed(tenant=Tenant.objects.get(slug=slug))
+    workflow_create(
+        tenant=Tenant.objects.get(slug="acme"), workflow_id="with-artifacts", definition=ARTIFACTS,
+        input_schema={"type": "object"},
+    )
+    made = {
+        "completed": _send(acme_key, "m-completed", "conformance-noop")["id"],
+        "artifacts": _run(acme_key, "with-artifacts"),
+        "failed": _send(acme_key, "m-failed", "conformance-failure")["id"],
+        "waiting": _send(acme_key, "m-waiting", "conformance-approval")["id"],
+        "foreign": _send(globex_key, "m-foreign", "conformance-noop")["id"],
+    }
+    return {"acme": acme_key, "globex": globex_key, "ids": made}
+
+
+@pytest.mark.parametrize("history", [None, 0, 1, 5])
+def test_lean_gettask_answers_the_orm_routes_bytes(door: Door, tasks: dict[str, Any], history: int | None) -> None:
+    for name in ("completed", "artifacts", "failed", "waiting"):
+        params: dict[str, Any] = {"id": tasks["ids"][name]}
+        if history is not None:
+            params["historyLength"] = history
+        body = _rpc("GetTask", params)
+        lean = door.request("POST", "/a2a/jsonrpc", content=body, headers=_headers(tasks["acme"]))
+        django = Client().post("/a2a/jsonrpc", data=body, content_type="application/json", headers=_headers(tasks["acme"]))
+        assert lean.status_code == django.status_code == 200
+        assert lean.content == django.content, name
+        task = lean.json()["result"]
+        assert task["id"] == tasks["ids"][name]
+        if name == "artifacts":
+            assert [a["name"] for a in task["artifacts"]] == ["report", "numbers", "outputs"]
+        if name == "waiting":
+            assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+            assert task["metadata"]["openwop"]["interrupt"]["kind"] == "approval"
+
+
+def test_lean_gettask_rest_binding_matches(door: Door, tasks: dict[str, Any]) -> None:
+    task_id = tasks["ids"]["artifacts"]
+    for path in (f"/a2a/rest/tasks/{task_id}", f"/a2a/rest/tasks/{task_id.replace('/', '~2F')}?historyLength=0"):
+        lean = door.request("GET", path, headers=_headers(tasks["acme"]))
+        django = Client().get(path, headers=_headers(tasks["acme"]))
+        assert (lean.status_code, lean.content) == (django.status_code, django.content) == (200, django.content)
+
+
+def test_foreign_task_is_the_unknown_tasks_bytes_on_the_lean_route(door: Door, tasks: dict[str, Any]) -> None:
+    foreign = door.request(
+        "POST", "/a2a/jsonrpc", content=_rpc("GetTask", {"id": tasks["ids"]["foreign"]}), headers=_headers(tasks["acme"])
+    )
+    unknown = door.request(
+        "POST", "/a2a/jsonrpc", content=_rpc("GetTask", {"id": "acme/" + "A" * 26}), headers=_headers(tasks["acme"])
+    )
+    assert foreign.content == unknown.content
+    assert foreign.json()["error"]["code"] == -32001
+    mine = door.request(
+        "POST", "/a2a/jsonrpc", content=_rpc("GetTask", {"id": tasks["ids"]["foreign"]}), headers=_headers(tasks["globex"])
+    )
+    assert mine.json()["result"]["id"] == tasks["ids"]["foreign"]
