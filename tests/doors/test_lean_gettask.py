@@ -44,7 +44,9 @@ def _rpc(method: str, params: dict[str, Any], request_id: int = 7) -> str:
 def _send(key: str, message_id: str, skill: str, data: Any = None) -> dict[str, Any]:
     message = user_message(message_id, data=data, metadata={"openwop": {"skillId": skill}})
     response = Client().post(
-        "/a2a/jsonrpc", data=_rpc("SendMessage", {"message": message}), content_type="application/json",
+        "/a2a/jsonrpc",
+        data=_rpc("SendMessage", {"message": message}),
+        content_type="application/json",
         headers=_headers(key),
     )
     body = response.json()
@@ -67,7 +69,9 @@ def tasks(door: Door, make_key) -> dict[str, Any]:  # type: ignore[no-untyped-de
     for slug in ("acme", "globex"):
         workflow_fixtures_seed(tenant=Tenant.objects.get(slug=slug))
     workflow_create(
-        tenant=Tenant.objects.get(slug="acme"), workflow_id="with-artifacts", definition=ARTIFACTS,
+        tenant=Tenant.objects.get(slug="acme"),
+        workflow_id="with-artifacts",
+        definition=ARTIFACTS,
         input_schema={"type": "object"},
     )
     made = {
@@ -88,7 +92,9 @@ def test_lean_gettask_answers_the_orm_routes_bytes(door: Door, tasks: dict[str, 
             params["historyLength"] = history
         body = _rpc("GetTask", params)
         lean = door.request("POST", "/a2a/jsonrpc", content=body, headers=_headers(tasks["acme"]))
-        django = Client().post("/a2a/jsonrpc", data=body, content_type="application/json", headers=_headers(tasks["acme"]))
+        django = Client().post(
+            "/a2a/jsonrpc", data=body, content_type="application/json", headers=_headers(tasks["acme"])
+        )
         assert lean.status_code == django.status_code == 200
         assert lean.content == django.content, name
         task = lean.json()["result"]
@@ -110,7 +116,10 @@ def test_lean_gettask_rest_binding_matches(door: Door, tasks: dict[str, Any]) ->
 
 def test_foreign_task_is_the_unknown_tasks_bytes_on_the_lean_route(door: Door, tasks: dict[str, Any]) -> None:
     foreign = door.request(
-        "POST", "/a2a/jsonrpc", content=_rpc("GetTask", {"id": tasks["ids"]["foreign"]}), headers=_headers(tasks["acme"])
+        "POST",
+        "/a2a/jsonrpc",
+        content=_rpc("GetTask", {"id": tasks["ids"]["foreign"]}),
+        headers=_headers(tasks["acme"]),
     )
     unknown = door.request(
         "POST", "/a2a/jsonrpc", content=_rpc("GetTask", {"id": "acme/" + "A" * 26}), headers=_headers(tasks["acme"])
@@ -118,6 +127,9 @@ def test_foreign_task_is_the_unknown_tasks_bytes_on_the_lean_route(door: Door, t
     assert foreign.content == unknown.content
     assert foreign.json()["error"]["code"] == -32001
     mine = door.request(
-        "POST", "/a2a/jsonrpc", content=_rpc("GetTask", {"id": tasks["ids"]["foreign"]}), headers=_headers(tasks["globex"])
+        "POST",
+        "/a2a/jsonrpc",
+        content=_rpc("GetTask", {"id": tasks["ids"]["foreign"]}),
+        headers=_headers(tasks["globex"]),
     )
     assert mine.json()["result"]["id"] == tasks["ids"]["foreign"]
