@@ -34,7 +34,8 @@ run: install
 	@echo ""
 	@$(BIN)/celery -A openwop_host worker --pool threads --concurrency 16 --loglevel info > var/worker.log 2>&1 & \
 	  worker=$$!; trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \
-	  $(BIN)/daphne -b $(HOST) -p $(PORT) openwop_host.asgi:application
+	  $(BIN)/uvicorn openwop_host.asgi:application --host $(HOST) --port $(PORT) \
+	    --loop uvloop --http httptools --lifespan off --no-proxy-headers
 
 # With DATABASE_URL / REDIS_URL set the suite runs on PostgreSQL / Redis, otherwise on SQLite.
 test: install

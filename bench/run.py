@@ -65,13 +65,14 @@ ASGI_VARIANTS: dict[str, Callable[[int, int], list[str]]] = {
     "uvicorn": lambda port, w: [
         str(VENV_BIN / "uvicorn"), "openwop_host.asgi:application", "--host", "127.0.0.1", "--port", str(port),
         "--loop", "uvloop", "--http", "httptools", "--workers", str(w), "--no-access-log", "--log-level", "warning",
+        "--lifespan", "off", "--no-proxy-headers",
     ],
     "gunicorn": lambda port, w: [
         str(VENV_BIN / "gunicorn"), "openwop_host.asgi:application", "-k", "uvicorn_worker.UvicornWorker",
         "-w", str(w), "-b", f"127.0.0.1:{port}", "--log-level", "warning",
     ],
 }  # fmt: skip
-RECOMMENDED = os.environ.get("BENCH_ASGI", "daphne")  # bench/README.md "ASGI server"
+RECOMMENDED = os.environ.get("BENCH_ASGI", "uvicorn")  # bench/README.md "ASGI server"
 WORKERS = int(os.environ.get("BENCH_WORKERS", "1"))  # ours and every peer alike
 
 

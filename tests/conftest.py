@@ -1,4 +1,4 @@
-"""Shared fixtures: API keys, and a live host (Daphne + Celery worker) on loopback."""
+"""Shared fixtures: API keys, and a live host (uvicorn + Celery worker) on loopback."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from django.db import connection
 
 from apps.tenants.models import Tenant
 from apps.tenants.services import api_key_create, tenant_get_or_create
-from tests.live import LiveProcess, process_env, start_celery_worker, start_daphne
+from tests.live import LiveProcess, process_env, start_celery_worker, start_web
 
 SHARED_DIR = Path(__file__).resolve().parent.parent.parent / "shared"
 
@@ -56,17 +56,17 @@ def _live_env(django_db_setup, django_db_blocker, tmp_path_factory, worker_id): 
 
 
 @pytest.fixture(scope="session")
-def _live_daphne(_live_env) -> Iterator[str]:  # type: ignore[no-untyped-def]
+def _live_web(_live_env) -> Iterator[str]:  # type: ignore[no-untyped-def]
     env, var_dir = _live_env
-    live, base_url = start_daphne(env, var_dir)
+    live, base_url = start_web(env, var_dir)
     yield base_url
     live.stop()
 
 
 @pytest.fixture
-def live_url(_live_daphne: str, transactional_db) -> str:  # type: ignore[no-untyped-def]
-    """Base URL of a Daphne serving the host against this test's (committed) database."""
-    return _live_daphne
+def live_url(_live_web: str, transactional_db) -> str:  # type: ignore[no-untyped-def]
+    """Base URL of a uvicorn serving the host against this test's (committed) database."""
+    return _live_web
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""Real processes for black-box tests: Daphne serving the host, Celery workers executing runs.
+"""Real processes for black-box tests: uvicorn serving the host (as `make run` does), Celery workers executing runs.
 
 Both run against the test database pytest-django created (so tests using them need
 `transactional_db`), each parallel test worker with its own Celery queue and broker folder.
@@ -112,18 +112,24 @@ def _spawn(args: list[str], env: dict[str, str], log_path: Path) -> LiveProcess:
     return LiveProcess(proc=proc, log_path=log_path)
 
 
-def start_daphne(env: dict[str, str], log_dir: Path) -> tuple[LiveProcess, str]:
+# The server `make run`, docker/ and the bench use (bench/README.md §ASGI server), as they start it.
+WEB_SERVER_ARGS = ["--loop", "uvloop", "--http", "httptools", "--lifespan", "off", "--no-proxy-headers"]
+
+
+def start_web(env: dict[str, str], log_dir: Path) -> tuple[LiveProcess, str]:
+    """uvicorn serving `openwop_host.asgi:application` on a free loopback port, once it answers."""
     port = free_port()
     live = _spawn(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "openwop_host.asgi:application"],
+        [sys.executable, "-m", "uvicorn", "openwop_host.asgi:application", "--host", "127.0.0.1",
+         "--port", str(port), *WEB_SERVER_ARGS],
         env,
-        log_dir / f"daphne-{port}.log",
-    )
+        log_dir / f"web-{port}.log",
+    )  # fmt: skip
     base_url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if live.proc.poll() is not None:
-            raise RuntimeError(f"daphne exited early:\n{live.log()}")
+            raise RuntimeError(f"the web server exited early:\n{live.log()}")
         try:
             if httpx.get(f"{base_url}/healthz", timeout=1).status_code == 200:
                 return live, base_url
@@ -131,7 +137,7 @@ def start_daphne(env: dict[str, str], log_dir: Path) -> tuple[LiveProcess, str]:
             pass
         time.sleep(0.2)
     live.stop(kill=True)
-    raise RuntimeError(f"daphne did not answer within 60 s:\n{live.log()}")
+    raise RuntimeError(f"the web server did not answer within 60 s:\n{live.log()}")
 
 
 def start_celery_worker(env: dict[str, str], log_dir: Path, *, name: str = "w1", loglevel: str = "info") -> LiveProcess:

@@ -100,7 +100,7 @@ def error_info(body: dict[str, Any]) -> dict[str, Any]:
     return infos[0]
 
 
-# --- live a2a-sdk sessions (a real Daphne + Celery worker) ---
+# --- live a2a-sdk sessions (a real uvicorn + Celery worker) ---
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Helpers for the live a2a-sdk tests (a real Daphne + Celery worker): the card re-pointed at the
+"""Helpers for the live a2a-sdk tests (a real uvicorn + Celery worker): the card re-pointed at the
 live server, per-principal sdk clients, and database reads from async tests."""
 
 from __future__ import annotations

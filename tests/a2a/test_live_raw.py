@@ -1,4 +1,4 @@
-"""Raw httpx probes against the live server: what crosses the real ASGI stack (Daphne decodes
+"""Raw httpx probes against the live server: what crosses the real ASGI stack (uvicorn decodes
 `%2F` in paths; middleware must leave the A2A URLs alone)."""
 
 from __future__ import annotations

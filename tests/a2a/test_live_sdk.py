@@ -1,4 +1,4 @@
-"""Black-box: the a2a-sdk 1.3.0 client against a live Daphne + Celery worker, over both bindings
+"""Black-box: the a2a-sdk 1.3.0 client against a live uvicorn + Celery worker, over both bindings
 (`sessions`, conftest.py: one Session per tenant on the parametrized binding)."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import pytest
 
 from apps.tenants.selectors import subject_from_api_key
 from apps.tenants.subject import Subject
-from tests.live import start_daphne
+from tests.live import start_web
 
 
 @pytest.fixture
@@ -23,14 +23,14 @@ def make_subject(make_key) -> Callable[..., tuple[str, Subject]]:  # type: ignor
 
 
 @pytest.fixture(scope="session")
-def _seams_daphne(live_env) -> Iterator[str]:  # type: ignore[no-untyped-def]
+def _seams_web(live_env) -> Iterator[str]:  # type: ignore[no-untyped-def]
     env, var_dir = live_env
-    live, base_url = start_daphne({**env, "OPENWOP_CONFORMANCE_SEAMS": "1"}, var_dir)
+    live, base_url = start_web({**env, "OPENWOP_CONFORMANCE_SEAMS": "1"}, var_dir)
     yield base_url
     live.stop()
 
 
 @pytest.fixture
-def seams_live_url(_seams_daphne: str, transactional_db) -> str:  # type: ignore[no-untyped-def]
-    """A Daphne with OPENWOP_CONFORMANCE_SEAMS on (RFC 0241 emitTestHostEvent is served)."""
-    return _seams_daphne
+def seams_live_url(_seams_web: str, transactional_db) -> str:  # type: ignore[no-untyped-def]
+    """A uvicorn with OPENWOP_CONFORMANCE_SEAMS on (RFC 0241 emitTestHostEvent is served)."""
+    return _seams_web

@@ -1,4 +1,4 @@
-"""The real `openwop-client` against a live Daphne: its SSE helper parses our frames and resumes by
+"""The real `openwop-client` against a live uvicorn: its SSE helper parses our frames and resumes by
 eventId, and its `host_emit_test_event` (RFC 0241) drives events into the caller's stream only."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`GET /host/events` against a live Daphne: the caller's own events only, durable frames resumable
+"""`GET /host/events` against a live uvicorn: the caller's own events only, durable frames resumable
 by eventId, ephemeral frames live-only, errors as the envelope (events.md §Host events, RFC 0236)."""
 
 from __future__ import annotations

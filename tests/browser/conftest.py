@@ -1,6 +1,6 @@
 """Browser tests: Playwright's sync API driving Debian's chromium against a live host.
 
-The host is a private Daphne + Celery worker pair (started once per xdist worker for this package,
+The host is a private uvicorn + Celery worker pair (started once per xdist worker for this package,
 and stopped after its last test, so it does not keep polling the database under other tests) whose
 egress guard allows loopback and trusts a test CA, so a push can reach an HTTPS receiver on
 127.0.0.1 (webhooks.md §Egress stays on everywhere else). Each test saves a screenshot under
@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import trustme
 
-from tests.live import LiveProcess, start_celery_worker, start_daphne
+from tests.live import LiveProcess, start_celery_worker, start_web
 
 CHROMIUM = Path(os.environ.get("OPENWOP_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = Path(__file__).resolve().parent.parent.parent / "var" / "test-artifacts"
@@ -56,11 +56,11 @@ def _browser_host(
         "OPENWOP_EGRESS_CA_BUNDLE": str(bundle),
         "OPENWOP_PUSH_ATTEMPT_TIMEOUT": "3",
     }
-    daphne, base_url = start_daphne(own_env, var_dir)
+    web, base_url = start_web(own_env, var_dir)
     worker = start_celery_worker(own_env, var_dir, name="browser")
     yield base_url, worker
     worker.stop()
-    daphne.stop()
+    web.stop()
 
 
 @pytest.fixture

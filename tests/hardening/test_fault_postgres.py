@@ -1,5 +1,5 @@
 """PostgreSQL restarted mid-run (issue 12 §Fault injection): a private cluster (initdb + pg_ctl in
-a temp dir, never the machine's shared server) backs a live Daphne and Celery worker; a run is
+a temp dir, never the machine's shared server) backs a live uvicorn and Celery worker; a run is
 started, the cluster is stopped while the worker is executing it and started again, and the run
 completes on its own (the worker's failed step is re-enqueued by the lease sweeper). No response
 while the database is gone carries a stack trace or HTML."""
@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from tests.hardening.services import private_postgres
-from tests.live import ROOT, process_env, start_celery_worker, start_daphne, wait_until
+from tests.live import ROOT, process_env, start_celery_worker, start_web, wait_until
 
 pytestmark = [
     pytest.mark.slow,
@@ -49,7 +49,7 @@ def test_a_run_completes_after_postgres_restarts(tmp_path: Path) -> None:
         env.pop("PYTEST_XDIST_TESTRUNUID", None)
         _manage(env, "migrate", "--noinput", "-v", "0")
         key = _manage(env, "create_api_key", "--tenant", "acme").strip().splitlines()[-1]
-        daphne, base = start_daphne(env, tmp_path)
+        web, base = start_web(env, tmp_path)
         worker = start_celery_worker(env, tmp_path, name="pg-restart")
         outage: list[int] = []
         try:
@@ -85,4 +85,4 @@ def test_a_run_completes_after_postgres_restarts(tmp_path: Path) -> None:
                 print(f"postgres down {down_for:.1f}s; answers while down: {outage}")
         finally:
             worker.stop()
-            daphne.stop()
+            web.stop()

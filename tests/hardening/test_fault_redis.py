@@ -18,7 +18,7 @@ from apps.runs.models import Run, RunEvent
 from apps.tenants.models import Tenant
 from tests.audit.sse_frames import FrameReader
 from tests.hardening.services import private_redis
-from tests.live import start_celery_worker, start_daphne, wait_until
+from tests.live import start_celery_worker, start_web, wait_until
 
 
 def _frames(url: str, headers: dict[str, str], out: list[dict[str, Any]], stop: str) -> None:
@@ -52,7 +52,7 @@ def test_redis_down_keeps_the_wire_working(live_env: Any, make_key: Callable[...
             "CELERY_BROKER_URL": env.get("CELERY_BROKER_URL") or env.get("REDIS_URL") or "filesystem://",
             "OPENWOP_CELERY_QUEUE": f"{env['OPENWOP_CELERY_QUEUE']}-redis-down",
         }
-        daphne, base = start_daphne(own_env, var_dir)
+        web, base = start_web(own_env, var_dir)
         worker = start_celery_worker(own_env, var_dir, name="redis-down")
         try:
             with httpx.Client(base_url=base, headers=headers, timeout=30) as client:
@@ -106,5 +106,5 @@ def test_redis_down_keeps_the_wire_working(live_env: Any, make_key: Callable[...
                            "a run after Redis returned")
         finally:
             worker.stop()
-            daphne.stop()
-        assert "Traceback" not in daphne.log(), daphne.log()[-3000:]
+            web.stop()
+        assert "Traceback" not in web.log(), web.log()[-3000:]

@@ -114,7 +114,7 @@ def test_hostile_requests_on_the_mcp_door(fuzz_key: str, settings) -> None:  # t
 
 
 def test_hostile_requests_over_raw_http(live_url: str, live_worker, door_for) -> None:  # type: ignore[no-untyped-def]
-    """The same cases over a real socket to Daphne (its own header and body parsing in front of
+    """The same cases over a real socket to uvicorn (its own header and body parsing in front of
     Django), with a real worker so started runs progress; a smaller sample."""
     key = door_for("acme").key
     seen = Counter[int]()

@@ -1,4 +1,4 @@
-"""schemathesis against the host's own `/openapi.json`, sent over real HTTP to a live Daphne:
+"""schemathesis against the host's own `/openapi.json`, sent over real HTTP to a live uvicorn:
 positive and negative cases for every REST operation, with the properties of the protocol doors
 (tests/hardening/hostile.py) plus the REST one: every error is the OpenWOP envelope."""
 

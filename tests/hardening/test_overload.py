@@ -1,6 +1,6 @@
 """A saturated host answers 503 + Retry-After in each door's wire, never a 500 (apps/core/overload.py).
 
-Saturation made real, not simulated: a Daphne whose pool holds ONE connection (timeout 1 s); the
+Saturation made real, not simulated: a uvicorn whose pool holds ONE connection (timeout 1 s); the
 test locks the API-key table from its own PostgreSQL session, so a first request takes that one
 connection and blocks on the lock. Every other request then waits for the pool and times out:
 A2A JSON-RPC, A2A HTTP+JSON, MCP and the REST wire must each answer 503 with Retry-After in its
@@ -17,7 +17,7 @@ import psycopg
 from django.db import connection
 
 from apps.tenants.models import ApiKey
-from tests.live import pooled_env, requires_pool, start_daphne, wait_until
+from tests.live import pooled_env, requires_pool, start_web, wait_until
 
 A2A = {"A2A-Version": "1.0", "Content-Type": "application/json"}
 MCP_VERSION = "2026-07-28"
@@ -43,7 +43,7 @@ def _sessions_waiting_on_a_lock() -> int:
 def test_a_saturated_pool_answers_503_with_retry_after_on_every_door(live_env, transactional_db, make_key) -> None:  # type: ignore[no-untyped-def]
     env, var_dir = live_env
     own_env = pooled_env(env, size=1, timeout=1)
-    daphne, base_url = start_daphne(own_env, var_dir)
+    web, base_url = start_web(own_env, var_dir)
     key, other_tenant_key = make_key("acme"), make_key("globex")
     auth = {"Authorization": f"Bearer {key}"}
     params = connection.get_connection_params()
@@ -95,7 +95,7 @@ def test_a_saturated_pool_answers_503_with_retry_after_on_every_door(live_env, t
         assert holder["response"].status_code == 200, holder["response"].text
         after = httpx.get(f"{base_url}/host/openwop-host/api/whoami", headers=auth, timeout=30)
         assert after.status_code == 200 and after.json()["subject"]["tenant"] == "acme", after.text
-        assert "Traceback" not in daphne.log()
+        assert "Traceback" not in web.log()
     finally:
         locker.close()
-        daphne.stop()
+        web.stop()

@@ -1,7 +1,7 @@
 """Production security settings (issue 12 §Security settings): with DEBUG off the cookies are
 secure, HSTS is on (subdomains and preload configurable), the SSL redirect is configurable and the
 proxy header is trusted only when asked; `check --deploy` is clean; and on a live production-mode
-Daphne the admin refuses a POST without a CSRF token while the bearer wire needs none."""
+uvicorn the admin refuses a POST without a CSRF token while the bearer wire needs none."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def test_check_deploy_is_clean(tmp_path: Path) -> None:
 
 
 def test_live_production_headers_and_csrf(live_url: str, make_key) -> None:  # type: ignore[no-untyped-def]
-    """The shared live Daphne runs with DJANGO_DEBUG=0 (tests/live.py): production middleware."""
+    """The shared live uvicorn runs with DJANGO_DEBUG=0 (tests/live.py): production middleware."""
     # Over HTTPS (as a TLS proxy reports it, were the header trusted) HSTS would be sent; over this
     # plain-HTTP test server Django rightly omits it, and the forged header changes nothing.
     forged = httpx.get(f"{live_url}/healthz", headers={"X-Forwarded-Proto": "https"})
@@ -91,10 +91,10 @@ def test_live_production_headers_and_csrf(live_url: str, make_key) -> None:  # t
 
 
 def test_hsts_and_secure_cookies_behind_a_trusted_proxy(live_env, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from tests.live import start_daphne
+    from tests.live import start_web
 
     env, _ = live_env
-    daphne, base = start_daphne({**env, "DJANGO_SECURE_PROXY_SSL_HEADER": "1"}, tmp_path)
+    web, base = start_web({**env, "DJANGO_SECURE_PROXY_SSL_HEADER": "1"}, tmp_path)
     try:
         response = httpx.get(f"{base}/admin/login/", headers={"X-Forwarded-Proto": "https"})
         assert response.status_code == 200
@@ -105,4 +105,4 @@ def test_hsts_and_secure_cookies_behind_a_trusted_proxy(live_env, tmp_path: Path
         plain = httpx.get(f"{base}/admin/login/")  # no proxy claim: not secure, so no HSTS
         assert "strict-transport-security" not in plain.headers
     finally:
-        daphne.stop()
+        web.stop()

@@ -1,4 +1,4 @@
-"""Concurrent streams per key, on a real Daphne started with OPENWOP_MAX_STREAMS_PER_KEY=1: a
+"""Concurrent streams per key, on a real uvicorn started with OPENWOP_MAX_STREAMS_PER_KEY=1: a
 second stream of the same key is refused before dispatch in its door's wire (REST SSE, A2A
 SubscribeToTask / SendStreamingMessage), a refused streaming send starts no run, another key is
 unaffected, and a client disconnect gives the slot back."""
@@ -15,13 +15,13 @@ from apps.agents.services import workflow_fixtures_seed
 from apps.runs.models import Run
 from apps.tenants.models import Tenant
 from tests.hardening.conftest import a2a_reason
-from tests.live import start_daphne, wait_until
+from tests.live import start_web, wait_until
 
 
 @pytest.fixture(scope="module")
 def one_stream_host(_live_env, tmp_path_factory) -> Iterator[str]:  # type: ignore[no-untyped-def]
     env, _ = _live_env
-    live, base_url = start_daphne(
+    live, base_url = start_web(
         {**env, "OPENWOP_MAX_STREAMS_PER_KEY": "1"}, tmp_path_factory.mktemp("one-stream")
     )
     yield base_url
@@ -78,7 +78,7 @@ def test_one_stream_per_key(one_stream_host: str, make_key, transactional_db) ->
         ) as others:
             assert others.status_code == 200
 
-    # The first stream's client went away: its slot comes back (Daphne reports the disconnect).
+    # The first stream's client went away: its slot comes back (uvicorn reports the disconnect).
     def reopened() -> bool:
         with httpx.stream("GET", _events_url(one_stream_host, run_id), headers=auth, timeout=10) as again:
             return again.status_code == 200

@@ -1,4 +1,4 @@
-"""Black-box: the `mcp` SDK client (2.3.0) against a live Daphne and Celery worker on loopback."""
+"""Black-box: the `mcp` SDK client (2.3.0) against a live uvicorn and Celery worker on loopback."""
 
 from __future__ import annotations
 

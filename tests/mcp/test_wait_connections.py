@@ -4,7 +4,7 @@ Found by the bench (MCP tools/call at c = 16: half the calls answered 500 after 
 waited for them): the waiting step ran in a fresh context, so its reads queued on one thread shared
 by every request of the process, and the request's own thread kept the connection it had used to
 authenticate and start the run for the whole wait. With a pool of 8 the 9th concurrent call waited
-for a connection until the pool gave up. Here a Daphne with a pool of 2 (and a short pool timeout)
+for a connection until the pool gave up. Here a uvicorn with a pool of 2 (and a short pool timeout)
 answers six concurrent calls whose runs each take a second and a half, through the SDK client, in
 a second tenant as well, and none of them meets a pool timeout.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.live import pooled_env, requires_pool, start_celery_worker, start_daphne
+from tests.live import pooled_env, requires_pool, start_celery_worker, start_web
 from tests.mcp.sdk_client import mcp_client
 
 CALLS = 6
@@ -25,7 +25,7 @@ DELAY_MS = 1500
 def test_more_waiting_calls_than_pooled_connections_all_answer(live_env, transactional_db, make_key) -> None:  # type: ignore[no-untyped-def]
     env, var_dir = live_env
     own_env = pooled_env(env, size=POOL, timeout=3, queue_suffix="mcppool")
-    daphne, base_url = start_daphne(own_env, var_dir)
+    daphne, base_url = start_web(own_env, var_dir)
     worker = start_celery_worker(own_env, var_dir, name="mcppool")
     try:
         keys = [make_key("acme"), make_key("globex")]

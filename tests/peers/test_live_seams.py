@@ -1,4 +1,4 @@
-"""Black box, as the conformance suite drives it: a real Daphne with the seams on calls real peers
+"""Black box, as the conformance suite drives it: a real uvicorn with the seams on calls real peers
 over HTTPS through its egress guard (loopback allowed and the test CA trusted for that process
 only), and the decision is read back with openwop-client's events poll."""
 
@@ -14,7 +14,7 @@ import pytest
 import trustme
 from openwop_client import OpenwopClient
 
-from tests.live import free_port, start_daphne
+from tests.live import free_port, start_web
 from tests.peers.peer_apps import EchoAgent, a2a_agent_app, mcp_adder_app
 from tests.peers.peer_servers import Peer, https_asgi_peer
 
@@ -31,7 +31,7 @@ def seams_host(live_env: Any, ca_bundle: str) -> Iterator[str]:
         "OPENWOP_EGRESS_ALLOW_CIDRS": "127.0.0.0/8",
         "OPENWOP_EGRESS_CA_BUNDLE": ca_bundle,
     }
-    live, base_url = start_daphne(own_env, var_dir)
+    live, base_url = start_web(own_env, var_dir)
     yield base_url
     live.stop()
 

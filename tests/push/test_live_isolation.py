@@ -1,5 +1,5 @@
 """Black box: 8 hung receivers do not hold back a healthy one (webhooks.md §Durability, invariant
-webhook-delivery-isolation). A real Daphne and one real Celery worker whose pool (4 threads) is
+webhook-delivery-isolation). A real uvicorn and one real Celery worker whose pool (4 threads) is
 smaller than the number of hung receivers; every receiver is a real HTTPS server on loopback.
 
 Counted, not timed: the healthy receiver gets all N deliveries while every hung receiver still
@@ -20,7 +20,7 @@ import trustme
 
 from apps.push.models import Delivery, DeliveryAttempt, DeliveryStatus
 from tests.core.https_receivers import Behaviour, https_receiver
-from tests.live import start_celery_worker, start_daphne, wait_until
+from tests.live import start_celery_worker, start_web, wait_until
 from tests.push.conftest import live_push_env
 
 HUNG = 8
@@ -38,7 +38,7 @@ def test_a_healthy_receiver_gets_every_delivery_while_8_hung_receivers_hold_thei
         ATTEMPT_TIMEOUT="28",  # longer than this test waits: a hung attempt never comes back while we count
         MAX_ATTEMPTS="1", LANE_CAP=str(LANE_CAP),
     )
-    daphne, base_url = start_daphne(own_env, var_dir)
+    daphne, base_url = start_web(own_env, var_dir)
     worker = start_celery_worker(own_env, var_dir, name="push-isolation")  # --concurrency 4 < HUNG
     with ExitStack() as stack:
         healthy = stack.enter_context(https_receiver(ca, "127.0.0.1"))

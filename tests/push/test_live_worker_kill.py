@@ -1,4 +1,4 @@
-"""Black box: a real Daphne and real Celery workers on a queue of their own deliver a webhook over
+"""Black box: a real uvicorn and real Celery workers on a queue of their own deliver a webhook over
 HTTPS; the worker is SIGKILLed between attempts and the delivery still arrives (webhooks.md
 §Durability: at-least-once; the retry policy lives on the row, the sweeper re-sends a lost message).
 """
@@ -15,7 +15,7 @@ import trustme
 
 from apps.push.models import Delivery, DeliveryAttempt, DeliveryStatus
 from tests.core.https_receivers import Behaviour, https_receiver
-from tests.live import start_celery_worker, start_daphne, wait_until
+from tests.live import start_celery_worker, start_web, wait_until
 from tests.push.conftest import live_push_env
 
 
@@ -29,7 +29,7 @@ def test_a_webhook_delivery_survives_its_worker_being_killed(
         BACKOFF_BASE_SECONDS="30",  # the retry is far off: only the sweeper can bring it in
         ATTEMPT_TIMEOUT="3", SWEEP_SECONDS="1", SWEEP_GRACE_SECONDS="1",
     )
-    daphne, base_url = start_daphne(own_env, var_dir)
+    daphne, base_url = start_web(own_env, var_dir)
     first = start_celery_worker(own_env, var_dir, name="push-doomed")
     replacement = None
     try:

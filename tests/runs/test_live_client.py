@@ -1,4 +1,4 @@
-"""Black-box: openwop-client (and raw httpx for SSE) against a live Daphne and Celery worker."""
+"""Black-box: openwop-client (and raw httpx for SSE) against a live uvicorn and Celery worker."""
 
 from __future__ import annotations
 

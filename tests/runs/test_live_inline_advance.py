@@ -1,4 +1,4 @@
-"""Inline advance, black-box: real clients against a live Daphne whose queue NO Celery worker
+"""Inline advance, black-box: real clients against a live uvicorn whose queue NO Celery worker
 consumes (its own queue name), so whatever completes was run by the web process itself.
 
 - a blocking A2A SendMessage (both bindings, a2a-sdk) and an MCP tools/call (mcp SDK) of instant
@@ -24,7 +24,7 @@ from apps.agents.services import workflow_create
 from apps.runs.models import Run, RunEvent, RunStatus
 from apps.tenants.models import Tenant
 from tests.a2a.live import Session, db_read, live_card
-from tests.live import LiveProcess, start_celery_worker, start_daphne, wait_until
+from tests.live import LiveProcess, start_celery_worker, start_web, wait_until
 from tests.mcp.sdk_client import CreatedTask, TasksExtension, mcp_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -33,14 +33,14 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def _host(live_env: Any, suffix: str, **extra: str) -> Iterator[tuple[dict[str, str], str]]:
     env, var_dir = live_env
     own_env = {**env, "OPENWOP_CELERY_QUEUE": f"{env['OPENWOP_CELERY_QUEUE']}-{suffix}", **extra}
-    daphne, base_url = start_daphne(own_env, var_dir)
+    daphne, base_url = start_web(own_env, var_dir)
     yield own_env, base_url
     daphne.stop()
 
 
 @pytest.fixture(scope="module")
 def workerless(live_env) -> Iterator[tuple[dict[str, str], str]]:  # type: ignore[no-untyped-def]
-    """(env, url) of a Daphne with inline advance on (the default) and no worker on its queue."""
+    """(env, url) of a uvicorn with inline advance on (the default) and no worker on its queue."""
     yield from _host(live_env, "inline")
 
 

@@ -2,7 +2,7 @@
 
 Found by the SSE fan-out bench: every open `GET /runs/{id}/events` kept its request thread's
 PostgreSQL connection for the stream's whole life, so a pool of 8 served 8 subscribers and the 9th
-waited for a connection and failed with a 500. Here a Daphne with a pool of 2 (and a short pool
+waited for a connection and failed with a 500. Here a uvicorn with a pool of 2 (and a short pool
 timeout) serves six subscribers of one run, and each one gets every event through `run.completed`.
 """
 
@@ -15,7 +15,7 @@ import httpx
 from openwop_client import OpenwopClient
 from openwop_client.types import CreateRunRequest
 
-from tests.live import pooled_env, requires_pool, start_celery_worker, start_daphne
+from tests.live import pooled_env, requires_pool, start_celery_worker, start_web
 
 SUBSCRIBERS = 6
 POOL = 2
@@ -39,7 +39,7 @@ async def _subscribe(base_url: str, key: str, run_id: str) -> list[str]:
 def test_more_subscribers_than_pooled_connections_all_get_every_event(live_env, transactional_db, make_key) -> None:  # type: ignore[no-untyped-def]
     env, var_dir = live_env
     own_env = pooled_env(env, size=POOL, timeout=3, queue_suffix="ssepool")
-    daphne, base_url = start_daphne(own_env, var_dir)
+    daphne, base_url = start_web(own_env, var_dir)
     worker = None
     try:
         key = make_key("acme")

@@ -1,7 +1,7 @@
 """A stream the database cannot serve is refused with a 503 envelope, never a 500.
 
 Found by the SSE fan-out bench: with the connection pool exhausted, the stream's first read waited
-out the pool's timeout and Django answered `500 Internal Server Error`. Here a live Daphne connects
+out the pool's timeout and Django answered `500 Internal Server Error`. Here a live uvicorn connects
 as a role of its own; the test then forbids that role every connection (CONNECTION LIMIT 0, its
 sessions terminated), so every database read of the next request fails as it does when no
 connection can be had, and `GET /runs/{id}/events` must answer 503 with the error envelope and a
@@ -18,7 +18,7 @@ import pytest
 from django.db import connection
 
 from tests.envelope import assert_envelope
-from tests.live import _database_url, start_daphne
+from tests.live import _database_url, start_web
 
 pytestmark = pytest.mark.skipif(
     not os.environ.get("DATABASE_URL", "").startswith("postgres"),
@@ -35,7 +35,7 @@ def test_stream_open_without_a_database_connection_is_503(live_env, transactiona
     url = _database_url().replace("postgres://postgres@", f"postgres://{role}@", 1)
     assert role in url, url
     own_env = {**env, "DATABASE_URL": url, "DATABASE_POOL_MAX_SIZE": "2", "DATABASE_POOL_TIMEOUT": "1"}
-    daphne, base_url = start_daphne(own_env, var_dir)
+    daphne, base_url = start_web(own_env, var_dir)
     try:
         key = make_key("acme")
         headers = {"Authorization": f"Bearer {key}", "Accept": "text/event-stream"}

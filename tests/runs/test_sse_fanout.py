@@ -1,7 +1,7 @@
 """Many subscribers of one run share its log reads (apps/core/fanout.py, issue 11 scenario 5).
 
-A real Daphne serves SUBSCRIBERS streams of one run, all open before the worker starts it; each
-must get every event, in order, through `run.completed`. Daphne runs with DEBUG logging, and every
+A real uvicorn serves SUBSCRIBERS streams of one run, all open before the worker starts it; each
+must get every event, in order, through `run.completed`. uvicorn runs with DEBUG logging, and every
 read of a run's log for its streams (the shared read and each subscriber's own replay) writes one
 "run log read" line (apps.runs.views._stream_read). With the old per-subscriber fetch every stream
 read the log on every wake-up and every 0.5 s poll for the ~6 s the run lasts (well over 10 reads
@@ -20,7 +20,7 @@ import httpx
 from openwop_client import OpenwopClient
 from openwop_client.types import CreateRunRequest
 
-from tests.live import start_celery_worker, start_daphne
+from tests.live import start_celery_worker, start_web
 
 SUBSCRIBERS = 50
 EXPECTED = ["run.started", "node.started", "node.completed", "run.completed"]
@@ -52,7 +52,7 @@ def test_fifty_subscribers_get_every_event_from_shared_reads(live_env, transacti
     env, var_dir = live_env
     queue = f"{env['OPENWOP_CELERY_QUEUE']}-ssefan"
     own_env = {**env, "OPENWOP_CELERY_QUEUE": queue, "DJANGO_LOG_LEVEL": "DEBUG", "OPENWOP_MAX_STREAMS_PER_KEY": "0"}
-    daphne, base_url = start_daphne(own_env, var_dir)
+    daphne, base_url = start_web(own_env, var_dir)
     worker = None
     try:
         key = make_key("acme")

@@ -1,7 +1,7 @@
 """A worker SIGKILLed in the middle of a `delay` node: the run still completes once a new worker
 starts (issue 3; engine.py: leases, the sweeper, idempotent steps).
 
-The test runs its own Daphne and workers on a queue of their own, so no other worker of the test
+The test runs its own uvicorn and workers on a queue of their own, so no other worker of the test
 session can pick the run up: after the kill, only the replacement worker can finish it.
 """
 
@@ -13,7 +13,7 @@ from openwop_client import OpenwopClient
 from openwop_client.types import CreateRunRequest
 
 from apps.runs.models import Run, RunEvent, RunStatus
-from tests.live import start_celery_worker, start_daphne, wait_until
+from tests.live import start_celery_worker, start_web, wait_until
 
 
 def test_a_run_survives_its_worker_being_killed_mid_delay(live_env, transactional_db, make_key) -> None:  # type: ignore[no-untyped-def]
@@ -21,7 +21,7 @@ def test_a_run_survives_its_worker_being_killed_mid_delay(live_env, transactiona
     queue = f"{env['OPENWOP_CELERY_QUEUE']}-kill"
     # A short lease keeps the test quick where settings read OPENWOP_RUN_LEASE_SECONDS.
     own_env = {**env, "OPENWOP_CELERY_QUEUE": queue, "OPENWOP_RUN_LEASE_SECONDS": "3"}
-    daphne, base_url = start_daphne(own_env, var_dir)
+    daphne, base_url = start_web(own_env, var_dir)
     first = start_celery_worker(own_env, var_dir, name="doomed")
     replacement = None
     try:
