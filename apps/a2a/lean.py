@@ -1,4 +1,5 @@
-"""GetTask from the event loop: one SQL statement on the doors' async pool, no ORM, no thread.
+"""GetTask and ListTasks from the event loop: one SQL statement on the doors' async pool, no ORM,
+no thread.
 
 The same read as `selectors.task_view` (run -> open interrupt, artifact payloads up to the row's
 `last_sequence`, the task's Messages), written as one statement whose sub-selects ride the same
@@ -10,15 +11,20 @@ PostgreSQL only: callers take it only for a lean request (apps/doors) on Postgre
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from a2a.types import Task
 from a2a.utils.errors import TaskNotFoundError
 
+from apps.a2a.errors import invalid_params
 from apps.a2a.models import TaskMessage
 from apps.a2a.wire import InterruptView, TaskView, task_from_view
 from apps.core.async_db import async_pool
-from apps.runs.models import WAITING_STATUSES, Interrupt, Run, RunEvent
+from apps.core.errors import ValidationFailed
+from apps.runs.models import WAITING_STATUSES, Interrupt, Run, RunEvent, RunTally
+from apps.runs.selectors import RunOrder, run_cursor_mint, run_cursor_position
+from apps.tenants.subject import Subject
 
 _WAITING = sorted(str(status) for status in WAITING_STATUSES)
 
@@ -68,3 +74,74 @@ async def task_read(*, tenant_pk: int, task_id: str, history_length: int | None)
     if row is None:
         raise TaskNotFoundError()
     return task_from_view(_view(row, tenant_pk), history_length=history_length)
+
+
+# ---------------------------------------------------------------------------------------------
+# ListTasks without filters: one statement for the page, its Messages, open interrupts and the total
+
+_PAGE_SQL = f"""
+WITH page AS (
+  SELECT r.id, r.run_id, r.context_id, r.status, r.updated_at, r.error, r.outputs, r.last_sequence, r.tenant_id
+  FROM {Run._meta.db_table} r
+  WHERE r.tenant_id = %(tenant)s {{after}}
+  ORDER BY r.updated_at DESC, r.id DESC
+  LIMIT %(limit)s
+)
+SELECT p.id, p.run_id, p.context_id, p.status, p.updated_at, p.error, p.outputs, p.last_sequence,
+  (SELECT json_agg(m.document ORDER BY m.created_at, m.id) FROM {TaskMessage._meta.db_table} m
+     WHERE m.run_id = p.id AND m.tenant_id = p.tenant_id),
+  CASE WHEN %(artifacts)s THEN
+    (SELECT json_agg(e.payload ORDER BY e.sequence) FROM {RunEvent._meta.db_table} e
+       WHERE e.run_id = p.id AND e.tenant_id = p.tenant_id AND e.type = 'artifact.created'
+         AND e.sequence <= p.last_sequence)
+  END,
+  CASE WHEN p.status = ANY(%(waiting)s) THEN
+    (SELECT json_build_array(i.interrupt_id, i.node_id, i.payload) FROM {Interrupt._meta.db_table} i
+       WHERE i.run_id = p.id AND i.tenant_id = p.tenant_id AND i.resolved_at IS NULL
+       ORDER BY i.created_at DESC LIMIT 1)
+  END,
+  (SELECT COALESCE(SUM(t.runs), 0) FROM {RunTally._meta.db_table} t WHERE t.tenant_id = %(tenant)s)
+FROM page p
+ORDER BY p.updated_at DESC, p.id DESC
+"""  # noqa: S608 (our own table names; every value is a parameter)
+_PAGE_FIRST = _PAGE_SQL.replace("{after}", "")
+_PAGE_AFTER = _PAGE_SQL.replace("{after}", "AND (r.updated_at < %(at)s OR (r.updated_at = %(at)s AND r.id < %(pk)s))")
+_TOTAL_SQL = f"SELECT COALESCE(SUM(runs), 0) FROM {RunTally._meta.db_table} WHERE tenant_id = %(tenant)s"  # noqa: S608
+
+
+@dataclass(frozen=True, slots=True)
+class LeanPage:
+    views: list[TaskView]
+    next_page_token: str
+    total_size: int
+
+
+async def task_page_read(
+    *, subject: Subject, tenant_pk: int, page_size: int, page_token: str | None, include_artifacts: bool
+) -> LeanPage:
+    """`selectors.task_page` for a ListTasks with no filter: the same rows, order, cursor and total
+    (`run_list(order=UPDATED, count_total=True)` reads the tenant's tally when unfiltered too)."""
+    params: dict[str, Any] = {
+        "tenant": tenant_pk,
+        "limit": page_size + 1,
+        "artifacts": include_artifacts,
+        "waiting": _WAITING,
+    }
+    sql = _PAGE_FIRST
+    if page_token:
+        try:
+            params["at"], params["pk"] = run_cursor_position(page_token, tenant=subject.tenant, order=RunOrder.UPDATED)
+        except ValidationFailed:
+            raise invalid_params("The pageToken was not minted by this host.", field="pageToken") from None
+        sql = _PAGE_AFTER
+    pool = await async_pool()
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(sql, params)).fetchall()
+        if rows:
+            total = int(rows[0][-1])
+        else:
+            total = int((await (await conn.execute(_TOTAL_SQL, {"tenant": tenant_pk})).fetchone() or (0,))[0])
+    more = len(rows) > page_size
+    views = [_view(row[:-1], tenant_pk) for row in rows[:page_size]]
+    token = run_cursor_mint(views[-1].run, tenant=subject.tenant, order=RunOrder.UPDATED) if more else ""
+    return LeanPage(views=views, next_page_token=token, total_size=total)

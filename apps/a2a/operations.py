@@ -47,7 +47,7 @@ from google.protobuf.message import Message as ProtoMessage
 from apps.a2a import lean
 from apps.a2a.card import A2AFeatures, agent_card, public_card_current
 from apps.a2a.errors import invalid_params
-from apps.a2a.selectors import task_page, task_run_readable, task_view_of
+from apps.a2a.selectors import task_page, task_page_size, task_run_readable, task_view_of
 from apps.a2a.services import (
     agent_skill_resolve,
     message_continue,
@@ -58,7 +58,7 @@ from apps.a2a.services import (
 )
 from apps.a2a.streams import run_wait_settled
 from apps.a2a.tck import TCK_WORKFLOW_ID, tck_route, tck_scenario
-from apps.a2a.wire import TERMINAL_STATES, task_from_view
+from apps.a2a.wire import TERMINAL_STATES, TaskView, task_from_view
 from apps.agents.selectors import InventoryEntry, agent_by_a2a_tenant
 from apps.core.egress import EgressRefused, egress_check_url
 from apps.core.errors import NotFound, ValidationFailed
@@ -255,9 +255,17 @@ def _start_sync(call: Call, request: SendMessageRequest, *, inline: bool) -> Run
     return run
 
 
+def _start_and_snapshot(
+    call: Call, request: SendMessageRequest, inline: bool, history_length: int | None
+) -> tuple[Run, Task, int]:
+    run = _start_sync(call, request, inline=inline)
+    return _snapshot(call.subject, run.run_id, history_length)
+
+
 async def send_message(call: Call, request: SendMessageRequest, *, streaming: bool) -> Task | StreamPlan:
     _validated(request)
-    call = await sync_to_async(call_routed)(call, request.tenant)
+    if request.tenant:  # without one, call_routed has nothing to look up (no thread hop for it)
+        call = await sync_to_async(call_routed)(call, request.tenant)
     if streaming and not call.features.streaming:
         raise UnsupportedOperationError("Streaming is not offered by this host.")
     configuration = request.configuration
@@ -276,15 +284,16 @@ async def send_message(call: Call, request: SendMessageRequest, *, streaming: bo
     # and returnImmediately keep the queue (their clients see the run progress from elsewhere), as
     # does a continuation (interrupt_resolve enqueues it).
     inline = not streaming and not immediate and not request.message.task_id
-    run = await sync_to_async(_start_sync)(call, request, inline=inline)
-    if streaming:
-        run, first, position = await sync_to_async(_snapshot)(call.subject, run.run_id, history_length)
-        return StreamPlan(run=run, first=first, position=position, end_when_interrupted=True)
-    if inline:
-        # Usually settled by the inline advance: answer without subscribing to wake-ups.
-        run, task, _ = await sync_to_async(_snapshot)(call.subject, run.run_id, history_length)
+    if streaming or inline:
+        # One thread step starts the run and reads what it became: a stream's first Task, or (usually
+        # settled by the inline advance) the answer, without subscribing to wake-ups.
+        run, task, position = await sync_to_async(_start_and_snapshot)(call, request, inline, history_length)
+        if streaming:
+            return StreamPlan(run=run, first=task, position=position, end_when_interrupted=True)
         if run.status in SETTLED_STATUSES:
             return task
+    else:
+        run = await sync_to_async(_start_sync)(call, request, inline=False)
     if not immediate:
         await run_wait_settled(run)
     _, task, _ = await sync_to_async(_snapshot)(call.subject, run.run_id, history_length)
@@ -296,23 +305,36 @@ async def send_message(call: Call, request: SendMessageRequest, *, streaming: bo
 
 
 async def get_task(call: Call, request: GetTaskRequest) -> Task:
-    history_length = request.history_length if request.HasField("history_length") else None
-    if history_length is not None and history_length < 0:
-        raise invalid_params("historyLength must not be negative.", field="historyLength")
+    history_length = _history_length(request)
     if call.lean and call.subject.tenant_pk is not None:
         return await lean.task_read(tenant_pk=call.subject.tenant_pk, task_id=request.id, history_length=history_length)
     _, task, _ = await sync_to_async(_snapshot)(call.subject, request.id, history_length)
     return task
 
 
-def _list_sync(call: Call, request: ListTasksRequest) -> ListTasksResponse:
+def _history_length(request: GetTaskRequest | ListTasksRequest) -> int | None:
     history_length = request.history_length if request.HasField("history_length") else None
     if history_length is not None and history_length < 0:
         raise invalid_params("historyLength must not be negative.", field="historyLength")
+    return history_length
+
+
+def _list_response(
+    views: list[TaskView], *, next_page_token: str, page_size: int, total_size: int, request: ListTasksRequest
+) -> ListTasksResponse:
+    history_length = _history_length(request)
+    include_artifacts = request.include_artifacts if request.HasField("include_artifacts") else False
+    response = ListTasksResponse(next_page_token=next_page_token, page_size=page_size, total_size=total_size)
+    for view in views:
+        response.tasks.append(task_from_view(view, history_length=history_length, include_artifacts=include_artifacts))
+    return response
+
+
+def _list_sync(call: Call, request: ListTasksRequest) -> ListTasksResponse:
+    _history_length(request)
     status_after = (
         request.status_timestamp_after.ToDatetime(tzinfo=dt.UTC) if request.HasField("status_timestamp_after") else None
     )
-    include_artifacts = request.include_artifacts if request.HasField("include_artifacts") else False
     page = task_page(
         subject=call.subject,
         context_id=request.context_id or None,
@@ -320,17 +342,39 @@ def _list_sync(call: Call, request: ListTasksRequest) -> ListTasksResponse:
         status_after=status_after,
         page_size=request.page_size if request.HasField("page_size") else None,
         page_token=request.page_token or None,
-        include_artifacts=include_artifacts,
+        include_artifacts=request.include_artifacts if request.HasField("include_artifacts") else False,
     )
-    response = ListTasksResponse(
-        next_page_token=page.next_page_token, page_size=page.page_size, total_size=page.total_size
+    return _list_response(
+        page.views,
+        next_page_token=page.next_page_token,
+        page_size=page.page_size,
+        total_size=page.total_size,
+        request=request,
     )
-    for view in page.views:
-        response.tasks.append(task_from_view(view, history_length=history_length, include_artifacts=include_artifacts))
-    return response
+
+
+def _unfiltered(request: ListTasksRequest) -> bool:
+    return not request.context_id and not request.status and not request.HasField("status_timestamp_after")
 
 
 async def list_tasks(call: Call, request: ListTasksRequest) -> ListTasksResponse:
+    if call.lean and call.subject.tenant_pk is not None and _unfiltered(request):
+        _history_length(request)
+        size = task_page_size(request.page_size if request.HasField("page_size") else None)
+        page = await lean.task_page_read(
+            subject=call.subject,
+            tenant_pk=call.subject.tenant_pk,
+            page_size=size,
+            page_token=request.page_token or None,
+            include_artifacts=request.include_artifacts if request.HasField("include_artifacts") else False,
+        )
+        return _list_response(
+            page.views,
+            next_page_token=page.next_page_token,
+            page_size=size,
+            total_size=page.total_size,
+            request=request,
+        )
     return await sync_to_async(_list_sync)(call, request)
 
 

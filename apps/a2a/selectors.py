@@ -152,6 +152,13 @@ def _state_filters(state: int) -> dict[str, Any] | None:
     return by_state.get(state)
 
 
+def task_page_size(page_size: int | None) -> int:
+    size = LIST_DEFAULT_PAGE_SIZE if page_size is None else page_size
+    if not 1 <= size <= LIST_MAX_PAGE_SIZE:
+        raise invalid_params(f"pageSize must be 1-{LIST_MAX_PAGE_SIZE}.", field="pageSize")
+    return size
+
+
 def task_page(
     *,
     subject: Subject,
@@ -164,9 +171,7 @@ def task_page(
 ) -> TaskPage:
     """One page of the caller's tasks through `run_list` (the listRuns read): newest status first,
     keyset-paginated; its cursor is the nextPageToken, its errors this binding's -32602."""
-    size = LIST_DEFAULT_PAGE_SIZE if page_size is None else page_size
-    if not 1 <= size <= LIST_MAX_PAGE_SIZE:
-        raise invalid_params(f"pageSize must be 1-{LIST_MAX_PAGE_SIZE}.", field="pageSize")
+    size = task_page_size(page_size)
     filters: dict[str, Any] = {}
     if state is not None and state != TaskState.TASK_STATE_UNSPECIFIED:
         filters = _state_filters(state) or {}

@@ -161,7 +161,7 @@ def run_list(
         # which reads the matching runs only.
         total = run_count(tenant_pk=tenant_pk) if unfiltered else runs.count()
     if cursor is not None:
-        position, pk = _cursor_position(cursor, tenant=subject.tenant, order=order)
+        position, pk = run_cursor_position(cursor, tenant=subject.tenant, order=order)
         runs = runs.filter(Q(**{f"{field}__lt": position}) | Q(**{field: position, "id__lt": pk}))
     page = list(runs.order_by(f"-{field}", "-id")[: limit + 1])
     more = len(page) > limit
@@ -172,16 +172,16 @@ def run_list(
         .filter(run__in=[r for r in page if r.status in WAITING_STATUSES], resolved_at__isnull=True)
         .order_by("created_at")  # the newest open one wins, as in run_open_interrupt
     }
-    next_cursor = _cursor_mint(page[-1], tenant=subject.tenant, order=order) if more else None
+    next_cursor = run_cursor_mint(page[-1], tenant=subject.tenant, order=order) if more else None
     return RunPage(runs=[(r, open_interrupts.get(r.pk)) for r in page], next_cursor=next_cursor, total_size=total)
 
 
-def _cursor_mint(run: Run, *, tenant: str, order: RunOrder) -> str:
+def run_cursor_mint(run: Run, *, tenant: str, order: RunOrder) -> str:
     position = getattr(run, _ORDER_FIELD[order]).isoformat()
     return signing.dumps({"t": tenant, "o": str(order), "c": position, "i": run.pk}, salt=_CURSOR_SALT, compress=True)
 
 
-def _cursor_position(cursor: str, *, tenant: str, order: RunOrder) -> tuple[datetime, int]:
+def run_cursor_position(cursor: str, *, tenant: str, order: RunOrder) -> tuple[datetime, int]:
     """A cursor this host minted for this tenant and order, or 400 (runs.md: never trust a
     foreign cursor)."""
     try:

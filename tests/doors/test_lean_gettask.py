@@ -133,3 +133,48 @@ def test_foreign_task_is_the_unknown_tasks_bytes_on_the_lean_route(door: Door, t
         headers=_headers(tasks["globex"]),
     )
     assert mine.json()["result"]["id"] == tasks["ids"]["foreign"]
+
+
+def _page(door: Door | None, key: str, params: dict[str, Any]) -> dict[str, Any]:
+    body = _rpc("ListTasks", params)
+    if door is None:
+        response = Client().post("/a2a/jsonrpc", data=body, content_type="application/json", headers=_headers(key))
+    else:
+        response = door.request("POST", "/a2a/jsonrpc", content=body, headers=_headers(key))
+    assert response.status_code == 200
+    return response.json()
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{}, {"pageSize": 2}, {"pageSize": 2, "historyLength": 0}, {"pageSize": 3, "includeArtifacts": True}],
+)
+def test_lean_listtasks_pages_like_the_orm_route(door: Door, tasks: dict[str, Any], params: dict[str, Any]) -> None:
+    """Page by page, the lean route and the ORM route list the same tasks with the same totals; each
+    route's nextPageToken continues the other's listing (the token carries a signing time, so the
+    two are compared by what they lead to)."""
+    seen: list[str] = []
+    lean_token = orm_token = None
+    while True:
+        lean = _page(door, tasks["acme"], {**params, **({"pageToken": orm_token} if orm_token else {})})
+        orm = _page(None, tasks["acme"], {**params, **({"pageToken": lean_token} if lean_token else {})})
+        assert "result" in lean and "result" in orm, (lean, orm)
+        lean_token, orm_token = lean["result"].pop("nextPageToken"), orm["result"].pop("nextPageToken")
+        assert lean == orm
+        assert bool(lean_token) == bool(orm_token)
+        seen.extend(task["id"] for task in lean["result"]["tasks"])
+        assert lean["result"]["totalSize"] == 4  # acme's four tasks; globex's is not listed
+        if not lean_token:
+            break
+    assert sorted(seen) == sorted(tasks["ids"][name] for name in ("completed", "artifacts", "failed", "waiting"))
+
+
+def test_lean_listtasks_refuses_what_the_orm_route_refuses(door: Door, tasks: dict[str, Any]) -> None:
+    for params in ({"pageSize": 0}, {"pageSize": 101}, {"historyLength": -1}, {"pageToken": "forged"}):
+        assert _page(door, tasks["acme"], params) == _page(None, tasks["acme"], params), params
+    # A token minted for another tenant is not a token of this listing.
+    globex = _page(door, tasks["globex"], {"pageSize": 1})
+    assert globex["result"]["nextPageToken"] == ""
+    acme = _page(door, tasks["acme"], {"pageSize": 1})
+    foreign = _page(door, tasks["globex"], {"pageSize": 1, "pageToken": acme["result"]["nextPageToken"]})
+    assert foreign["error"]["code"] == -32602
