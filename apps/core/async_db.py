@@ -18,10 +18,31 @@ import weakref
 from typing import Any
 
 from django.conf import settings
+from psycopg import AsyncCursor
 from psycopg_pool import AsyncConnectionPool
 
 _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncConnectionPool] = weakref.WeakKeyDictionary()
 _opening: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
+class _CountedCursor(AsyncCursor[Any]):
+    """Counts the statements the doors send (tests pin how many a request costs)."""
+
+    async def execute(self, *args: Any, **kwargs: Any) -> Any:
+        _counts["statements"] += 1
+        return await super().execute(*args, **kwargs)
+
+    async def executemany(self, *args: Any, **kwargs: Any) -> None:
+        _counts["statements"] += 1
+        await super().executemany(*args, **kwargs)
+
+
+_counts = {"statements": 0}
+
+
+def statements_executed() -> int:
+    """How many statements this process has sent through the doors' pools (BEGIN/COMMIT aside)."""
+    return _counts["statements"]
 
 
 def async_db_enabled() -> bool:
@@ -66,7 +87,7 @@ async def async_pool() -> AsyncConnectionPool:
                 min_size=1,
                 max_size=pool_max_size(),
                 timeout=float(getattr(settings, "OPENWOP_ASYNC_POOL_TIMEOUT", 10.0)),
-                kwargs={"autocommit": True},
+                kwargs={"autocommit": True, "cursor_factory": _CountedCursor},
                 open=False,
                 name="openwop-doors",
             )
