@@ -42,6 +42,7 @@ from apps.core.db_threads import in_own_db_thread, release_db_connection
 from apps.core.errors import OpenWopError, Unauthenticated
 from apps.core.json_limits import json_loads_limited
 from apps.core.overload import OVERLOAD_RETRY_AFTER_SECONDS, is_overload
+from apps.doors.request import is_lean
 from apps.mcp.dispatch import dispatch_begin, exchange_open
 from apps.mcp.errors import McpError, mcp_error_from
 from apps.mcp.handshake import (
@@ -210,7 +211,12 @@ async def _respond(request: HttpRequest, request_id: Any, finish: Finish) -> Htt
     # the view returns, and a streamed step outlives the view (its sync_to_async reads would fail).
     # Its own thread too (apps/core/db_threads.py): without it every waiting step of the process
     # queued on one shared thread, and the request's thread kept its connection for the whole wait.
-    task = asyncio.get_running_loop().create_task(in_own_db_thread(finish), context=contextvars.Context())
+    if is_lean(request):
+        # Served by the door (apps/doors): the request already has its own thread context, which
+        # lives until the answer (streamed or not) is sent; the step shares it.
+        task = asyncio.ensure_future(finish())
+    else:
+        task = asyncio.get_running_loop().create_task(in_own_db_thread(finish), context=contextvars.Context())
     streamable = "text/event-stream" in request.headers.get("Accept", "")
     try:
         await release_db_connection()
