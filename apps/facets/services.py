@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import json
 import logging
@@ -13,6 +14,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from apps.core.errors import ValidationFailed
+from apps.core.invalidation import TOPIC_CARD, TOPIC_FACET, cached, invalidate_on_commit
 from apps.facets.models import Facet, FacetChange, FacetRefresh
 from apps.facets.validation import facet_errors
 from apps.facets.versions import Protocol
@@ -71,6 +73,18 @@ def facet_ensure(*, protocol: Protocol) -> Facet:
     return facet
 
 
+def facet_cached(*, protocol: Protocol) -> Facet:
+    """`facet_ensure` for the doors' hot path: the row from this process's cache (created on the
+    first call as `facet_ensure` creates it, only read after that). Any write to the facets table
+    empties the cache in every process (apps/core/invalidation.py). Each call gets its own copy,
+    so no caller can change what another thread reads."""
+    facet = cached(TOPIC_FACET, protocol, lambda: facet_ensure(protocol=protocol))
+    private = copy.copy(facet)
+    for field in ("versions", "profiles", "features", "server_paths", "transports"):
+        setattr(private, field, copy.copy(getattr(facet, field)))
+    return private
+
+
 def facet_update(*, protocol: Protocol, changes: dict[str, Any], actor: str) -> Facet:
     """Validate and apply an operator's edit; the change is audited in the same transaction."""
     unknown = set(changes) - set(EDITABLE_FIELDS[protocol])
@@ -94,6 +108,8 @@ def facet_update(*, protocol: Protocol, changes: dict[str, Any], actor: str) -> 
             facet.refreshed_at = None  # a new offered list has not been evaluated yet
         facet.save()
         FacetChange.objects.create(protocol=protocol, actor=actor, before=before, after=after)
+        # Every process drops it through the table's trigger; this one does not wait for it.
+        invalidate_on_commit(TOPIC_FACET, TOPIC_CARD)
     if offered_changed:
         facet_refresh(protocol=protocol)
         facet.refresh_from_db()
@@ -126,6 +142,7 @@ def facet_refresh(*, protocol: Protocol, today: dt.date | None = None) -> FacetR
         if ok:
             facet.refreshed_at = today
             facet.save(update_fields=["refreshed_at"])
+            invalidate_on_commit(TOPIC_FACET, TOPIC_CARD)
         else:
             logger.warning("%s facet offers versions the upstream registry does not know: %s", protocol, unknown)
         return FacetRefresh.objects.create(
