@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from a2a.types import AgentCard
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from google.protobuf import json_format
 
@@ -28,7 +29,7 @@ from apps.a2a.selectors import skill_routes_enabled
 from apps.a2a.services import skill_routes_ensure
 from apps.a2a.wire import to_wire
 from apps.agents.selectors import InventoryEntry, agent_by_a2a_tenant
-from apps.core.invalidation import TOPIC_CARD, cached
+from apps.core.invalidation import TOPIC_CARD, acached, cached
 from apps.facets import surfaces
 from apps.facets.models import Facet
 from apps.facets.services import facet_ensure
@@ -177,14 +178,18 @@ def _card_key(kind: str, *parts: Hashable) -> Hashable:
     return (kind, settings.OPENWOP_PUBLIC_URL, settings.SPECTACULAR_SETTINGS["VERSION"], served, *parts)
 
 
+def _card_document_build() -> CardDocument:
+    return card_document_of(*public_card_current())
+
+
 def card_document_cached() -> CardDocument:
     """`GET a2a.agentCardUrl`'s body, ETag and Last-Modified, built once per change."""
+    return cached(TOPIC_CARD, _card_key("document"), _card_document_build)
 
-    def build() -> CardDocument:
-        card, routes, facet = public_card_current()
-        return card_document_of(card, routes, facet)
 
-    return cached(TOPIC_CARD, _card_key("document"), build)
+async def acard_document_cached() -> CardDocument:
+    """`card_document_cached` from the event loop: a hit awaits nothing; a miss builds on a thread."""
+    return await acached(TOPIC_CARD, _card_key("document"), sync_to_async(_card_document_build))
 
 
 def _copy(card: AgentCard) -> AgentCard:

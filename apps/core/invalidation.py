@@ -30,6 +30,7 @@ the next statement already sees the change.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import os
@@ -39,6 +40,7 @@ from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, TypeVar
 
 import psycopg
+from django.conf import settings
 from django.db import connection, migrations
 
 from apps.core.append_only import on_postgresql
@@ -56,7 +58,7 @@ TOPICS = (TOPIC_APIKEY, TOPIC_FACET, TOPIC_CARD)
 
 MAX_ENTRIES_PER_TOPIC = 10_000  # an unbounded key space (API keys) must not grow without end
 POLL_SECONDS = 1.0  # how long one wait for notifications lasts (bounds a stop's latency)
-HEARTBEAT_SECONDS = 10.0  # a query on an idle connection, so a dead one is noticed
+HEARTBEAT_SECONDS = 5.0  # a query on an idle connection, so a dead one is noticed
 BACKOFF_FIRST_SECONDS = 0.5
 BACKOFF_MAX_SECONDS = 30.0
 
@@ -97,12 +99,17 @@ os.register_at_fork(after_in_child=_reset_after_fork)
 
 def caching_supported() -> bool:
     """PostgreSQL only: SQLite has no LISTEN, so it never caches (correctness first)."""
-    return connection.vendor == "postgresql"
+    return "postgresql" in settings.DATABASES["default"]["ENGINE"]
 
 
 def _cacheable_here() -> bool:
-    """Not inside an atomic block: the read may see uncommitted (or to-be-rolled-back) rows."""
-    return caching_supported() and not connection.in_atomic_block
+    """Not inside an atomic block: the read may see uncommitted (or to-be-rolled-back) rows.
+
+    On an event loop's thread no ORM runs (Django refuses it), so no block can be open there and
+    the check, which would build a connection object per request context, is skipped."""
+    if not caching_supported():
+        return False
+    return asyncio._get_running_loop() is not None or not connection.in_atomic_block
 
 
 def _lookup(topic: str, key: Hashable) -> tuple[Any, int | None]:
@@ -283,7 +290,7 @@ def _listen_forever(state: _State) -> None:
                 keepalives_idle=10,
                 keepalives_interval=5,
                 keepalives_count=3,
-                tcp_user_timeout=30_000,
+                tcp_user_timeout=10_000,
             ) as conn:
                 conn.execute(f"LISTEN {CHANNEL}")
                 _set_listening(state, True)

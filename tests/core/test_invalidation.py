@@ -10,10 +10,19 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from django.db import connection, transaction
+from asgiref.sync import sync_to_async
+from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
-from apps.a2a.card import agent_card, agent_card_cached, card_document_cached, card_document_of, public_card_current
+from apps.a2a import card as card_module
+from apps.a2a.card import (
+    acard_document_cached,
+    agent_card,
+    agent_card_cached,
+    card_document_cached,
+    card_document_of,
+    public_card_current,
+)
 from apps.a2a.models import SkillRoute
 from apps.agents.models import Agent, Workflow
 from apps.agents.routing_values import a2a_tenant_of
@@ -34,10 +43,16 @@ from apps.core.invalidation import (
     listener_application_name,
     wait_for,
 )
+from apps.facets import services as facet_services
 from apps.facets.models import Facet
-from apps.facets.services import facet_cached, facet_ensure, facet_update
+from apps.facets.services import afacet_cached, facet_cached, facet_ensure, facet_update
+from apps.tenants import selectors as tenant_selectors
 from apps.tenants.models import ApiKey, Tenant
-from apps.tenants.selectors import subject_from_api_key, subject_from_authorization_cached
+from apps.tenants.selectors import (
+    asubject_from_authorization_cached,
+    subject_from_api_key,
+    subject_from_authorization_cached,
+)
 from apps.tenants.services import api_key_create, api_key_revoke, tenant_get_or_create
 
 WAIT = 10.0  # seconds a notification may take before the test fails (it takes milliseconds)
@@ -363,6 +378,51 @@ def test_the_per_agent_card_is_cached_for_found_agents_only(listening: None) -> 
     assert invalidated(TOPIC_CARD, before)
     renamed = agent_card_cached(subject=subject, a2a_tenant=r)
     assert renamed is not None and renamed.name == "Renamed"
+
+
+async def on_thread(read: Callable[[], Any]) -> Any:
+    """A database call from an async test, its thread's connection closed afterwards."""
+
+    def run() -> Any:
+        try:
+            return read()
+        finally:
+            connections.close_all()
+
+    return await sync_to_async(run, thread_sensitive=False)()
+
+
+def refusing(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError("a hit must not load")
+
+
+@on_postgresql
+async def test_the_async_variants_hit_on_the_loop_and_follow_a_revocation(
+    listening: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    try:
+        key, raw = await on_thread(api_key)
+        await on_thread(public_card_current)  # seeds the facet and the skill routes
+        await on_thread(settle)
+        header = f"Bearer {raw}"
+        subject = await asubject_from_authorization_cached(header)
+        facet = await afacet_cached(protocol="a2a")
+        document = await acard_document_cached()
+        assert subject.tenant_pk == key.tenant_id and facet.protocol == "a2a"
+
+        with monkeypatch.context() as patched:  # every hit now: a load would raise
+            patched.setattr(tenant_selectors, "subject_from_api_key", refusing)
+            patched.setattr(facet_services, "facet_ensure", refusing)
+            patched.setattr(card_module, "_card_document_build", refusing)
+            assert await asubject_from_authorization_cached(header) == subject
+            assert (await afacet_cached(protocol="a2a")).versions == facet.versions
+            assert await acard_document_cached() == document
+
+        await on_thread(lambda: api_key_revoke(api_key=key))
+        with pytest.raises(CredentialRevoked):
+            await asubject_from_authorization_cached(header)
+    finally:  # the misses loaded on asgiref's shared thread: close its connection
+        await sync_to_async(connections.close_all)()
 
 
 @pytest.mark.skipif(
