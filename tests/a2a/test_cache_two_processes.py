@@ -23,7 +23,7 @@ from apps.facets.models import Facet
 from apps.facets.services import facet_ensure, facet_update
 from apps.tenants.models import ApiKey
 from apps.tenants.services import api_key_create, api_key_revoke, tenant_get_or_create
-from tests.live import LiveProcess, start_daphne, wait_until
+from tests.live import LiveProcess, start_web, wait_until
 
 pytestmark = pytest.mark.skipif(
     connection.vendor != "postgresql",
@@ -36,12 +36,12 @@ EXTENDED_CARD_NOT_CONFIGURED = -32007
 
 @pytest.fixture(scope="module")
 def servers(_live_env) -> Iterator[list[tuple[LiveProcess, str]]]:  # type: ignore[no-untyped-def]
-    """Two Daphne processes serving the host on the test database: A and B."""
+    """Two web server processes (as `make run` starts one) serving the test database: A and B."""
     env, var_dir = _live_env
     started: list[tuple[LiveProcess, str]] = []
     try:
         for _ in range(2):
-            started.append(start_daphne(env, var_dir))
+            started.append(start_web(env, var_dir))
         yield started
     finally:
         for live, _ in started:
