@@ -21,11 +21,19 @@ empties the matching cache in every process:
 - **Committed reads only.** Inside an atomic block the caller may be reading its own uncommitted
   writes (or a test's rolled-back data): the cache is bypassed, neither read nor filled.
 
+Topics and the tables whose triggers empty them: `apikey` (sha256 of the raw key -> Subject):
+tenants_apikey, tenants_tenant; `facet` (protocol -> Facet): facets_facet; `card` (the public
+card document and per-agent cards): facets_facet, a2a_skillroute, agents_agent, agents_workflow,
+tenants_tenant. The readers are `tenants.selectors.subject_from_authorization_cached`,
+`facets.services.facet_cached` and `a2a.card.card_document_cached` (each with an async twin).
+
 What "the next request" means: a request that starts after the notification reached the process.
-PostgreSQL signals the listening backend before the writer's COMMIT returns, so the window is the
-delivery latency on the way to this process (sub-millisecond on a LAN), not a TTL. In the writer's
-own process, the services that revoke or edit also call `invalidate_local` on commit, so there
-the next statement already sees the change.
+PostgreSQL signals the listening backends before the writer's COMMIT returns, so the window is the
+delivery latency to this process (sub-millisecond on a LAN), not a TTL. In the writer's own
+process, the services that revoke or edit (`api_key_revoke`, `facet_update`) also call
+`invalidate_local` on commit, so there the next statement already sees the change. A connection
+that dies silently is noticed by a heartbeat (every HEARTBEAT_SECONDS, TCP user timeout 10 s);
+until then a partitioned process cannot write its requests' records either.
 """
 
 from __future__ import annotations
