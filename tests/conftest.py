@@ -29,6 +29,16 @@ def shared_dir() -> Path:
     return SHARED_DIR
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup):  # type: ignore[no-untyped-def]
+    """pytest-django's, plus: the cache invalidation listener (apps/core/invalidation.py) closes
+    its connection before the test database is dropped (an open one would block the DROP)."""
+    from apps.core.invalidation import invalidation_shutdown
+
+    yield
+    invalidation_shutdown()
+
+
 @pytest.fixture
 def make_key(db):  # type: ignore[no-untyped-def]
     """make_key("acme", kind="user") -> raw API key for a (created if missing) tenant."""

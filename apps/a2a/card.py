@@ -13,19 +13,27 @@ exactly while per-agent cards are served (facet switch AND the `a2a.agent-cards`
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Hashable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from a2a.types import AgentCard
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from google.protobuf import json_format
 
 from apps.a2a.models import SkillRoute
 from apps.a2a.selectors import skill_routes_enabled
 from apps.a2a.services import skill_routes_ensure
-from apps.agents.selectors import InventoryEntry
+from apps.a2a.wire import to_wire
+from apps.agents.selectors import InventoryEntry, agent_by_a2a_tenant
+from apps.core.invalidation import TOPIC_CARD, acached, cached
 from apps.facets import surfaces
 from apps.facets.models import Facet
 from apps.facets.services import facet_ensure
+from apps.tenants.subject import Subject
 
 JSONRPC_PATH = "/a2a/jsonrpc"
 REST_PATH = "/a2a/rest"
@@ -136,3 +144,82 @@ def public_card_current() -> tuple[AgentCard, list[SkillRoute], Facet]:
     facet = facet_ensure(protocol="a2a")
     routes = skill_routes_enabled()
     return public_card(features=features_of(facet), routes=routes), routes, facet
+
+
+# ---------------------------------------------------------------------------------------------
+# Cached for the doors' hot path (apps/core/invalidation.py, topic "card"): any write to the
+# facets, skill routes, agents, workflows or tenants tables empties these in every process. What
+# is process-local and not in a table (served surfaces, the public origin, the host version) is
+# part of the key instead.
+
+
+class CardDocument(NamedTuple):
+    """The public card as served: its bytes, their ETag and the Last-Modified instant (POSIX)."""
+
+    body: bytes
+    etag: str
+    last_modified: float
+
+
+def card_document_of(card: AgentCard, routes: list[SkillRoute], facet: Facet) -> CardDocument:
+    """The served form of the public card: canonical JSON, a content ETag, and the newest change
+    of its sources as Last-Modified."""
+    body = json.dumps(to_wire(card), sort_keys=True, separators=(",", ":")).encode()
+    etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+    changed = max([facet.updated_at, *(route.updated_at for route in routes)])
+    return CardDocument(body=body, etag=etag, last_modified=changed.timestamp())
+
+
+def _card_key(kind: str, *parts: Hashable) -> Hashable:
+    served = tuple(
+        surfaces.is_served(name)
+        for name in (surfaces.A2A_STREAMING, surfaces.A2A_PUSH, surfaces.A2A_DURABLE_TASKS, surfaces.A2A_AGENT_CARDS)
+    )
+    return (kind, settings.OPENWOP_PUBLIC_URL, settings.SPECTACULAR_SETTINGS["VERSION"], served, *parts)
+
+
+def _card_document_build() -> CardDocument:
+    return card_document_of(*public_card_current())
+
+
+def card_document_cached() -> CardDocument:
+    """`GET a2a.agentCardUrl`'s body, ETag and Last-Modified, built once per change."""
+    return cached(TOPIC_CARD, _card_key("document"), _card_document_build)
+
+
+async def acard_document_cached() -> CardDocument:
+    """`card_document_cached` from the event loop: a hit awaits nothing; a miss builds on a thread."""
+    return await acached(TOPIC_CARD, _card_key("document"), sync_to_async(_card_document_build))
+
+
+def _copy(card: AgentCard) -> AgentCard:
+    private = AgentCard()
+    private.CopyFrom(card)  # callers may change their card; the cached one stays as built
+    return private
+
+
+def public_card_cached() -> AgentCard:
+    """`public_card_current()`'s card, built once per change (each caller gets its own copy)."""
+    return _copy(cached(TOPIC_CARD, _card_key("public"), lambda: public_card_current()[0]))
+
+
+class _NoSuchAgent(Exception):
+    """No agent of the caller's has this routing value: nothing to cache (only found cards are)."""
+
+
+def agent_card_cached(*, subject: Subject, a2a_tenant: str) -> AgentCard | None:
+    """The per-agent card the caller's `tenant: R` names (`agent_card` of its inventory entry),
+    or None for every R outside the caller's inventory (interop.md §Per-agent cards), which is
+    never cached. Keyed by the caller's tenant: R is only ever looked up in its own inventory."""
+
+    def build() -> AgentCard:
+        entry = agent_by_a2a_tenant(subject=subject, a2a_tenant=a2a_tenant)
+        if entry is None:
+            raise _NoSuchAgent
+        return agent_card(host_card=public_card_cached(), entry=entry)
+
+    try:
+        card = cached(TOPIC_CARD, _card_key("agent", subject.tenant, a2a_tenant), build)
+    except _NoSuchAgent:
+        return None
+    return _copy(card)

@@ -72,8 +72,8 @@ from apps.core.overload import is_overload
 from apps.core.sse import sse_response
 from apps.doors.request import is_lean
 from apps.facets.negotiation import inbound_peer_origin, negotiation_decide
-from apps.facets.services import facet_ensure
-from apps.tenants.selectors import subject_from_authorization
+from apps.facets.services import facet_cached
+from apps.tenants.selectors import subject_from_authorization_cached
 
 logger = logging.getLogger(__name__)
 
@@ -88,11 +88,11 @@ CARD_MAX_AGE = 60
 
 def _caller(request: HttpRequest) -> Call:
     try:
-        subject = subject_from_authorization(request.headers.get("Authorization"))
+        subject = subject_from_authorization_cached(request.headers.get("Authorization"))
     except OpenWopError:
         raise AuthenticationRequired() from None  # same bytes for missing, malformed, unknown, revoked
     requested = request.headers.get("A2A-Version") or request.GET.get("A2A-Version") or None
-    facet = facet_ensure(protocol="a2a")  # read once: the decision and the features agree
+    facet = facet_cached(protocol="a2a")  # read once: the decision and the features agree
     decision = negotiation_decide(
         protocol="a2a",
         requested=requested.strip() if requested else None,

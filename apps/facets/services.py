@@ -8,11 +8,14 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models.base import ModelState
 from django.utils import timezone
 
 from apps.core.errors import ValidationFailed
+from apps.core.invalidation import TOPIC_CARD, TOPIC_FACET, acached, cached, invalidate_on_commit
 from apps.facets.models import Facet, FacetChange, FacetRefresh
 from apps.facets.validation import facet_errors
 from apps.facets.versions import Protocol
@@ -71,6 +74,36 @@ def facet_ensure(*, protocol: Protocol) -> Facet:
     return facet
 
 
+def facet_cached(*, protocol: Protocol) -> Facet:
+    """`facet_ensure` for the doors' hot path: the row from this process's cache (created on the
+    first call as `facet_ensure` creates it, only read after that). Any write to the facets table
+    empties the cache in every process (apps/core/invalidation.py). Each call gets its own copy,
+    so no caller can change what another thread reads."""
+    return _facet_copy(cached(TOPIC_FACET, protocol, lambda: facet_ensure(protocol=protocol)))
+
+
+async def afacet_cached(*, protocol: Protocol) -> Facet:
+    """`facet_cached` from the event loop: a hit awaits nothing; a miss reads on a thread."""
+    facet = await acached(TOPIC_FACET, protocol, lambda: sync_to_async(facet_ensure)(protocol=protocol))
+    return _facet_copy(facet)
+
+
+_FACET_LIST_FIELDS = ("versions", "profiles", "features", "server_paths", "transports")
+
+
+def _facet_copy(facet: Facet) -> Facet:
+    """A private copy of a loaded row (the JSON lists too), without `copy.copy`'s pickling path:
+    it runs on every hot-path request."""
+    private = Facet.__new__(Facet)
+    fields = private.__dict__
+    fields.update(facet.__dict__)
+    fields["_state"] = ModelState()
+    fields["_state"].db, fields["_state"].adding = facet._state.db, False
+    for name in _FACET_LIST_FIELDS:
+        fields[name] = list(fields[name])
+    return private
+
+
 def facet_update(*, protocol: Protocol, changes: dict[str, Any], actor: str) -> Facet:
     """Validate and apply an operator's edit; the change is audited in the same transaction."""
     unknown = set(changes) - set(EDITABLE_FIELDS[protocol])
@@ -94,6 +127,8 @@ def facet_update(*, protocol: Protocol, changes: dict[str, Any], actor: str) -> 
             facet.refreshed_at = None  # a new offered list has not been evaluated yet
         facet.save()
         FacetChange.objects.create(protocol=protocol, actor=actor, before=before, after=after)
+        # Every process drops it through the table's trigger; this one does not wait for it.
+        invalidate_on_commit(TOPIC_FACET, TOPIC_CARD)
     if offered_changed:
         facet_refresh(protocol=protocol)
         facet.refresh_from_db()
@@ -126,6 +161,7 @@ def facet_refresh(*, protocol: Protocol, today: dt.date | None = None) -> FacetR
         if ok:
             facet.refreshed_at = today
             facet.save(update_fields=["refreshed_at"])
+            invalidate_on_commit(TOPIC_FACET, TOPIC_CARD)
         else:
             logger.warning("%s facet offers versions the upstream registry does not know: %s", protocol, unknown)
         return FacetRefresh.objects.create(

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import hmac
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from apps.core.errors import CredentialRevoked, Unauthenticated
+from apps.core.invalidation import TOPIC_APIKEY, acached, cached, secret_cache_key
 from apps.tenants.models import ApiKey, Tenant
 from apps.tenants.services import KEY_SCHEME, secret_digest
 from apps.tenants.subject import Subject
@@ -63,3 +65,29 @@ def bearer_token(authorization: str | None) -> str:
 def subject_from_authorization(authorization: str | None) -> Subject:
     """The helper async and JSON-RPC views use: the same rules as the DRF authentication class."""
     return subject_from_api_key(bearer_token(authorization))
+
+
+def subject_from_api_key_cached(raw: str) -> Subject:
+    """`subject_from_api_key` through this process's cache (apps/core/invalidation.py).
+
+    Only a resolved Subject is stored, under the SHA-256 of the key (never the key itself): an
+    unknown or revoked key raises exactly as uncached, on every request. A write to the key or
+    its tenant (a revocation) empties the cache in every process (the tables' triggers)."""
+    return cached(TOPIC_APIKEY, _api_key_cache_key(raw), lambda: subject_from_api_key(raw))
+
+
+def _api_key_cache_key(raw: str) -> tuple[str, str]:
+    return secret_cache_key(raw), api_key_issuer()
+
+
+def subject_from_authorization_cached(authorization: str | None) -> Subject:
+    """`subject_from_authorization` for the protocol doors' hot path: the same rules and errors,
+    the key's resolution cached per process with cross-process invalidation."""
+    return subject_from_api_key_cached(bearer_token(authorization))
+
+
+async def asubject_from_authorization_cached(authorization: str | None) -> Subject:
+    """`subject_from_authorization_cached` from the event loop: a hit awaits nothing; only a miss
+    reads the key, on a thread (the refusals, never cached, take that path every time)."""
+    raw = bearer_token(authorization)
+    return await acached(TOPIC_APIKEY, _api_key_cache_key(raw), lambda: sync_to_async(subject_from_api_key)(raw))

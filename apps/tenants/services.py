@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from apps.core.errors import ValidationFailed
 from apps.core.ids import TENANT_SLUG_RE
+from apps.core.invalidation import TOPIC_APIKEY, invalidate_on_commit
 from apps.tenants.models import ApiKey, ApiKeyKind, Tenant
 
 KEY_SCHEME = "owk"
@@ -61,4 +62,6 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
     if api_key.revoked_at is None:
         api_key.revoked_at = timezone.now()
         api_key.save(update_fields=["revoked_at"])
+        # Every process drops the key through its table's trigger; this one does not wait for it.
+        invalidate_on_commit(TOPIC_APIKEY)
     return api_key
