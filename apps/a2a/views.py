@@ -10,12 +10,10 @@ appears here (interop.md §A2A error details), and these paths are outside its m
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from typing import Any
 
 from a2a.types import (
@@ -52,7 +50,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message as ProtoMessage
 
 from apps.a2a import operations
-from apps.a2a.card import features_of, public_card_current
+from apps.a2a.card import acard_document_cached, card_document_cached, features_of
 from apps.a2a.errors import (
     AUTHENTICATE_HEADER,
     AuthenticationRequired,
@@ -71,9 +69,10 @@ from apps.core.json_limits import json_loads_limited
 from apps.core.overload import is_overload
 from apps.core.sse import sse_response
 from apps.doors.request import is_lean
-from apps.facets.negotiation import inbound_peer_origin, negotiation_decide
-from apps.facets.services import facet_cached
-from apps.tenants.selectors import subject_from_authorization_cached
+from apps.facets.negotiation import Decision, inbound_peer_origin, negotiation_decide, negotiation_decide_batched
+from apps.facets.services import afacet_cached, facet_cached
+from apps.tenants.selectors import asubject_from_authorization_cached, subject_from_authorization_cached
+from apps.tenants.subject import Subject
 
 logger = logging.getLogger(__name__)
 
@@ -86,36 +85,62 @@ CARD_MAX_AGE = 60
 # Authenticate, negotiate
 
 
-def _caller(request: HttpRequest) -> Call:
-    try:
-        subject = subject_from_authorization_cached(request.headers.get("Authorization"))
-    except OpenWopError:
-        raise AuthenticationRequired() from None  # same bytes for missing, malformed, unknown, revoked
+def _requested_version(request: HttpRequest) -> str | None:
     requested = request.headers.get("A2A-Version") or request.GET.get("A2A-Version") or None
-    facet = facet_cached(protocol="a2a")  # read once: the decision and the features agree
-    decision = negotiation_decide(
-        protocol="a2a",
-        requested=requested.strip() if requested else None,
-        peer_origin=inbound_peer_origin(origin_header=request.headers.get("Origin"), subject=subject),
-        subject=subject,
-        run=None,  # inbound exchanges are not a run's; the record is the caller's host event
-        facet=facet,
-    )
+    return requested.strip() if requested else None
+
+
+def _peer_origin(request: HttpRequest, subject: Subject) -> str:
+    return inbound_peer_origin(origin_header=request.headers.get("Origin"), subject=subject)
+
+
+def _accepted(decision: Decision) -> None:
     if not decision.accepted:
         raise VersionNotSupportedError(
             f"A2A version {decision.requested!r} is not supported.",
             data={"supportedVersions": ",".join(decision.supported)},
         )
+
+
+def _caller(request: HttpRequest) -> Call:
+    try:
+        subject = subject_from_authorization_cached(request.headers.get("Authorization"))
+    except OpenWopError:
+        raise AuthenticationRequired() from None  # same bytes for missing, malformed, unknown, revoked
+    facet = facet_cached(protocol="a2a")  # read once: the decision and the features agree
+    decision = negotiation_decide(
+        protocol="a2a",
+        requested=_requested_version(request),
+        peer_origin=_peer_origin(request, subject),
+        subject=subject,
+        run=None,  # inbound exchanges are not a run's; the record is the caller's host event
+        facet=facet,
+    )
+    _accepted(decision)
     return Call(subject=subject, features=features_of(facet))
 
 
 async def _call_of(request: HttpRequest) -> Call:
-    """The exchange's Call: on the lean route (apps/doors) on PostgreSQL, reads may use the event
-    loop's pool; through Django's handler (the test client) everything goes through the ORM."""
-    call = await sync_to_async(_caller)(request)
-    if is_lean(request) and async_db_enabled():
-        return replace(call, lean=True)
-    return call
+    """The exchange's Call. Through Django's handler (the test client) everything goes through the
+    ORM in one thread step. On the lean route (apps/doors) on PostgreSQL nothing leaves the event
+    loop when the caches hit: the Subject and the facet from the per-process caches, the decision
+    recorded by the group-committed writer, and the task reads on the loop's own pool."""
+    if not (is_lean(request) and async_db_enabled()):
+        return await sync_to_async(_caller)(request)
+    try:
+        subject = await asubject_from_authorization_cached(request.headers.get("Authorization"))
+    except OpenWopError:
+        raise AuthenticationRequired() from None
+    facet = await afacet_cached(protocol="a2a")
+    decision = await negotiation_decide_batched(
+        protocol="a2a",
+        requested=_requested_version(request),
+        peer_origin=_peer_origin(request, subject),
+        subject=subject,
+        facet=facet,
+    )
+    _accepted(decision)
+    return Call(subject=subject, features=features_of(facet), lean=True)
 
 
 def _media_type_ok(request: HttpRequest) -> bool:
@@ -447,14 +472,6 @@ async def a2a_unknown(request: HttpRequest, rest: str = "") -> HttpResponseBase:
 # The public agent card
 
 
-def _card_bytes() -> tuple[bytes, str, float]:
-    card, routes, facet = public_card_current()
-    body = json.dumps(to_wire(card), sort_keys=True, separators=(",", ":")).encode()
-    etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
-    changed = max([facet.updated_at, *(route.updated_at for route in routes)])
-    return body, etag, changed.timestamp()
-
-
 def _etag_hit(header: str | None, etag: str) -> bool:
     if not header:
         return False
@@ -480,7 +497,13 @@ async def agent_card(request: HttpRequest) -> HttpResponseBase:
         refusal = _rest_error(MethodNotFoundError("The agent card is fetched with GET."))
         refusal["Allow"] = "GET, HEAD"
         return refusal
-    body, etag, changed = await sync_to_async(_card_bytes)()
+    # Built once per change of its sources and kept per process (apps/core/invalidation.py). On
+    # Django's route the sync reader runs in the request's thread, which bypasses the cache inside
+    # a transaction (a test's) that may be rolled back.
+    if is_lean(request):
+        body, etag, changed = await acard_document_cached()
+    else:
+        body, etag, changed = await sync_to_async(card_document_cached)()
     if _etag_hit(request.headers.get("If-None-Match"), etag):
         response = HttpResponse(status=304)
     else:

@@ -61,9 +61,7 @@ class NegotiationRefused(OpenWopError):
             details["requested"] = decision.requested
         if run_id is not None:
             details["runId"] = run_id
-        super().__init__(
-            f"No {decision.protocol} version could be agreed ({decision.reason}).", details=details
-        )
+        super().__init__(f"No {decision.protocol} version could be agreed ({decision.reason}).", details=details)
         self.decision = decision
 
 
@@ -215,6 +213,29 @@ def negotiation_record(decision: Decision, *, peer_origin: str, subject: Subject
     payload = negotiation_payload(decision, peer_digest=peer_origin_digest(peer_origin))
     with transaction.atomic():
         _record(subject=subject, run=run, payload=payload)
+
+
+async def negotiation_decide_batched(
+    *, protocol: Protocol, requested: str | None, peer_origin: str, subject: Subject, facet: Facet
+) -> Decision:
+    """`negotiation_decide` for an authenticated inbound exchange served from the event loop
+    (apps/doors): the same decision against the facet the caller read, its record group-committed
+    before this returns."""
+    decision = negotiation_precheck(
+        protocol=protocol, requested=requested, peer_offers=None, authenticated=True, facet=facet
+    )
+    await negotiation_record_batched(decision, peer_origin=peer_origin, subject=subject)
+    return decision
+
+
+async def negotiation_record_batched(decision: Decision, *, peer_origin: str, subject: Subject) -> None:
+    """`negotiation_record` for an inbound exchange served from the event loop (apps/doors): the
+    same payload as the caller's durable host event, group-committed with the concurrent
+    exchanges' records (apps/audit/record_batch.py); returns once it is committed."""
+    from apps.audit.record_batch import host_event_append_batched
+
+    payload = negotiation_payload(decision, peer_digest=peer_origin_digest(peer_origin))
+    await host_event_append_batched(subject=subject, type=NEGOTIATION_EVENT, payload=payload)
 
 
 def _record(*, subject: Subject | None, run: Any, payload: dict[str, Any]) -> None:

@@ -13,8 +13,9 @@ from asgiref.sync import sync_to_async
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from apps.facets import surfaces
-from apps.facets.negotiation import inbound_peer_origin, negotiation_decide
-from apps.facets.services import facet_ensure
+from apps.facets.models import Facet
+from apps.facets.negotiation import inbound_peer_origin, negotiation_decide, negotiation_decide_batched
+from apps.facets.services import afacet_cached, facet_ensure
 from apps.mcp.errors import invalid_params, method_not_found
 from apps.mcp.exchange import (
     TASKS_EXTENSION,
@@ -37,10 +38,10 @@ INSTRUCTIONS = (
 )
 
 
-def tasks_served() -> bool:
+def tasks_served(facet: Facet | None = None) -> bool:
     """The extension is served only while the operator keeps `extensions` in mcp.features[]."""
     return surfaces.is_served(surfaces.MCP_FEATURE_PREFIX + "extensions") and (
-        "extensions" in facet_ensure(protocol="mcp").features
+        "extensions" in (facet or facet_ensure(protocol="mcp")).features
     )
 
 
@@ -50,20 +51,29 @@ async def exchange_open(
     subject: Subject,
     headers: Mapping[str, str] | None,
     origin: str | None,
+    lean: bool = False,
 ) -> Exchange:
-    """The ladder, then one negotiation (and its `negotiation.decided` record) for this exchange."""
+    """The ladder, then one negotiation (and its `negotiation.decided` record) for this exchange.
+
+    `lean`: served by the door on PostgreSQL (apps/doors): the facet from the process cache and
+    the record group-committed from the event loop, instead of a thread step through the ORM."""
     params = body.get("params")
     envelope = envelope_read(params)
     if headers is not None:
         headers_check(body=body, envelope=envelope, headers=headers)
     capabilities_check(params)
-    decision = await sync_to_async(negotiation_decide)(
-        protocol="mcp",
-        requested=envelope.requested_version,
-        peer_origin=inbound_peer_origin(origin_header=origin, subject=subject),
-        subject=subject,
-        run=None,
-    )
+    peer_origin = inbound_peer_origin(origin_header=origin, subject=subject)
+    if lean:
+        facet = await afacet_cached(protocol="mcp")
+        decision = await negotiation_decide_batched(
+            protocol="mcp", requested=envelope.requested_version, peer_origin=peer_origin, subject=subject, facet=facet
+        )
+        served = tasks_served(facet)
+    else:
+        decision = await sync_to_async(negotiation_decide)(
+            protocol="mcp", requested=envelope.requested_version, peer_origin=peer_origin, subject=subject, run=None
+        )
+        served = None
     if not decision.accepted or decision.version not in MODERN_PROTOCOL_VERSIONS:
         # A handshake-era revision has no per-request `_meta` form: it is reached by `initialize`.
         raise refusal_error(decision, envelope.requested_version)
@@ -73,7 +83,7 @@ async def exchange_open(
         headers.get("tracestate") if headers is not None else None,
     )
     capabilities = dict(envelope.capabilities)
-    if not await sync_to_async(tasks_served)():
+    if not (served if served is not None else await sync_to_async(tasks_served)()):
         capabilities.pop("extensions", None)  # an extension we do not serve grants nothing
     return Exchange(subject=subject, version=str(decision.version), capabilities=capabilities, trace=trace)
 

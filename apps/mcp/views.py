@@ -38,6 +38,7 @@ from django.views.decorators.csrf import csrf_exempt
 from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 
+from apps.core.async_db import async_db_enabled
 from apps.core.db_threads import in_own_db_thread, release_db_connection
 from apps.core.errors import OpenWopError, Unauthenticated
 from apps.core.json_limits import json_loads_limited
@@ -57,7 +58,7 @@ from apps.mcp.handshake import (
 )
 from apps.mcp.sessions import session_end
 from apps.mcp.tools import Finish
-from apps.tenants.selectors import subject_from_authorization
+from apps.tenants.selectors import asubject_from_authorization_cached, subject_from_authorization
 from apps.tenants.subject import Subject
 
 logger = logging.getLogger(__name__)
@@ -74,6 +75,11 @@ def _json(payload: dict[str, Any], status: int = 200, headers: dict[str, str] | 
 
 def _error(request_id: Any, error: McpError) -> HttpResponse:
     return _json({"jsonrpc": "2.0", "id": request_id, "error": error.error_object()}, error.http_status, error.headers)
+
+
+def _lean(request: HttpRequest) -> bool:
+    """Served by the door on PostgreSQL: caches and the event loop's pool (apps/doors)."""
+    return is_lean(request) and async_db_enabled()
 
 
 def origin_allowed(origin: str | None) -> bool:
@@ -113,6 +119,8 @@ async def _session_path(body: dict[str, Any], headers: dict[str, str]) -> bool:
 
 async def _authenticate(request: HttpRequest, request_id: Any) -> Subject | HttpResponse:
     try:
+        if _lean(request):  # the per-process cache: a hit leaves nothing to await
+            return await asubject_from_authorization_cached(request.headers.get("Authorization"))
         return await sync_to_async(subject_from_authorization)(request.headers.get("Authorization"))
     except Unauthenticated as exc:
         return _error(request_id, _unauthenticated(exc))
@@ -170,7 +178,9 @@ async def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
             exchange = await session_exchange_open(body=body, subject=subject, headers=headers, origin=origin)
             finish = await handshake_dispatch_begin(exchange, body["method"], body.get("params"))
         else:
-            exchange = await exchange_open(body=body, subject=subject, headers=headers, origin=origin)
+            exchange = await exchange_open(
+                body=body, subject=subject, headers=headers, origin=origin, lean=_lean(request)
+            )
             finish = await dispatch_begin(exchange, body["method"], body.get("params"))
     except McpError as exc:
         return _error(request_id, exc)
