@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
@@ -304,17 +305,20 @@ def push_deliveries_for_events(*, run: Run, events: Sequence[RunEvent]) -> None:
                         run=run, event=event, event_type=event.type, body=body, is_final=final,
                     )
                 )
-    if webhooks:
-        # webhooks.md §Delivery: {runId, event} with the event verbatim; no workspaceId (none here).
-        envelope = {"runId": run.run_id, "event": run_event_doc(event, run_id=run.run_id)}
-        body = json.dumps(envelope, separators=(",", ":"))
-        for webhook in webhooks:
-            rows.append(
-                _delivery_new(
-                    url=webhook.url, tenant_id=run.tenant_id, kind=DeliveryKind.WEBHOOK, webhook=webhook,
-                    run=run, event=event, event_type=event.type, body=body,
+        targets = [webhooks[pk] for pk in webhook_pks.get(event.type, []) if pk in webhooks]
+        if targets:
+            # webhooks.md §Delivery: {runId, event} with the event verbatim; no workspaceId (none here).
+            envelope = {"runId": run.run_id, "event": run_event_doc(event, run_id=run.run_id)}
+            body = json.dumps(envelope, separators=(",", ":"))
+            for webhook in targets:
+                rows.append(
+                    _delivery_new(
+                        url=webhook.url, tenant_id=run.tenant_id, kind=DeliveryKind.WEBHOOK, webhook=webhook,
+                        run=run, event=event, event_type=event.type, body=body,
+                    )
                 )
-            )
+    if not rows:
+        return
     # A lane with a backlog serves it oldest first (lanes.py): a new row joins the backlog parked,
     # with no message, so a hung destination's deliveries cost the worker pool nothing until their
     # lane has room. The wake after commit closes the race with the lane draining meanwhile.
