@@ -47,7 +47,6 @@ from apps.runs.steps import (
     step_handoff,
 )
 from apps.runs.trace_context import run_trace_from
-from apps.tenants.models import Tenant
 from apps.tenants.selectors import subject_tenant_pk
 from apps.tenants.subject import Subject
 
@@ -356,7 +355,7 @@ def _require_own_tenant(*, subject: Subject, run_id: str) -> None:
 
 def _run_locked(*, subject: Subject, run_id: str) -> Run:
     run = (
-        Run.objects.for_tenant(Tenant.objects.get(slug=subject.tenant))
+        Run.objects.for_tenant(subject_tenant_pk(subject))
         .select_for_update()
         .filter(run_id=run_id)
         .first()

@@ -27,7 +27,7 @@ from django.db import connection
 from apps.a2a.models import TaskMessage
 from apps.a2a.services import message_start
 from apps.runs.models import Run, RunStatus
-from apps.runs.services import run_create
+from apps.runs.services import interrupt_resolve, run_create
 from tests.runs.conftest import Caller, assert_log_contiguous, event_types
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -139,3 +139,25 @@ def test_a_blocking_send_message_of_an_instant_run_is_one_commit(
         assert start("m-1").pk == run.pk
     assert again.commits == 0 and len(again.statements) == 1, again.statements  # the de-dup read
     assert Run.unscoped_all_tenants.filter(tenant_id=run.tenant_id).count() == 2  # warm-up + this one
+
+
+# interrupt_resolve(inline=True): the run (locked), its interrupt, the flip, the resumed node's
+# node.started time, the row's UPDATE, the events' INSERT, the push-target probe, then COMMIT.
+RESUME_STATEMENTS = 7
+
+
+def test_a_resumed_instant_tail_is_one_commit(acme: Caller, sent_advances: list[Any]) -> None:
+    _warm(acme)
+    run = run_create(subject=acme.subject, workflow_id="conformance-approval", inputs={}, transport="mcp", inline=True)
+    assert run.status == RunStatus.WAITING_APPROVAL
+    with counted() as seen:
+        resumed = interrupt_resolve(
+            subject=acme.subject, run_id=run.run_id, node_id="approve", resume_value={"action": "accept"}, inline=True
+        )
+    assert resumed.status == RunStatus.COMPLETED
+    assert seen.commits == 1, seen.autocommit_writes
+    assert seen.savepoints == 0, seen.statements
+    assert len(seen.statements) <= RESUME_STATEMENTS, "\n".join(seen.statements)
+    assert event_types(run.run_id)[-3:] == ["interrupt.resolved", "node.completed", "run.completed"]
+    assert_log_contiguous(run.run_id)
+    assert sent_advances == []
