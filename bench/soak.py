@@ -74,9 +74,10 @@ def _start(env: dict[str, str], var_dir: Path) -> tuple[list[subprocess.Popen[by
                          capture_output=True, text=True).stdout
     keys = [line.strip() for line in out.splitlines() if line.startswith("owk_")]
     port = free_port()
-    logs = [(var_dir / "daphne.log").open("wb"), (var_dir / "worker.log").open("wb")]
-    daphne = subprocess.Popen(
-        [python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "openwop_host.asgi:application"],
+    logs = [(var_dir / "web.log").open("wb"), (var_dir / "worker.log").open("wb")]
+    web = subprocess.Popen(
+        [python, "-m", "uvicorn", "openwop_host.asgi:application", "--host", "127.0.0.1", "--port", str(port),
+         "--loop", "uvloop", "--http", "httptools", "--lifespan", "off", "--no-proxy-headers", "--no-access-log"],
         cwd=ROOT, env=env, stdout=logs[0], stderr=subprocess.STDOUT,
     )
     worker = subprocess.Popen(
@@ -90,7 +91,7 @@ def _start(env: dict[str, str], var_dir: Path) -> tuple[list[subprocess.Popen[by
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                return [daphne, worker], base, keys
+                return [web, worker], base, keys
         except httpx.HTTPError:
             time.sleep(0.2)
     raise RuntimeError("daphne did not start")

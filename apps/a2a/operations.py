@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from a2a.types import (
@@ -64,7 +66,6 @@ from apps.core.egress import EgressRefused, egress_check_url
 from apps.core.errors import NotFound, ValidationFailed
 from apps.push import services as push_services
 from apps.push.limits import push_backlog_check
-from apps.runs.engine import run_advance_inline
 from apps.runs.models import TERMINAL_STATUSES, WAITING_STATUSES, Run
 from apps.tenants.subject import Subject
 
@@ -203,11 +204,18 @@ def _snapshot(subject: Subject, run_id: str, history_length: int | None) -> tupl
     return run, task_from_view(task_view_of(run), history_length=history_length), run.last_sequence
 
 
-def _send_sync(call: Call, request: SendMessageRequest, *, inline: bool = False) -> Run:
+def _send_sync(
+    call: Call, request: SendMessageRequest, *, inline: bool = False, records: Callable[[Run], None] | None = None
+) -> Run:
     message = request.message
     if message.task_id:
         return message_continue(
-            subject=call.subject, task_id=message.task_id, message=message, resume_value=resume_value_of(message)
+            subject=call.subject,
+            task_id=message.task_id,
+            message=message,
+            resume_value=resume_value_of(message),
+            inline=inline,
+            records=records,
         )
     if message.context_id and len(message.context_id) > CONTEXT_ID_MAX:
         raise invalid_params(f"contextId is at most {CONTEXT_ID_MAX} characters.", field="message.contextId")
@@ -233,26 +241,33 @@ def _send_sync(call: Call, request: SendMessageRequest, *, inline: bool = False)
         context_id=message.context_id or uuid.uuid4().hex,
         agent_id=call.agent.agent.agent_id if call.agent is not None else None,
         inline=inline,
+        records=records,
     )
 
 
 def _start_sync(call: Call, request: SendMessageRequest, *, inline: bool) -> Run:
-    """Create or continue the task, register the request's push config, then (`inline`) advance
-    the run. One thread step: a client that leaves midway cancels the await, not the thread, so a
-    run created for the inline advance is always advanced or handed to the queue."""
-    run = _send_sync(call, request, inline=inline)
-    try:
-        if request.configuration.HasField("task_push_notification_config"):
-            push_config = TaskPushNotificationConfig()
-            push_config.CopyFrom(request.configuration.task_push_notification_config)
-            push_config.task_id = run.run_id
-            _push_create_sync(call, push_config)
-    finally:
-        # After the push config exists (its receiver hears the run end), and even if that failed:
-        # the run was created for this advance, and no message was sent for it.
-        if inline:
-            run_advance_inline(run)
-    return run
+    """Create or continue the task (`inline`: settled, run_create), with the request's push config
+    registered in the same transaction, before the run's events: its receiver hears every one of
+    them, the end of a run settled at once included. One thread step: a client that leaves midway
+    cancels the await, not the thread."""
+    records = None
+    if request.configuration.HasField("task_push_notification_config"):
+        config = request.configuration.task_push_notification_config
+        records = partial(_push_attach_sync, call, config)
+    return _send_sync(call, request, inline=inline, records=records)
+
+
+def _push_attach_sync(call: Call, config: TaskPushNotificationConfig, run: Run) -> None:
+    authentication = None
+    if config.HasField("authentication"):
+        authentication = {"scheme": config.authentication.scheme, "credentials": config.authentication.credentials}
+    _push_call(
+        push_services.push_config_attach,
+        run=run,
+        url=config.url,
+        token=config.token or None,
+        authentication=authentication,
+    )
 
 
 def _start_and_snapshot(
@@ -279,14 +294,14 @@ async def send_message(call: Call, request: SendMessageRequest, *, streaming: bo
         # Refuse a bad receiver before any run exists; the config is registered once the run does.
         await sync_to_async(_push_call)(egress_check_url, url=configuration.task_push_notification_config.url)
         await sync_to_async(_push_call)(push_backlog_check, subject=call.subject)  # limits, before the run
-    # A blocking send of a new message waits for the run anyway: the request advances it through its
-    # instant nodes itself (engine.run_advance_inline) instead of a Celery round trip. Streaming
-    # and returnImmediately keep the queue (their clients see the run progress from elsewhere), as
-    # does a continuation (interrupt_resolve enqueues it).
-    inline = not streaming and not immediate and not request.message.task_id
+    # A blocking send waits for the run anyway: the request runs its instant nodes itself and
+    # commits the run once, settled (run_create / interrupt_resolve with `inline`), instead of a
+    # Celery round trip. Streaming and returnImmediately keep the queue (their clients see the run
+    # progress from elsewhere).
+    inline = not streaming and not immediate
     if streaming or inline:
-        # One thread step starts the run and reads what it became: a stream's first Task, or (usually
-        # settled by the inline advance) the answer, without subscribing to wake-ups.
+        # One thread step starts the run and reads what it became: a stream's first Task, or
+        # (usually settled in the request) the answer, without subscribing to wake-ups.
         run, task, position = await sync_to_async(_start_and_snapshot)(call, request, inline, history_length)
         if streaming:
             return StreamPlan(run=run, first=task, position=position, end_when_interrupted=True)

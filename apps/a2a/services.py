@@ -8,8 +8,8 @@ messageId de-duplication).
 
 from __future__ import annotations
 
-import hashlib
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from a2a.types import Message
@@ -31,7 +31,7 @@ from apps.agents.selectors import InventoryEntry
 from apps.core.errors import Conflict, Forbidden, NotFound, OpenWopError, ValidationFailed
 from apps.runs.models import Run
 from apps.runs.selectors import run_open_interrupt
-from apps.runs.services import interrupt_resolve, run_cancel, run_create_idempotent
+from apps.runs.services import interrupt_resolve, run_cancel, run_create
 from apps.tenants.subject import Subject
 
 logger = logging.getLogger(__name__)
@@ -103,27 +103,31 @@ def agent_skill_resolve(*, entry: InventoryEntry, skill_id: str | None) -> str:
 # Messages
 
 
-def _dedup_key(subject: Subject, message_id: str) -> str:
-    """The run-creation idempotency key of a messageId: principal-bound, printable, <= 255 chars."""
-    digest = hashlib.sha256(f"{subject.issuer}\x00{subject.subject_id}\x00{message_id}".encode()).hexdigest()
-    return f"a2a-message:{digest}"
-
-
-def _message_record(*, subject: Subject, run: Run, message: Message) -> None:
+def _message_insert(*, subject: Subject, run: Run, message: Message) -> None:
+    """The Message record (history, and the messageId de-duplication record), written in the
+    transaction that starts or resumes the run: unique per (tenant, principal, messageId)."""
     document = to_wire(message)
     document["taskId"] = run.run_id
     document["contextId"] = context_id_of(run)
-    try:
-        with transaction.atomic():
-            TaskMessage.objects.create(
-                tenant_id=run.tenant_id,
-                run=run,
-                principal=subject.subject_id,
-                message_id=message.message_id,
-                document=document,
-            )
-    except IntegrityError:  # the same messageId recorded concurrently: the first row stands
-        pass
+    TaskMessage.objects.create(
+        tenant_id=run.tenant_id,
+        run=run,
+        principal=subject.subject_id,
+        message_id=message.message_id,
+        document=document,
+    )
+
+
+Records = Callable[[Run], None]
+
+
+def _with_message(subject: Subject, message: Message, records: Records | None) -> Records:
+    def write(run: Run) -> None:
+        _message_insert(subject=subject, run=run, message=message)
+        if records is not None:
+            records(run)
+
+    return write
 
 
 def message_start(
@@ -135,10 +139,14 @@ def message_start(
     context_id: str | None,
     agent_id: str | None = None,
     inline: bool = False,
+    records: Records | None = None,
 ) -> Run:
     """SendMessage without taskId -> createRun. A messageId this principal already sent answers
-    with its first task; the idempotency claim covers two copies racing each other. `inline`: see
-    `run_create` (a blocking send advances the run itself)."""
+    with its first task. The Message record commits with the run (`run_create`'s one transaction),
+    so its unique constraint is the de-duplication: of two copies racing each other, the second
+    waits for the first's commit, rolls back whole, and answers with the first's task. `inline`:
+    see `run_create` (a blocking send gets the run settled); `records(run)`: the door's further
+    rows in that transaction (the request's push config)."""
     seen = task_message_find(subject=subject, message_id=message.message_id)
     if seen is not None:
         return seen.run
@@ -146,10 +154,8 @@ def message_start(
     openwop = (to_wire(message).get("metadata") or {}).get("openwop")
     trace = openwop if isinstance(openwop, dict) else {}
     try:
-        creation = run_create_idempotent(
+        return run_create(
             subject=subject,
-            idempotency_key=_dedup_key(subject, message.message_id),
-            request_body={"a2aMessageId": message.message_id},
             workflow_id=workflow_id,
             inputs=inputs,
             transport="a2a",
@@ -158,21 +164,30 @@ def message_start(
             traceparent=trace.get("traceparent"),
             tracestate=trace.get("tracestate"),
             inline=inline,
+            records=_with_message(subject, message, records),
         )
     except NotFound:
         raise invalid_params(f"Unknown or unroutable skill {workflow_id!r}.", field="skillId") from None
-    except Conflict as exc:
-        if exc.code == "idempotency_in_flight":
-            raise UnsupportedOperationError("A message with this messageId is still being processed.") from None
-        raise _unexpected(exc) from None
     except ValidationFailed as exc:
         raise invalid_params(exc.message, field="message") from None
-    _message_record(subject=subject, run=creation.run, message=message)
-    return creation.run
+    except IntegrityError:
+        seen = task_message_find(subject=subject, message_id=message.message_id)
+        if seen is None:
+            raise
+        return seen.run
 
 
-def message_continue(*, subject: Subject, task_id: str, message: Message, resume_value: Any) -> Run:
-    """SendMessage with taskId -> resolveInterruptByRun, under the map's multi-turn rules."""
+def message_continue(
+    *,
+    subject: Subject,
+    task_id: str,
+    message: Message,
+    resume_value: Any,
+    inline: bool = False,
+    records: Records | None = None,
+) -> Run:
+    """SendMessage with taskId -> resolveInterruptByRun, under the map's multi-turn rules. The
+    Message record commits with the resume; `inline` and `records` as in `message_start`."""
     run = task_run_readable(subject=subject, task_id=task_id)
     seen = task_message_find(subject=subject, message_id=message.message_id)
     if seen is not None:
@@ -193,8 +208,13 @@ def message_continue(*, subject: Subject, task_id: str, message: Message, resume
             field="message.parts",
         )
     try:
-        run = interrupt_resolve(
-            subject=subject, run_id=run.run_id, node_id=interrupt.node_id, resume_value=resume_value
+        return interrupt_resolve(
+            subject=subject,
+            run_id=run.run_id,
+            node_id=interrupt.node_id,
+            resume_value=resume_value,
+            inline=inline,
+            records=_with_message(subject, message, records),
         )
     except NotFound:
         raise TaskNotFoundError() from None
@@ -204,8 +224,16 @@ def message_continue(*, subject: Subject, task_id: str, message: Message, resume
         raise invalid_params(exc.message, field="message") from None
     except Conflict as exc:
         raise UnsupportedOperationError(exc.message) from None
-    _message_record(subject=subject, run=run, message=message)
-    return run
+    except IntegrityError:
+        # The same messageId was recorded meanwhile (the Message record's unique constraint).
+        seen = task_message_find(subject=subject, message_id=message.message_id)
+        if seen is None:
+            raise
+        if seen.run_id != run.pk:
+            raise invalid_params(
+                "This messageId was already sent to another task.", field="message.messageId"
+            ) from None
+        return task_run_readable(subject=subject, task_id=task_id)
 
 
 def task_cancel(*, subject: Subject, task_id: str) -> Run:

@@ -42,7 +42,6 @@ from apps.mcp.projection import (
 )
 from apps.mcp.request_state import request_state_mint, request_state_open, request_state_redeem
 from apps.mcp.waiting import run_wait
-from apps.runs.engine import run_advance_inline
 from apps.runs.models import Interrupt, Run, RunStatus, RunTransport
 from apps.runs.selectors import interrupt_get_readable, run_get_readable, run_open_interrupt
 from apps.runs.services import interrupt_resolve, run_cancel, run_create
@@ -166,15 +165,14 @@ def _call_start(exchange: Exchange, name: str, arguments: dict[str, Any]) -> str
             transport=RunTransport.MCP,
             traceparent=trace.traceparent if trace is not None else None,
             tracestate=trace.tracestate if trace is not None else None,
+            # The call waits for the run's answer anyway: its instant nodes run here and the run
+            # commits once, settled (a quick tool is answered before the first read, and with tasks
+            # before TASK_GRACE_SECONDS whatever the broker's latency); a waiting node goes to the
+            # queue. Inside this `_owned` step: a client that left meanwhile gets its run cancelled.
             inline=True,
         )
     except OpenWopError as exc:
         raise mcp_error_from(exc) from None
-    # The call waits for the run's answer anyway: run its instant nodes here rather than through a
-    # Celery round trip, so a quick tool is settled before the first read (and, with tasks, before
-    # TASK_GRACE_SECONDS whatever the broker's latency); a waiting node goes to the queue. Inside
-    # this `_owned` step, so a client that leaves meanwhile still gets its run cancelled after.
-    run_advance_inline(run)
     return run.run_id
 
 
@@ -218,7 +216,9 @@ def _call_continue(
     if value is not None and interrupt.resolved_at is None:
         # Resolved elsewhere first, or an answer the schema refuses: the run's state says which.
         with contextlib.suppress(Conflict, ValidationFailed):
-            interrupt_resolve(subject=subject, run_id=state.run_id, node_id=interrupt.node_id, resume_value=value)
+            interrupt_resolve(
+                subject=subject, run_id=state.run_id, node_id=interrupt.node_id, resume_value=value, inline=True
+            )
     return state.run_id, state.round
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
@@ -75,6 +76,24 @@ def push_config_create(
     """Register a push config on a readable task. Raises NotFound (task), EgressRefused (url,
     400 webhook_url_rejected on REST) or ValidationFailed (authentication shape)."""
     run = _task_readable(subject=subject, task_id=task_id)
+    with transaction.atomic():
+        # A finished task pushes nothing more: its credential is never kept.
+        return _push_config_add(run=run, url=url, token=token, authentication=authentication, keep=not run.is_terminal)
+
+
+def push_config_attach(
+    *, run: Run, url: str, token: str | None = None, authentication: dict[str, Any] | None = None
+) -> PushConfig:
+    """A config that comes with the request creating or resuming `run` (A2A SendMessage's
+    `configuration`), written in that request's transaction before the run's new events: each of
+    them is owed to it, the final push of a run settled in the same transaction included, so its
+    credential is kept until that push settles. Raises as `push_config_create`."""
+    return _push_config_add(run=run, url=url, token=token, authentication=authentication, keep=True)
+
+
+def _push_config_add(
+    *, run: Run, url: str, token: str | None, authentication: dict[str, Any] | None, keep: bool
+) -> PushConfig:
     egress_check_url(url)
     push_registration_check(tenant_id=run.tenant_id, run=run)
     scheme, credentials = "", None
@@ -88,17 +107,16 @@ def push_config_create(
         raise ValidationFailed("token must be a string.")
     if credentials is None and token:
         scheme, credentials = scheme or "Bearer", token  # interop.md: token alone -> `Bearer <token>`
-    if run.is_terminal:
-        credentials = None  # a finished task pushes nothing more: its credential is never kept
-    with transaction.atomic():
-        return PushConfig.objects.create(
-            tenant_id=run.tenant_id,
-            config_id=mint_opaque(),
-            run=run,
-            url=url,
-            auth_scheme=scheme,
-            credentials_sealed=credential_seal(credentials) if credentials else None,
-        )
+    if not keep:
+        credentials = None
+    return PushConfig.objects.create(
+        tenant_id=run.tenant_id,
+        config_id=mint_opaque(),
+        run=run,
+        url=url,
+        auth_scheme=scheme,
+        credentials_sealed=credential_seal(credentials) if credentials else None,
+    )
 
 
 def push_config_get(*, subject: Subject, task_id: str, config_id: str) -> PushConfig:
@@ -199,66 +217,84 @@ def _delivery_new(*, url: str, **fields: Any) -> Delivery:
     )
 
 
-def _push_status_update(run: Run, event: RunEvent) -> StreamResponse | None:
-    """The statusUpdate this event produces, if it changes the task's state (wire.StreamProjection
-    folded over the log up to it), else None."""
+def _push_status_updates(run: Run, events: Sequence[RunEvent]) -> dict[int, StreamResponse]:
+    """The statusUpdate each event produces, by its sequence, for the events that change the
+    task's state (wire.StreamProjection folded over the log up to each). The log before the first
+    event is read only when there is one: a run created in this transaction has none."""
     from a2a.types import TaskState
 
     projection = StreamProjection(
         task_id=run.run_id, context_id=context_id_of(run), state=TaskState.TASK_STATE_SUBMITTED
     )
-    earlier = RunEvent.objects.for_tenant(run.tenant_id).filter(run=run, sequence__lt=event.sequence)
-    projection.project(earlier.order_by("sequence"))
-    updates = [r for r in projection.project([event]) if r.HasField("status_update")]
-    return updates[-1] if updates else None
+    if events[0].sequence > 1:
+        earlier = RunEvent.objects.for_tenant(run.tenant_id).filter(run=run, sequence__lt=events[0].sequence)
+        projection.project(earlier.order_by("sequence"))
+    updates: dict[int, StreamResponse] = {}
+    for event in events:
+        changed = [r for r in projection.project([event]) if r.HasField("status_update")]
+        if changed:
+            updates[event.sequence] = changed[-1]
+    return updates
 
 
-def _push_targets_sql() -> str:
+def _push_targets_sql(event_types: int) -> str:
     # Our own table and column names, from the models' _meta; the values are bound parameters.
     config = PushConfig._meta
     webhook_event = WebhookEvent._meta
+    wanted = ", ".join(["%s"] * event_types)
     return (
-        f"SELECT %s, {config.pk.column} FROM {config.db_table}"  # noqa: S608
+        f"SELECT %s, {config.pk.column}, '' FROM {config.db_table}"  # noqa: S608
         f" WHERE {config.get_field('tenant').column} = %s AND {config.get_field('run').column} = %s"
-        f" UNION ALL SELECT %s, {webhook_event.get_field('webhook').column} FROM {webhook_event.db_table}"
+        f" UNION ALL SELECT %s, {webhook_event.get_field('webhook').column},"
+        f" {webhook_event.get_field('event_type').column} FROM {webhook_event.db_table}"
         f" WHERE {webhook_event.get_field('tenant').column} = %s"
-        f" AND {webhook_event.get_field('event_type').column} = %s"
+        f" AND {webhook_event.get_field('event_type').column} IN ({wanted})"
     )
 
 
-_PUSH_TARGETS_SQL = _push_targets_sql()
+_PUSH_TARGETS_SQL = {n: _push_targets_sql(n) for n in range(1, 9)}
 
 
-def _push_targets(run: Run, event: RunEvent) -> tuple[list[int], list[int]]:
-    """The pks of the run's push configs and of the tenant's webhooks that want this event type,
-    in one indexed round trip (a UNION of two probes, both scoped to the run's tenant). Plain SQL:
-    it runs on every event appended, and building the ORM's UNION cost more CPU than the query
-    (11 % of an MCP tools/call in bench/profile.py)."""
+def _push_targets(run: Run, event_types: list[str]) -> tuple[list[int], dict[str, list[int]]]:
+    """The pks of the run's push configs, and of the tenant's webhooks by the event type they want
+    among `event_types`, in one indexed round trip (a UNION of two probes, both scoped to the run's
+    tenant). Plain SQL: it runs on every append, and building the ORM's UNION cost more CPU than
+    the query (11 % of an MCP tools/call in bench/profile.py)."""
+    sql = _PUSH_TARGETS_SQL.get(len(event_types)) or _push_targets_sql(len(event_types))
+    params: list[Any] = [DeliveryKind.A2A_PUSH.value, run.tenant_id, run.pk, DeliveryKind.WEBHOOK.value, run.tenant_id]
     with connection.cursor() as cursor:
-        cursor.execute(
-            _PUSH_TARGETS_SQL,
-            [DeliveryKind.A2A_PUSH.value, run.tenant_id, run.pk, DeliveryKind.WEBHOOK.value, run.tenant_id, event.type],
-        )
+        cursor.execute(sql, [*params, *event_types])
         found = cursor.fetchall()
-    return (
-        sorted(pk for kind, pk in found if kind == DeliveryKind.A2A_PUSH),
-        sorted(pk for kind, pk in found if kind == DeliveryKind.WEBHOOK),
-    )
+    webhooks: dict[str, list[int]] = {}
+    for kind, pk, event_type in sorted(found, key=lambda row: row[1]):
+        if kind == DeliveryKind.WEBHOOK:
+            webhooks.setdefault(event_type, []).append(pk)
+    return sorted(pk for kind, pk, _ in found if kind == DeliveryKind.A2A_PUSH), webhooks
 
 
 def push_deliveries_for_event(*, run: Run, event: RunEvent) -> None:
-    """Called by `runs.log.event_append` inside the appending transaction: the delivery rows commit
-    with the event (or not at all), and the attempts are sent on commit. One indexed query when
-    nothing is registered. Read per event, never cached, so a config or webhook registered mid-run
-    gets every event appended after its registration committed."""
-    config_pks, webhook_pks = _push_targets(run, event)
+    """`push_deliveries_for_events` of one event."""
+    push_deliveries_for_events(run=run, events=[event])
+
+
+def push_deliveries_for_events(*, run: Run, events: Sequence[RunEvent]) -> None:
+    """Called by `runs.log` inside the transaction that appends `events` (saved, in sequence
+    order): the delivery rows commit with the events (or not at all), and the attempts are sent on
+    commit. One indexed query when nothing is registered, however many events. Read per append,
+    never cached, so a config or webhook registered mid-run gets every event appended after its
+    registration committed."""
+    if not events:
+        return
+    config_pks, webhook_pks = _push_targets(run, sorted({event.type for event in events}))
     if not config_pks and not webhook_pks:
         return
     configs = list(PushConfig.objects.for_tenant(run.tenant_id).filter(pk__in=config_pks).order_by("id"))
-    webhooks = list(Webhook.objects.for_tenant(run.tenant_id).filter(pk__in=webhook_pks).order_by("id"))
+    wanted = sorted({pk for pks in webhook_pks.values() for pk in pks})
+    webhooks = {w.pk: w for w in Webhook.objects.for_tenant(run.tenant_id).filter(pk__in=wanted)}
+    updates = _push_status_updates(run, events) if configs else {}
     rows: list[Delivery] = []
-    if configs:
-        update = _push_status_update(run, event)
+    for event in events:
+        update = updates.get(event.sequence)
         if update is not None:
             body = json.dumps(to_wire(update), separators=(",", ":"))
             final = update.status_update.status.state in TERMINAL_STATES
@@ -269,17 +305,20 @@ def push_deliveries_for_event(*, run: Run, event: RunEvent) -> None:
                         run=run, event=event, event_type=event.type, body=body, is_final=final,
                     )
                 )
-    if webhooks:
-        # webhooks.md §Delivery: {runId, event} with the event verbatim; no workspaceId (none here).
-        envelope = {"runId": run.run_id, "event": run_event_doc(event, run_id=run.run_id)}
-        body = json.dumps(envelope, separators=(",", ":"))
-        for webhook in webhooks:
-            rows.append(
-                _delivery_new(
-                    url=webhook.url, tenant_id=run.tenant_id, kind=DeliveryKind.WEBHOOK, webhook=webhook,
-                    run=run, event=event, event_type=event.type, body=body,
+        targets = [webhooks[pk] for pk in webhook_pks.get(event.type, []) if pk in webhooks]
+        if targets:
+            # webhooks.md §Delivery: {runId, event} with the event verbatim; no workspaceId (none here).
+            envelope = {"runId": run.run_id, "event": run_event_doc(event, run_id=run.run_id)}
+            body = json.dumps(envelope, separators=(",", ":"))
+            for webhook in targets:
+                rows.append(
+                    _delivery_new(
+                        url=webhook.url, tenant_id=run.tenant_id, kind=DeliveryKind.WEBHOOK, webhook=webhook,
+                        run=run, event=event, event_type=event.type, body=body,
+                    )
                 )
-            )
+    if not rows:
+        return
     # A lane with a backlog serves it oldest first (lanes.py): a new row joins the backlog parked,
     # with no message, so a hung destination's deliveries cost the worker pool nothing until their
     # lane has room. The wake after commit closes the race with the lane draining meanwhile.

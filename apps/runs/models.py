@@ -111,17 +111,26 @@ class Run(TenantOwnedModel):
 RUN_TALLY_SHARDS = 64
 
 
-class RunTally(TenantOwnedModel):
-    """How many runs a tenant has, exactly: A2A ListTasks' `totalSize` without a COUNT over the
-    tenant's rows (bench/README.md §ListTasks scaling). The sum of a tenant's rows is its count.
+def run_tally_column(status: str) -> str:
+    """The RunTally field that counts a tenant's runs in `status` (`waiting-input` -> `waiting_input`)."""
+    return status.replace("-", "_")
 
-    On PostgreSQL, statement triggers on `runs_run` keep it (migration 0006): every INSERT and
-    DELETE of runs, whatever path issues it (services, cascades, admin, bulk SQL), adds its row
-    count in the same transaction, so the sum is exact for every snapshot. A transaction adds to
-    the row of its backend's shard (`pg_backend_pid() % RUN_TALLY_SHARDS`): concurrent run
-    creations in one tenant rarely queue on one row lock, and a transaction only ever takes one
-    tally row lock per tenant, so tally updates cannot deadlock with each other. Status changes
-    never touch it. SQLite (the zero-setup default) has no triggers here and counts the rows.
+
+class RunTally(TenantOwnedModel):
+    """How many runs a tenant has, exactly, in all and per status: A2A ListTasks' / listRuns'
+    `totalSize`, unfiltered or filtered by status, without a COUNT over the tenant's rows
+    (bench/README.md §ListTasks scaling). The sum of a tenant's rows is its count; the sum of a
+    status column over them, its count of runs in that status.
+
+    On PostgreSQL, triggers on `runs_run` keep it (migrations 0006, 0007): every INSERT and DELETE
+    of runs (statement triggers reading their transition tables) and every change of a run's status
+    (a row trigger, fired only when `status` changes), whatever path issues it (services, cascades,
+    admin, bulk SQL), adds its counts in the same transaction, so the sums are exact for every
+    snapshot. A transaction adds to the row of its backend's shard (`pg_backend_pid() %
+    RUN_TALLY_SHARDS`): concurrent run writes in one tenant rarely queue on one row lock, and a
+    transaction only ever takes one tally row lock per tenant (all of a shard's counts are columns
+    of its one row), so tally updates cannot deadlock with each other. SQLite (the zero-setup
+    default) has no triggers here and counts the rows.
     """
 
     # No FK constraint: a tenant's deletion cascades to its runs and its tallies in an order Django
@@ -132,6 +141,17 @@ class RunTally(TenantOwnedModel):
     )
     shard = models.PositiveSmallIntegerField()
     runs = models.BigIntegerField(default=0, help_text="Runs added minus runs deleted through this shard.")
+    # One column per RunStatus (run_tally_column): runs that entered the status minus runs that left
+    # it. A database default too, so a trigger that names only some columns inserts zeros for the rest.
+    pending = models.BigIntegerField(default=0, db_default=0)
+    running = models.BigIntegerField(default=0, db_default=0)
+    waiting_approval = models.BigIntegerField(default=0, db_default=0)
+    waiting_input = models.BigIntegerField(default=0, db_default=0)
+    waiting_external = models.BigIntegerField(default=0, db_default=0)
+    cancelling = models.BigIntegerField(default=0, db_default=0)
+    completed = models.BigIntegerField(default=0, db_default=0)
+    failed = models.BigIntegerField(default=0, db_default=0)
+    cancelled = models.BigIntegerField(default=0, db_default=0)
 
     class Meta(TenantOwnedModel.Meta):
         constraints = [models.UniqueConstraint(fields=["tenant", "shard"], name="run_tally_shard_unique")]

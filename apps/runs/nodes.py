@@ -103,8 +103,9 @@ class NodeKind(ABC):
     kind: ClassVar[str]
     config_schema: ClassVar[dict[str, Any]] = {"type": "object"}
     # True when `execute` returns at once, with no sleep, no outside call and no heartbeat: such a
-    # node may run in a web process that advances the run inline (engine.run_advance_inline). A
-    # kind that waits or calls out keeps the default and is always run by a Celery worker.
+    # node may run in memory in the web process whose one transaction creates or resumes the run
+    # (steps.draft_settle). A kind that waits or calls out keeps the default and is always run by a
+    # Celery worker.
     inline_safe: ClassVar[bool] = False
 
     @abstractmethod

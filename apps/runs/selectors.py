@@ -13,7 +13,7 @@ from django.db.models import Exists, OuterRef, Q, Sum
 from django.utils.dateparse import parse_datetime
 
 from apps.core.errors import NotFound, ValidationFailed
-from apps.runs.models import WAITING_STATUSES, Interrupt, Run, RunEvent, RunStatus, RunTally
+from apps.runs.models import WAITING_STATUSES, Interrupt, Run, RunEvent, RunStatus, RunTally, run_tally_column
 from apps.tenants.selectors import subject_tenant_pk
 from apps.tenants.subject import Subject
 
@@ -77,12 +77,18 @@ def run_event_payloads(*, run: Run, type: str) -> list[dict]:
     )
 
 
-def run_count(*, tenant_pk: int) -> int:
-    """How many runs the tenant has, exactly, at the cost of reading its few tally rows instead of
-    counting its runs (RunTally: kept by triggers on PostgreSQL). SQLite counts the rows."""
+def run_count(*, tenant_pk: int, statuses: Collection[str] | None = None) -> int:
+    """How many runs the tenant has (in `statuses`, when given), exactly, at the cost of reading
+    its few tally rows instead of counting its runs (RunTally: kept by triggers on PostgreSQL).
+    SQLite counts the rows."""
     if connection.vendor != "postgresql":
-        return Run.objects.for_tenant(tenant_pk).count()
-    return RunTally.objects.for_tenant(tenant_pk).aggregate(total=Sum("runs"))["total"] or 0
+        runs = Run.objects.for_tenant(tenant_pk)
+        return (runs.filter(status__in=list(statuses)) if statuses is not None else runs).count()
+    columns = ["runs"] if statuses is None else [run_tally_column(status) for status in sorted(set(statuses))]
+    if not columns:
+        return 0
+    totals = RunTally.objects.for_tenant(tenant_pk).aggregate(**{column: Sum(column) for column in columns})
+    return sum(total or 0 for total in totals.values())
 
 
 @dataclass(frozen=True)
@@ -127,6 +133,11 @@ def run_list(
     A2A projection shows it); `updated_after` keeps runs whose status changed at or after it;
     `open_interrupt_kind` / `exclude_open_interrupt_kind` keep (drop) runs suspended on an open
     interrupt of that kind. A cursor is bound to the tenant and the order it was minted for.
+
+    `count_total`: `total_size` is every run the filters admit. With no filter, or `status` /
+    `statuses` alone, it is read from the tenant's tally (RunTally, per status) and never counts
+    rows; the tally cannot answer `workflow_id`, `context_id`, `updated_after` or the open-interrupt
+    filters, so with any of those the matching rows are counted (through the filter's index).
     """
     if not 1 <= limit <= RUN_LIST_MAX_PAGE_SIZE:
         raise ValidationFailed(
@@ -154,12 +165,12 @@ def run_list(
             runs = runs.filter(open_of_kind if keep else ~open_of_kind)
     total = None
     if count_total:
-        unfiltered = wanted is None and workflow_id is None and context_id is None and updated_after is None
-        unfiltered = unfiltered and open_interrupt_kind is None and exclude_open_interrupt_kind is None
-        # Unfiltered: the tenant's tally, flat however many runs it has. Filtered: an exact count
-        # over the filter's index (run_list_by_status, run_list_by_context, run_list_status_newest),
-        # which reads the matching runs only.
-        total = run_count(tenant_pk=tenant_pk) if unfiltered else runs.count()
+        by_status_only = workflow_id is None and context_id is None and updated_after is None
+        by_status_only = by_status_only and open_interrupt_kind is None and exclude_open_interrupt_kind is None
+        # Unfiltered or filtered by status only: the tenant's tally, flat however many runs it has.
+        # Any other filter: an exact count over the filter's index (run_list_by_status,
+        # run_list_by_context, run_list_status_newest), which reads the matching runs only.
+        total = run_count(tenant_pk=tenant_pk, statuses=wanted) if by_status_only else runs.count()
     if cursor is not None:
         position, pk = run_cursor_position(cursor, tenant=subject.tenant, order=order)
         runs = runs.filter(Q(**{f"{field}__lt": position}) | Q(**{field: position, "id__lt": pk}))

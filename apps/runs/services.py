@@ -7,6 +7,8 @@ Every state change appends its events in the same transaction, under the run's r
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -32,11 +34,19 @@ from apps.runs.models import (
     WAITING_STATUSES,
     Interrupt,
     Run,
+    RunEvent,
     RunStatus,
     RunTransport,
 )
+from apps.runs.steps import (
+    RUN_STATE_FIELDS,
+    Draft,
+    Resumed,
+    draft_settle,
+    draft_write_log,
+    step_handoff,
+)
 from apps.runs.trace_context import run_trace_from
-from apps.tenants.models import Tenant
 from apps.tenants.selectors import subject_tenant_pk
 from apps.tenants.subject import Subject
 
@@ -55,17 +65,24 @@ def run_create(
     traceparent: str | None = None,
     tracestate: str | None = None,
     inline: bool = False,
+    records: Callable[[Run], None] | None = None,
 ) -> Run:
-    """Create a run of the subject's workflow and hand it to the executor.
+    """Create a run of the subject's workflow, in one transaction, and return it as committed.
 
     Inputs are checked against the workflow's inputSchema before any run exists. The run starts
-    `pending` with its `run.started` event (owner and transport) already in the log. The caller's
-    trace context is kept when well formed; otherwise the run gets a fresh one (§Trace context).
+    with its `run.started` event (owner and transport) in the log. The caller's trace context is
+    kept when well formed; otherwise the run gets a fresh one (§Trace context).
 
-    `inline`: the caller is a door that waits for the run's answer and will advance it itself with
-    `engine.run_advance_inline` right after this returns, so no Celery message is sent. The run is
-    still marked enqueued: if the caller dies before advancing it, the sweeper re-sends it after
-    REQUEUE_UNCLAIMED_AFTER. Ignored (the queue, as always) when OPENWOP_INLINE_MAX_NODES is 0.
+    `inline`: the caller is a door that waits for the run's answer (blocking SendMessage, MCP
+    tools/call). Its instant nodes are then run in memory, at most OPENWOP_INLINE_MAX_NODES of them
+    (steps.draft_settle), and the run is committed once, settled: completed, failed, suspended on
+    an interrupt, or handed to the queue at the first node a worker must run (DESIGN.md §The hot
+    path). Without it (or with OPENWOP_INLINE_MAX_NODES=0) the run is committed pending and a
+    worker advances it. Either way one commit holds the row, its events, the deliveries they owe,
+    the idempotency record and `records(run)` (the door's own rows, such as A2A's Message record,
+    written after the row and before the events), then one wake-up (and `runs.advance` when a
+    worker is to continue) goes out. A process that dies before the commit leaves nothing; one that
+    dies after it leaves the whole run, which a retry with the same key finds.
     """
     if transport not in RunTransport.values:
         raise ValueError(f"unknown transport {transport!r}")
@@ -80,29 +97,41 @@ def run_create(
     owner = {"tenant": subject.tenant, "subject": subject.as_wire()}
     trace = run_trace_from(traceparent, tracestate)
     now = timezone.now()
+    run = Run(
+        tenant_id=tenant_pk,
+        run_id=mint_bound_id(subject.tenant),
+        owner=owner,
+        workflow=workflow,
+        definition=workflow.definition,
+        inputs=inputs,
+        status=RunStatus.PENDING,
+        transport=transport,
+        context_id=context_id or "",
+        agent_id=agent_id or "",
+        traceparent=trace.traceparent,
+        tracestate=trace.tracestate,
+        started_at=now,
+        queue=settings.CELERY_TASK_DEFAULT_QUEUE,
+    )
+    draft = Draft(run)
+    # runs.md §The start event: the owner block exactly as RunSnapshot.owner carries it.
+    draft.append("run.started", {"owner": owner, "transport": transport})
+    budget = inline_max_nodes() if inline else 0
+    if budget > 0:
+        # A run nothing else can see yet has no interrupt to find.
+        draft_settle(draft, budget=budget, interrupt_of=lambda node_id: None)
+    else:
+        step_handoff(draft)
     with transaction.atomic(durable=True):
-        run = Run.objects.create(
-            tenant_id=tenant_pk,
-            run_id=mint_bound_id(subject.tenant),
-            owner=owner,
-            workflow=workflow,
-            definition=workflow.definition,
-            inputs=inputs,
-            status=RunStatus.PENDING,
-            transport=transport,
-            context_id=context_id or "",
-            agent_id=agent_id or "",
-            traceparent=trace.traceparent,
-            tracestate=trace.tracestate,
-            started_at=now,
-            queue=settings.CELERY_TASK_DEFAULT_QUEUE,
-        )
-        # runs.md §The start event: the owner block exactly as RunSnapshot.owner carries it.
-        event_append(run=run, type="run.started", payload={"owner": owner, "transport": transport})
-        run_save(run)
+        run.save(force_insert=True)
+        if records is not None:
+            records(run)
+        draft_write_log(draft)
         if idempotency is not None:
             idempotency_complete(claim=idempotency, run=run, status=201, body=run_created_doc(run))
-        _enqueue_advance(run, send=not (inline and inline_max_nodes() > 0))
+        if draft.handoff:
+            transaction.on_commit(partial(advance_send, run.run_id, run.queue))
+        _crash_after_commit_seam()
     return run
 
 
@@ -227,11 +256,18 @@ def interrupt_resolve(
     node_id: str,
     resume_value: Any,
     idempotency: IdempotencyClaim | None = None,
+    inline: bool = False,
+    records: Callable[[Run], None] | None = None,
 ) -> Run:
     """Resolve the interrupt a run is suspended on at `node_id`, exactly once (interrupt.md).
 
     Two concurrent resolves serialise on the run's row lock; the interrupt row is then flipped by
     a conditional update, so the loser always sees 409 interrupt_already_resolved.
+
+    `inline`: as in `run_create`, the resumed node and the instant nodes after it run in memory in
+    this transaction, under the row lock, and the run commits settled; otherwise (and with
+    OPENWOP_INLINE_MAX_NODES=0) it commits `running` and a worker continues it. `records(run)`:
+    the door's own rows, in the same transaction.
     """
     _require_own_tenant(subject=subject, run_id=run_id)
     with transaction.atomic(durable=True):
@@ -254,10 +290,11 @@ def interrupt_resolve(
         )
         if flipped != 1:
             raise Conflict("interrupt_already_resolved", "The interrupt was already resolved.")
-        event_append(
-            run=run,
-            type="interrupt.resolved",
-            payload={
+        interrupt.resolved_at, interrupt.resolution = now, resume_value
+        draft = Draft(run)
+        draft.append(
+            "interrupt.resolved",
+            {
                 "nodeId": node_id,
                 "interruptId": interrupt.interrupt_id,
                 "kind": interrupt.kind,
@@ -266,9 +303,33 @@ def interrupt_resolve(
             node_id=node_id,
         )
         run.status = RunStatus.RUNNING
-        run_save(run, "status")
+        budget = inline_max_nodes() if inline else 0
+        if budget > 0 and run.current_node_id == node_id:
+            started_at = (
+                RunEvent.objects.for_tenant(run.tenant_id)
+                .filter(run=run, type="node.started", node_id=node_id)
+                .order_by("-sequence")
+                .values_list("at", flat=True)
+                .first()
+            )
+            draft_settle(
+                draft,
+                budget=budget,
+                resumed=Resumed(interrupt=interrupt, started_at=started_at or interrupt.created_at),
+                interrupt_of=lambda later: Interrupt.objects.for_tenant(run.tenant_id)
+                .filter(run=run, node_id=later)
+                .first(),
+            )
+        else:
+            step_handoff(draft)
+        run_save(run, *RUN_STATE_FIELDS)
+        if records is not None:
+            records(run)
+        draft_write_log(draft)
         _complete_claim(idempotency, run, interrupt_resolved_doc(run, node_id))
-        _enqueue_advance(run)
+        if draft.handoff:
+            transaction.on_commit(partial(advance_send, run.run_id, run.queue))
+        _crash_after_commit_seam()
     return run
 
 
@@ -294,7 +355,7 @@ def _require_own_tenant(*, subject: Subject, run_id: str) -> None:
 
 def _run_locked(*, subject: Subject, run_id: str) -> Run:
     run = (
-        Run.objects.for_tenant(Tenant.objects.get(slug=subject.tenant))
+        Run.objects.for_tenant(subject_tenant_pk(subject))
         .select_for_update()
         .filter(run_id=run_id)
         .first()
@@ -304,6 +365,14 @@ def _run_locked(*, subject: Subject, run_id: str) -> Run:
     return run
 
 
+def _crash_after_commit_seam() -> None:
+    """Test-only: with the setting OPENWOP_TEST_CRASH_AFTER_COMMIT (never set by the host's own
+    settings; a kill test's settings module sets it), the process dies the moment the run's
+    transaction commits, before any answer (tests/runs/test_live_crash_after_commit.py)."""
+    if getattr(settings, "OPENWOP_TEST_CRASH_AFTER_COMMIT", False):
+        transaction.on_commit(partial(os._exit, 70))
+
+
 def inline_max_nodes() -> int:
     """How many nodes a waiting door may run in its own process (0: inline advance is off)."""
     return max(0, int(settings.OPENWOP_INLINE_MAX_NODES))
@@ -311,17 +380,13 @@ def inline_max_nodes() -> int:
 
 def advance_send(run_id: str, queue: str) -> None:
     """Send `runs.advance` for the run: the one place the executor's message goes out (creation,
-    an inline advance's hand-off, the sweeper). Callers send it on commit."""
+    a resume, a cancel, the sweeper). Callers send it on commit."""
     from apps.runs.tasks import advance  # the task module imports the engine, which imports this one
 
     advance.apply_async(args=[run_id], queue=queue)
 
 
-def _enqueue_advance(run: Run, *, send: bool = True) -> None:
-    """Send `runs.advance` once the transaction commits; a lost message is re-sent by the sweeper.
-
-    `send=False` (a run the request advances inline) only marks it enqueued, which is what lets
-    the sweeper pick it up should that request never get to it."""
+def _enqueue_advance(run: Run) -> None:
+    """Send `runs.advance` once the transaction commits; a lost message is re-sent by the sweeper."""
     Run.objects.for_tenant(run.tenant_id).filter(pk=run.pk).update(enqueued_at=timezone.now())
-    if send:
-        transaction.on_commit(partial(advance_send, run.run_id, run.queue))
+    transaction.on_commit(partial(advance_send, run.run_id, run.queue))

@@ -95,9 +95,13 @@ def test_unfiltered_total_reads_the_tally_not_the_runs(acme: Caller, globex: Cal
     counts = [q["sql"] for q in ctx.captured_queries if "COUNT(" in q["sql"].upper()]
     assert counts == [], counts  # the only aggregate left is the tally's SUM
     assert any('"runs_runtally"' in q["sql"] for q in ctx.captured_queries)
-    # A filtered request still counts the rows it matches (exactly; through its index).
+    # Filtered by status alone: the tally's per-status columns, no COUNT either.
     with CaptureQueriesContext(connection) as ctx:
         assert _total(acme, status="TASK_STATE_SUBMITTED") == 3
+    assert not any("COUNT(" in q["sql"].upper() for q in ctx.captured_queries), ctx.captured_queries
+    # A filter the tally cannot answer still counts the rows it matches (exactly; through its index).
+    with CaptureQueriesContext(connection) as ctx:
+        assert _total(acme, contextId="no-such-context") == 0
     assert any("COUNT(" in q["sql"].upper() and '"runs_run"' in q["sql"] for q in ctx.captured_queries)
 
 

@@ -119,3 +119,23 @@ def test_inline_config_on_send_message(acme: Caller) -> None:
     from apps.a2a.models import TaskMessage
 
     assert not TaskMessage.unscoped_all_tenants.filter(message_id="push-7").exists()  # no run was started
+
+
+def test_inline_config_on_a_blocking_send_hears_a_run_settled_at_once(acme: Caller) -> None:
+    """A blocking send settles an instant run in its one transaction; the request's config is
+    written in that transaction before the run's events, so every status update is owed to it,
+    the final one included, and its credential is kept until that push settles."""
+    from apps.push.models import Delivery
+
+    params = {
+        "message": user_message("push-8", metadata={"openwop": {"skillId": "conformance-noop"}}),
+        "configuration": {"taskPushNotificationConfig": {"url": HOOK, "token": "inline-token"}},
+    }
+    task = _result(acme.rpc("SendMessage", params))["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    config = PushConfig.unscoped_all_tenants.get(run__run_id=task["id"])
+    assert config.credentials_sealed is not None  # wiped once the final push settles, not before
+    deliveries = list(Delivery.unscoped_all_tenants.filter(push_config=config).order_by("event__sequence"))
+    states = [json.loads(d.body)["statusUpdate"]["status"]["state"] for d in deliveries]
+    assert states == ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"]
+    assert [d.is_final for d in deliveries] == [False, True]

@@ -12,7 +12,6 @@ from django.test import Client
 
 from apps.agents.services import workflow_create, workflow_fixtures_seed
 from apps.core.async_db import async_db_enabled
-from apps.runs.engine import run_advance_inline
 from apps.runs.models import RunTransport
 from apps.runs.services import run_create
 from apps.tenants.models import Tenant
@@ -55,11 +54,10 @@ def _send(key: str, message_id: str, skill: str, data: Any = None) -> dict[str, 
 
 
 def _run(key: str, workflow_id: str) -> str:
-    """A run started on REST's path (any run of the tenant is one of its tasks), advanced at once."""
+    """A run started on REST's path (any run of the tenant is one of its tasks), settled at once."""
     run = run_create(
         subject=subject_from_api_key(key), workflow_id=workflow_id, inputs={}, transport=RunTransport.REST, inline=True
     )
-    run_advance_inline(run)
     return run.run_id
 
 

@@ -1,4 +1,4 @@
-"""tools/call advances its run in the request (engine.run_advance_inline), in-process with no
+"""tools/call settles its run in the request (run_create(inline=True)), in-process with no
 worker: a quick tool is answered directly even with no task grace at all, which is what makes the
 tasks shortcut independent of the broker's latency; a tool that waits becomes a task at once."""
 
