@@ -94,7 +94,7 @@ def _start(env: dict[str, str], var_dir: Path) -> tuple[list[subprocess.Popen[by
                 return [web, worker], base, keys
         except httpx.HTTPError:
             time.sleep(0.2)
-    raise RuntimeError("daphne did not start")
+    raise RuntimeError("the web server did not start")
 
 
 def _rss_mib(pid: int) -> float:
@@ -188,7 +188,7 @@ def main() -> None:
     procs, base, keys = _start(env, var_dir)
     try:
         time.sleep(2)
-        rss_start = {name: _rss_mib(p.pid) for name, p in zip(("daphne", "worker"), procs, strict=True)}
+        rss_start = {name: _rss_mib(p.pid) for name, p in zip(("web", "worker"), procs, strict=True)}
         started = time.monotonic()
         until = started + args.seconds
         queue: Any = multiprocessing.Queue()
@@ -199,7 +199,7 @@ def main() -> None:
         rss_series: list[dict[str, float]] = []  # {"t": seconds since start, process: MiB}
         while time.monotonic() < until:
             time.sleep(min(10.0, max(0.1, until - time.monotonic())))
-            sample = {name: _rss_mib(p.pid) for name, p in zip(("daphne", "worker"), procs, strict=True)}
+            sample = {name: _rss_mib(p.pid) for name, p in zip(("web", "worker"), procs, strict=True)}
             rss_series.append({"t": time.monotonic() - started, **sample})
         samples = [s for _ in drivers for s in queue.get(timeout=120)]
         for driver in drivers:
