@@ -26,7 +26,8 @@ from apps.runs.models import WAITING_STATUSES, Interrupt, Run, RunEvent, RunTall
 from apps.runs.selectors import RunOrder, run_cursor_mint, run_cursor_position
 from apps.tenants.subject import Subject
 
-_WAITING = sorted(str(status) for status in WAITING_STATUSES)
+# A literal in the statement, not a parameter: an array parameter is dumped on every request.
+_WAITING = "ARRAY[" + ", ".join(f"'{status}'" for status in sorted(str(s) for s in WAITING_STATUSES)) + "]"
 
 _TASK_SQL = f"""
 SELECT r.id, r.run_id, r.context_id, r.status, r.updated_at, r.error, r.outputs, r.last_sequence,
@@ -35,7 +36,7 @@ SELECT r.id, r.run_id, r.context_id, r.status, r.updated_at, r.error, r.outputs,
   (SELECT json_agg(e.payload ORDER BY e.sequence) FROM {RunEvent._meta.db_table} e
      WHERE e.run_id = r.id AND e.tenant_id = r.tenant_id AND e.type = 'artifact.created'
        AND e.sequence <= r.last_sequence),
-  CASE WHEN r.status = ANY(%(waiting)s) THEN
+  CASE WHEN r.status = ANY({_WAITING}) THEN
     (SELECT json_build_array(i.interrupt_id, i.node_id, i.payload) FROM {Interrupt._meta.db_table} i
        WHERE i.run_id = r.id AND i.tenant_id = r.tenant_id AND i.resolved_at IS NULL
        ORDER BY i.created_at DESC LIMIT 1)
@@ -69,7 +70,7 @@ async def task_read(*, tenant_pk: int, task_id: str, history_length: int | None)
     """The caller's task as GetTask answers it, or TaskNotFoundError (unknown and foreign alike)."""
     pool = await async_pool()
     async with pool.connection() as conn:
-        cursor = await conn.execute(_TASK_SQL, {"tenant": tenant_pk, "task_id": task_id, "waiting": _WAITING})
+        cursor = await conn.execute(_TASK_SQL, {"tenant": tenant_pk, "task_id": task_id})
         row = await cursor.fetchone()
     if row is None:
         raise TaskNotFoundError()
@@ -95,7 +96,7 @@ SELECT p.id, p.run_id, p.context_id, p.status, p.updated_at, p.error, p.outputs,
        WHERE e.run_id = p.id AND e.tenant_id = p.tenant_id AND e.type = 'artifact.created'
          AND e.sequence <= p.last_sequence)
   END,
-  CASE WHEN p.status = ANY(%(waiting)s) THEN
+  CASE WHEN p.status = ANY({_WAITING}) THEN
     (SELECT json_build_array(i.interrupt_id, i.node_id, i.payload) FROM {Interrupt._meta.db_table} i
        WHERE i.run_id = p.id AND i.tenant_id = p.tenant_id AND i.resolved_at IS NULL
        ORDER BY i.created_at DESC LIMIT 1)
@@ -125,7 +126,6 @@ async def task_page_read(
         "tenant": tenant_pk,
         "limit": page_size + 1,
         "artifacts": include_artifacts,
-        "waiting": _WAITING,
     }
     sql = _PAGE_FIRST
     if page_token:
