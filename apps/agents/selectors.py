@@ -9,6 +9,7 @@ from apps.agents.models import Agent, Workflow
 from apps.agents.routing_values import A2A_TENANT_RE, a2a_tenant_of
 from apps.core.errors import NotFound
 from apps.tenants.models import Tenant
+from apps.tenants.selectors import subject_tenant_pk
 from apps.tenants.subject import Subject
 
 
@@ -27,8 +28,7 @@ def workflow_list_readable(*, subject: Subject) -> list[Workflow]:
 
 
 def workflow_get_readable(*, subject: Subject, workflow_id: str) -> Workflow:
-    tenant = Tenant.objects.get(slug=subject.tenant)
-    return workflow_get(tenant=tenant, workflow_id=workflow_id)
+    return workflow_get(tenant=subject_tenant_pk(subject), workflow_id=workflow_id)
 
 
 # ---------------------------------------------------------------------------------------------

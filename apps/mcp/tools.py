@@ -116,14 +116,15 @@ async def tool_call_begin(exchange: Exchange, params: dict[str, Any]) -> Finish:
         raise invalid_params("params.arguments must be an object")
     subject = exchange.subject
     token = params.get("requestState")
+    committed: Run | None = None
     if token is not None:
         run_id, round = await _owned(subject, lambda: _call_continue(exchange, name, arguments, token, params))
     else:
         started = await _owned(subject, lambda: _call_start(exchange, name, arguments))
         if isinstance(started, dict):
             return settled(started)  # refused before any run exists
-        run_id, round = started, 0
-    return lambda: _answer(exchange, name, arguments, run_id, round)
+        committed, run_id, round = started, started.run_id, 0
+    return lambda: _answer(exchange, name, arguments, run_id, round, committed=committed)
 
 
 async def _owned(subject: Subject, step: Callable[[], T]) -> T:
@@ -135,7 +136,15 @@ async def _owned(subject: Subject, step: Callable[[], T]) -> T:
     except asyncio.CancelledError:
         with contextlib.suppress(Exception):  # the step's own error is moot now
             outcome = await future
-            run_id = outcome if isinstance(outcome, str) else outcome[0] if isinstance(outcome, tuple) else None
+            run_id = (
+                outcome.run_id
+                if isinstance(outcome, Run)
+                else outcome
+                if isinstance(outcome, str)
+                else outcome[0]
+                if isinstance(outcome, tuple)
+                else None
+            )
             if run_id is not None:
                 await sync_to_async(_cancel_for_request)(subject, run_id)
         raise
@@ -146,8 +155,9 @@ def _cancel_for_request(subject: Subject, run_id: str) -> None:
         run_cancel(subject=subject, run_id=run_id, reason=REQUEST_CANCELLED_REASON)
 
 
-def _call_start(exchange: Exchange, name: str, arguments: dict[str, Any]) -> str | dict[str, Any]:
-    """Refuse what this client could never finish, then create the run; returns its id."""
+def _call_start(exchange: Exchange, name: str, arguments: dict[str, Any]) -> Run | dict[str, Any]:
+    """Refuse what this client could never finish, then create the run; returns it as committed
+    (settled, when its nodes were instant)."""
     subject = exchange.subject
     try:
         workflow = workflow_get_readable(subject=subject, workflow_id=name)
@@ -170,10 +180,11 @@ def _call_start(exchange: Exchange, name: str, arguments: dict[str, Any]) -> str
             # before TASK_GRACE_SECONDS whatever the broker's latency); a waiting node goes to the
             # queue. Inside this `_owned` step: a client that left meanwhile gets its run cancelled.
             inline=True,
+            workflow=workflow,
         )
     except OpenWopError as exc:
         raise mcp_error_from(exc) from None
-    return run.run_id
+    return run
 
 
 def _capability_refusal(exchange: Exchange, workflow: Workflow) -> dict[str, Any] | None:
@@ -222,8 +233,14 @@ def _call_continue(
     return state.run_id, state.round
 
 
-async def _answer(exchange: Exchange, name: str, arguments: dict[str, Any], run_id: str, round: int) -> dict[str, Any]:
+async def _answer(
+    exchange: Exchange, name: str, arguments: dict[str, Any], run_id: str, round: int, *, committed: Run | None = None
+) -> dict[str, Any]:
+    """`committed`: the run as its creation committed it. A run committed terminal never changes
+    again, so it is answered without reading it back."""
     subject = exchange.subject
+    if committed is not None and committed.is_terminal:
+        return call_tool_result(committed)
     try:
         if exchange.tasks_declared:
             run = await _terminal_within(subject, run_id, TASK_GRACE_SECONDS)

@@ -19,6 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.agents.definitions import workflow_inputs_check
+from apps.agents.models import Workflow
 from apps.agents.selectors import workflow_get
 from apps.core.errors import Conflict, NotFound, ValidationFailed
 from apps.core.ids import mint_bound_id
@@ -66,8 +67,12 @@ def run_create(
     tracestate: str | None = None,
     inline: bool = False,
     records: Callable[[Run], None] | None = None,
+    workflow: Workflow | None = None,
 ) -> Run:
     """Create a run of the subject's workflow, in one transaction, and return it as committed.
+
+    `workflow`: the row the caller already read for `workflow_id` in the subject's tenant (a door
+    that checked it first), so it is not read twice.
 
     Inputs are checked against the workflow's inputSchema before any run exists. The run starts
     with its `run.started` event (owner and transport) in the log. The caller's trace context is
@@ -92,7 +97,8 @@ def run_create(
     if context_id is not None and not 1 <= len(context_id) <= 256:
         raise ValidationFailed("contextId is 1-256 characters.", details={"field": "contextId"})
     tenant_pk = subject_tenant_pk(subject)
-    workflow = workflow_get(tenant=tenant_pk, workflow_id=workflow_id)
+    if workflow is None or workflow.tenant_id != tenant_pk or workflow.workflow_id != workflow_id:
+        workflow = workflow_get(tenant=tenant_pk, workflow_id=workflow_id)
     workflow_inputs_check(input_schema=workflow.input_schema, inputs=inputs)
     owner = {"tenant": subject.tenant, "subject": subject.as_wire()}
     trace = run_trace_from(traceparent, tracestate)
