@@ -299,7 +299,14 @@ async def send_message(call: Call, request: SendMessageRequest, *, streaming: bo
     # Celery round trip. Streaming and returnImmediately keep the queue (their clients see the run
     # progress from elsewhere).
     inline = not streaming and not immediate
-    if streaming or inline:
+    if inline and call.lean and call.subject.tenant_pk is not None:
+        # The run comes back as committed (settled, usually); its Task is one read on the loop.
+        run = await sync_to_async(_start_sync)(call, request, inline=True)
+        if run.status in SETTLED_STATUSES:
+            return await lean.task_read(
+                tenant_pk=call.subject.tenant_pk, task_id=run.run_id, history_length=history_length
+            )
+    elif streaming or inline:
         # One thread step starts the run and reads what it became: a stream's first Task, or
         # (usually settled in the request) the answer, without subscribing to wake-ups.
         run, task, position = await sync_to_async(_start_and_snapshot)(call, request, inline, history_length)

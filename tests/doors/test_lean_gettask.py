@@ -176,3 +176,31 @@ def test_lean_listtasks_refuses_what_the_orm_route_refuses(door: Door, tasks: di
     acme = _page(door, tasks["acme"], {"pageSize": 1})
     foreign = _page(door, tasks["globex"], {"pageSize": 1, "pageToken": acme["result"]["nextPageToken"]})
     assert foreign["error"]["code"] == -32602
+
+
+@pytest.mark.parametrize("skill", ["conformance-noop", "conformance-failure", "conformance-approval"])
+def test_lean_sendmessage_answers_the_task_getTask_shows(door: Door, tasks: dict[str, Any], skill: str) -> None:
+    """A blocking SendMessage on the lean route answers with the Task of its committed run: the
+    same document the ORM route's GetTask gives for it right after."""
+    message = user_message(f"lean-send-{skill}", metadata={"openwop": {"skillId": skill}})
+    sent = door.request(
+        "POST", "/a2a/jsonrpc", content=_rpc("SendMessage", {"message": message}), headers=_headers(tasks["acme"])
+    ).json()
+    task = sent["result"]["task"]
+    got = (
+        Client()
+        .post(
+            "/a2a/jsonrpc",
+            data=_rpc("GetTask", {"id": task["id"]}),
+            content_type="application/json",
+            headers=_headers(tasks["acme"]),
+        )
+        .json()
+    )
+    assert got["result"] == task
+    expected = {
+        "conformance-noop": "COMPLETED",
+        "conformance-failure": "FAILED",
+        "conformance-approval": "INPUT_REQUIRED",
+    }
+    assert task["status"]["state"] == f"TASK_STATE_{expected[skill]}"
