@@ -54,8 +54,8 @@ from apps.a2a.services import (
     agent_skill_resolve,
     message_continue,
     message_start,
-    skill_resolve,
     skill_route_enabled,
+    skill_workflow_cached,
     task_cancel,
 )
 from apps.a2a.streams import run_wait_settled
@@ -231,7 +231,7 @@ def _send_sync(
     elif tck is not None:
         workflow_id, inputs = tck
     else:
-        workflow_id = skill_resolve(skill_id).workflow_id
+        workflow_id = skill_workflow_cached(skill_id)
     # The run is the caller's, in the caller's tenant, whatever `tenant` said (tenant-of-record).
     return message_start(
         subject=call.subject,

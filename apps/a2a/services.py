@@ -29,6 +29,7 @@ from apps.a2a.wire import context_id_of, to_wire
 from apps.agents.fixtures import FIXTURE_WORKFLOWS
 from apps.agents.selectors import InventoryEntry
 from apps.core.errors import Conflict, Forbidden, NotFound, OpenWopError, ValidationFailed
+from apps.core.invalidation import TOPIC_CARD, cached
 from apps.runs.models import Run
 from apps.runs.selectors import run_open_interrupt
 from apps.runs.services import interrupt_resolve, run_cancel, run_create
@@ -80,6 +81,13 @@ def skill_resolve(skill_id: str | None) -> SkillRoute:
             raise invalid_params("No skill was named and the host routes no default skill.", field="skillId")
         raise invalid_params(f"Unknown or unroutable skill {skill_id!r}.", field="skillId")
     return route
+
+
+def skill_workflow_cached(skill_id: str | None) -> str:
+    """`skill_resolve(skill_id).workflow_id` from this process's cache (topic `card`: any write to
+    the skill routes empties it in every process, apps/core/invalidation.py). A refusal is never
+    cached: it raises from `skill_resolve` every time."""
+    return cached(TOPIC_CARD, ("skill", skill_id), lambda: skill_resolve(skill_id).workflow_id)
 
 
 def skill_route_enabled(workflow_id: str) -> bool:
