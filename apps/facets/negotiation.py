@@ -217,6 +217,17 @@ def negotiation_record(decision: Decision, *, peer_origin: str, subject: Subject
         _record(subject=subject, run=run, payload=payload)
 
 
+async def negotiation_record_batched(decision: Decision, *, peer_origin: str, subject: Subject) -> None:
+    """`negotiation_record` for an inbound exchange with no run, from the event loop: the same
+    record as the caller's durable host event, group-committed with concurrent exchanges'
+    (apps.audit.group_commit). Returns once the record is committed, so the answer may leave.
+    PostgreSQL only (`apps.core.async_db.async_db_enabled()`); elsewhere use `negotiation_record`."""
+    from apps.audit.group_commit import host_event_append_batched
+
+    payload = negotiation_payload(decision, peer_digest=peer_origin_digest(peer_origin))
+    await host_event_append_batched(subject=subject, type=NEGOTIATION_EVENT, payload=payload)
+
+
 def _record(*, subject: Subject | None, run: Any, payload: dict[str, Any]) -> None:
     """On the run's log when there is a run, else as the caller's durable host event."""
     if run is not None:
