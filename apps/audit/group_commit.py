@@ -11,7 +11,9 @@ How a batch goes (one flusher task per event loop, so batches are written one af
 - A caller validates and serialises its event, queues it and awaits a future. The first arrival
   starts the flusher; whatever arrives while a batch is being committed waits for the next one.
   No timer: under load a batch is whatever queued during the previous commit, and a lone request
-  is written at once (group commit as databases do it for their own log).
+  is written at once (group commit as databases do it for their own log). Measured on the dev box
+  (one subject set, 2 s per point): a 0.5 or 2 ms wait before each batch made the average batch no
+  bigger at c=64 (64 either way) and cost a lone request 2-3 ms, so there is none.
 - The batch is ONE statement, `_APPEND_SQL`, on an autocommit connection, so the statement is its
   own transaction: it locks the stream rows it needs in (tenant, subject) order, advances each
   counter by its number of rows, and inserts every row with its sequence (arrival order within a
