@@ -1,4 +1,10 @@
-"""Writes of host events: append one to the caller's stream; emit an RFC 0241 test event."""
+"""Writes of host events: append one to the caller's stream; emit an RFC 0241 test event.
+
+Code on the event loop (the protocol doors on PostgreSQL) appends durable events through
+`apps.audit.group_commit.host_event_append_batched` instead: concurrent appends share one statement
+and one commit, each caller awaiting its own row's commit. Both paths lock a stream's counter row
+until commit, so they interleave on one stream without gaps.
+"""
 
 from __future__ import annotations
 

@@ -69,6 +69,21 @@ def publish_wake(group: str) -> None:
         async_to_sync(layer.group_send)(group, {"type": "log.wake"})
 
 
+_wakes_in_flight: set[asyncio.Task[None]] = set()
+
+
+def publish_wake_from_loop(group: str) -> None:
+    """`publish_wake` for code running on the event loop itself (the doors' async paths): the send
+    becomes a task of this loop and the caller goes on at once. `publish_wake` cannot serve here:
+    its blocking send refuses to run on a loop's own thread, and the wake-up would be lost."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    task = asyncio.get_running_loop().create_task(_send_wake(layer, group))
+    _wakes_in_flight.add(task)  # the loop keeps only a weak reference to a task
+    task.add_done_callback(_wakes_in_flight.discard)
+
+
 async def _send_wake(layer: Any, group: str) -> None:
     with contextlib.suppress(Exception):  # a lost wake-up costs latency, never data
         await layer.group_send(group, {"type": "log.wake"})

@@ -229,10 +229,11 @@ async def negotiation_decide_batched(
 
 
 async def negotiation_record_batched(decision: Decision, *, peer_origin: str, subject: Subject) -> None:
-    """`negotiation_record` for an inbound exchange served from the event loop (apps/doors): the
-    same payload as the caller's durable host event, group-committed with the concurrent
-    exchanges' records (apps/audit/record_batch.py); returns once it is committed."""
-    from apps.audit.record_batch import host_event_append_batched
+    """`negotiation_record` for an inbound exchange with no run, from the event loop: the same
+    record as the caller's durable host event, group-committed with concurrent exchanges'
+    (apps.audit.group_commit). Returns once the record is committed, so the answer may leave.
+    PostgreSQL only (`apps.core.async_db.async_db_enabled()`); elsewhere use `negotiation_record`."""
+    from apps.audit.group_commit import host_event_append_batched
 
     payload = negotiation_payload(decision, peer_digest=peer_origin_digest(peer_origin))
     await host_event_append_batched(subject=subject, type=NEGOTIATION_EVENT, payload=payload)
