@@ -52,8 +52,14 @@ A2A_VERSION = "1.0"
 MCP_VERSION = "2026-07-28"
 PROXY = {"X-Forwarded-Proto": "https"}  # what the TLS-terminating proxy in front of production adds
 
-SCENARIOS = ("gettask", "sendmessage", "mcp", "negotiation", "asgi", "listtasks", "sse")
-QUICK = {"seconds": 3.0, "warmup": 1.0, "scenarios": ("gettask", "sendmessage", "mcp", "negotiation")}
+SCENARIOS = ("gettask", "listpage", "card", "sendmessage", "mcp", "negotiation", "asgi", "listtasks", "sse")
+QUICK = {
+    "seconds": 3.0,
+    "warmup": 1.0,
+    "scenarios": ("gettask", "listpage", "card", "sendmessage", "mcp", "negotiation"),
+}
+LIST_PAGE_TASKS = 10_000  # the `listpage` tenant's size (issue 13: a page of 20 from 10k tasks)
+LIST_PAGE_SIZE = 20
 FULL = {"seconds": 10.0, "warmup": 3.0, "scenarios": SCENARIOS}
 CONCURRENCY = (1, 16, 64)
 
@@ -207,6 +213,33 @@ def gettask_load(base: str, task_id: str, key: str | None, *, version: bool = Tr
     return Load(url=f"{base}/a2a/jsonrpc", body=body, headers=headers, ok_marker="TASK_STATE_COMPLETED")
 
 
+def listpage_load(base: str, key: str | None) -> Load:
+    """ListTasks, one page of LIST_PAGE_SIZE from a tenant of LIST_PAGE_TASKS tasks (its total
+    counted by each server its own way); a good answer carries totalSize."""
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": "{{N}}", "method": "ListTasks", "params": {"pageSize": LIST_PAGE_SIZE}}
+    )
+    return Load(url=f"{base}/a2a/jsonrpc", body=body, headers=a2a_headers(key), ok_marker='"totalSize"')
+
+
+def card_load(base: str) -> Load:
+    """GET the public agent card (no credential)."""
+    return Load(
+        url=f"{base}/.well-known/agent-card.json", body="", headers=dict(PROXY), ok_marker='"skills"', method="GET"
+    )
+
+
+_LIST_PAGE_SEED = """
+import sys
+sys.path.insert(0, "bench")
+from listtasks_scale import fill
+from apps.tenants.services import api_key_create, tenant_get_or_create
+fill("bench-page", {size})
+tenant, _ = tenant_get_or_create(slug="bench-page")
+print(api_key_create(tenant=tenant, kind="user", label="bench listpage")[1])
+"""
+
+
 def sendmessage_load(base: str, key: str | None) -> Load:
     message = {"role": "ROLE_USER", "messageId": "bench-{{N}}", "parts": [{"text": "ping"}]}
     if key:  # ours: route to the no-op fixture workflow
@@ -307,11 +340,13 @@ def run(args: argparse.Namespace) -> Path:
         ours_servers = [ours, worker]
         ours_name = f"ours ({RECOMMENDED} x{WORKERS})"
         peers: dict[str, Server] = {}
-        if {"gettask", "sendmessage", "asgi"} & set(args.scenarios):
+        if {"gettask", "listpage", "card", "sendmessage", "asgi"} & set(args.scenarios):
             for store in ("postgres", "memory"):
                 peers[f"a2a-sdk {store}"] = start_peer(
                     "a2a_reference", f"a2a-sdk-{store}",
-                    {"BENCH_A2A_STORE": store, "BENCH_PG_DSN": peer_pg_dsn, "BENCH_TASK_ID": peer_task_id}, WORKERS,
+                    {"BENCH_A2A_STORE": store, "BENCH_PG_DSN": peer_pg_dsn, "BENCH_TASK_ID": peer_task_id,
+                     "BENCH_LIST_TASKS": str(LIST_PAGE_TASKS) if "listpage" in args.scenarios else "0"},
+                    WORKERS,
                 )  # fmt: skip
                 started.append(peers[f"a2a-sdk {store}"])
 
@@ -324,6 +359,21 @@ def run(args: argparse.Namespace) -> Path:
                 bench.measure("gettask", ours_name, gettask_load(base, task_id, key), ours_servers, c)
                 for name in ("a2a-sdk postgres", "a2a-sdk memory"):
                     bench.measure("gettask", name, gettask_load(peer_base(name), peer_task_id, None), [peers[name]], c)
+        # The two reads issue 13 added: quick runs measure them at c = 16 and 64 (its targets).
+        levels = [c for c in args.concurrency if c > 1] if args.quick else args.concurrency
+        if "listpage" in args.scenarios:
+            print(f"scenario listpage (ListTasks pageSize {LIST_PAGE_SIZE} of {LIST_PAGE_TASKS} tasks)", flush=True)
+            page_key = manage("shell", "-v", "0", "-c", _LIST_PAGE_SEED.format(size=LIST_PAGE_TASKS)).split()[-1]
+            for c in levels:
+                bench.measure("listpage", ours_name, listpage_load(base, page_key), ours_servers, c)
+                for name in ("a2a-sdk postgres", "a2a-sdk memory"):
+                    bench.measure("listpage", name, listpage_load(peer_base(name), None), [peers[name]], c)
+        if "card" in args.scenarios:
+            print("scenario card (GET /.well-known/agent-card.json)", flush=True)
+            for c in levels:
+                bench.measure("card", ours_name, card_load(base), ours_servers, c)
+                for name in ("a2a-sdk postgres", "a2a-sdk memory"):
+                    bench.measure("card", name, card_load(peer_base(name)), [peers[name]], c)
         if "sendmessage" in args.scenarios:
             print("scenario sendmessage", flush=True)
             for c in args.concurrency:

@@ -16,7 +16,11 @@ from typing import Any
 TARGETS: list[tuple[str, str, float, tuple[int, ...], bool, str]] = [
     ("gettask", "a2a-sdk postgres", 1.5, (16, 64), True, "GetTask >= 1.5x a2a-sdk (PostgreSQL store), p99 no worse"),
     ("sendmessage", "a2a-sdk postgres", 1.0, (16, 64), True, "SendMessage >= 1.0x a2a-sdk (PostgreSQL), p99 no worse"),
+    ("listpage", "a2a-sdk postgres", 1.5, (16, 64), False, "ListTasks page of 20 of 10k >= 1.5x a2a-sdk (PostgreSQL)"),
+    ("card", "a2a-sdk postgres", 1.5, (16, 64), False, "public agent card >= 1.5x a2a-sdk"),
+    ("mcp", "mcp-sdk MCPServer", 0.25, (16, 64), False, "MCP tools/call >= 0.25x mcp-sdk MCPServer"),
     ("gettask", "a2a-sdk memory", 1.0, (16, 64), False, "stretch: GetTask >= 1.0x a2a-sdk (in-memory store)"),
+    ("sendmessage", "a2a-sdk memory", 0.5, (16, 64), False, "stretch: SendMessage >= 0.5x a2a-sdk (in-memory)"),
     ("mcp", "mcp-sdk MCPServer", 0.5, (16, 64), False, "stretch: MCP tools/call >= 0.5x mcp-sdk MCPServer"),
 ]
 RSS_LIMIT_MB = 300.0

@@ -28,6 +28,7 @@ class Load:
     headers: dict[str, str]
     ok_marker: str = ""
     rotate: tuple[str, ...] = ()  # values for "{{KEY}}" in headers, one per request in turn
+    method: str = "POST"  # GET sends no body (the agent card)
 
 
 class WrkOutputError(ValueError):
@@ -80,6 +81,7 @@ def run_wrk(load: Load, *, connections: int, seconds: float, threads: int, cpus:
     env["BENCH_BODY"] = load.body
     env["BENCH_HEADERS"] = "\n".join(f"{k}: {v}" for k, v in load.headers.items())
     env["BENCH_OK"] = load.ok_marker
+    env["BENCH_METHOD"] = load.method
     env["BENCH_ROTATE"] = "\n".join(load.rotate)
     cmd = wrk_command(load, connections=connections, seconds=seconds, threads=threads, cpus=cpus)
     before = _children_cpu()

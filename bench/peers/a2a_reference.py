@@ -75,6 +75,17 @@ def _store() -> Any:
     return DatabaseTaskStore(create_async_engine(os.environ["BENCH_PG_DSN"]))
 
 
+async def _list_tasks_seed(store: Any, size: int) -> None:
+    """The ListTasks page scenario's tenant: `size` completed tasks of the same (unauthenticated)
+    owner, saved once (a PostgreSQL store keeps them across runs: the last one is the marker)."""
+    if size <= 0 or await store.get(f"bench-list-{size - 1}", ServerCallContext()) is not None:
+        return
+    for n in range(size):
+        with contextlib.suppress(Exception):  # saved by another worker process meanwhile
+            task = new_task(f"bench-list-{n}", "bench-list", TaskState.TASK_STATE_COMPLETED)
+            await store.save(task, ServerCallContext())
+
+
 def app_factory() -> Starlette:
     store = _store()
     handler = DefaultRequestHandler(agent_executor=CompleteAtOnce(), task_store=store, agent_card=_card())
@@ -87,6 +98,7 @@ def app_factory() -> Starlette:
         except Exception as exc:  # another worker process saved it first (the store's unique key)
             if type(exc).__name__ != "IntegrityError":
                 raise
+        await _list_tasks_seed(store, int(os.environ.get("BENCH_LIST_TASKS", "0")))
         yield
 
     routes = [*create_agent_card_routes(_card()), *create_jsonrpc_routes(handler, "/a2a/jsonrpc")]

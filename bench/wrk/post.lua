@@ -1,4 +1,5 @@
--- POST one JSON body per request and report JSON on exit (parsed by bench/harness/wrk.py).
+-- POST one JSON body per request (or GET, BENCH_METHOD) and report JSON on exit (parsed by
+-- bench/harness/wrk.py).
 --
 -- Environment (read once per thread):
 --   BENCH_BODY     the body; every "{{N}}" becomes a value unique to this request (thread id + a
@@ -15,12 +16,13 @@ local threads = {}
 local counter = 0
 local body_template = os.getenv("BENCH_BODY") or ""
 local ok_marker = os.getenv("BENCH_OK") or ""
+local method = os.getenv("BENCH_METHOD") or "POST"
 local headers = {}
 for line in string.gmatch(os.getenv("BENCH_HEADERS") or "", "[^\n]+") do
   local name, value = string.match(line, "^%s*([^:]+):%s*(.-)%s*$")
   if name then headers[name] = value end
 end
-headers["Content-Type"] = headers["Content-Type"] or "application/json"
+if method ~= "GET" then headers["Content-Type"] = headers["Content-Type"] or "application/json" end
 local rotate = {}
 for line in string.gmatch(os.getenv("BENCH_ROTATE") or "", "[^\n]+") do table.insert(rotate, line) end
 
@@ -47,7 +49,8 @@ function request()
     sent = {}
     for name, v in pairs(headers) do sent[name] = string.gsub(v, "{{KEY}}", value) end
   end
-  return wrk.format("POST", nil, sent, body)
+  if method == "GET" then return wrk.format("GET", nil, sent, nil) end
+  return wrk.format(method, nil, sent, body)
 end
 
 function response(status, hdrs, body)
