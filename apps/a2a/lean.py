@@ -12,7 +12,8 @@ PostgreSQL only: callers take it only for a lean request (apps/doors) on Postgre
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, cast
 
 from a2a.types import Task
 from a2a.utils.errors import TaskNotFoundError
@@ -46,19 +47,24 @@ WHERE r.tenant_id = %(tenant)s AND r.run_id = %(task_id)s
 """  # noqa: S608 (our own table names; every value is a parameter)
 
 
+@dataclass(frozen=True, slots=True)
+class _RunRow:
+    """The columns of a run the Task projection reads (a model instance costs ~0.2 ms to build)."""
+
+    pk: int
+    tenant_id: int
+    run_id: str
+    context_id: str
+    status: str
+    updated_at: datetime
+    error: Any
+    outputs: Any
+    last_sequence: int
+
+
 def _view(row: tuple[Any, ...], tenant_pk: int) -> TaskView:
     pk, run_id, context_id, status, updated_at, error, outputs, last_sequence, messages, artifacts, interrupt = row
-    run = Run(
-        pk=pk,
-        tenant_id=tenant_pk,
-        run_id=run_id,
-        context_id=context_id,
-        status=status,
-        updated_at=updated_at,
-        error=error,
-        outputs=outputs,
-        last_sequence=last_sequence,
-    )
+    run = cast(Run, _RunRow(pk, tenant_pk, run_id, context_id, status, updated_at, error, outputs, last_sequence))
     open_interrupt = None
     if interrupt is not None:
         interrupt_id, node_id, payload = interrupt

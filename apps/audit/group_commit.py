@@ -59,15 +59,16 @@ _EVENTS = HostEvent._meta.db_table
 _STREAMS = HostEventStream._meta.db_table
 _TENANTS = Tenant._meta.db_table
 
-# One statement, one implicit transaction (the connection is in autocommit). The SQL text does not
+# One statement, one implicit transaction (the connection is in autocommit). Its parameters go in
+# binary (`%(...)b`): text arrays of JSON then need no per-character escaping on the way. The SQL text does not
 # change with the batch size (arrays, not VALUES lists), so psycopg prepares it once per connection.
 # `locked` takes the row locks in (tenant, subject) order, as every flusher of every process does,
 # so two batches never wait on each other in a cycle; the UPDATE then finds them already held.
 _APPEND_SQL = f"""
 WITH r AS (
     SELECT * FROM unnest(
-        %(tenant_id)s::bigint[], %(subject_id)s::text[], %(subject)s::text[], %(event_id)s::text[],
-        %(type)s::text[], %(payload)s::text[], %(ordinal)s::bigint[], %(at)s::timestamptz[]
+        %(tenant_id)b::bigint[], %(subject_id)b::text[], %(subject)b::text[], %(event_id)b::text[],
+        %(type)b::text[], %(payload)b::text[], %(ordinal)b::bigint[], %(at)b::timestamptz[]
     ) AS r(tenant_id, subject_id, subject, event_id, type, payload, ordinal, at)
 ), wanted AS (
     SELECT tenant_id, subject_id, count(*) AS n FROM r GROUP BY tenant_id, subject_id
