@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -13,20 +12,11 @@ from apps.tenants.models import Tenant
 from apps.tenants.services import api_key_create, tenant_get_or_create
 from tests.live import LiveProcess, process_env, start_celery_worker, start_daphne
 
-SHARED_DIR = Path(__file__).resolve().parent.parent.parent / "shared"
-
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     db = "PostgreSQL" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "SQLite"
     redis = "Redis" if os.environ.get("REDIS_URL") else "in-memory channel layer, filesystem broker"
     return [f"openwop-host: database {db}; {redis}"]
-
-
-@pytest.fixture
-def shared_dir() -> Path:
-    if not SHARED_DIR.is_dir():
-        pytest.skip(f"the shared spec folder is not beside the checkout ({SHARED_DIR})")
-    return SHARED_DIR
 
 
 @pytest.fixture
