@@ -48,6 +48,8 @@ ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhos
 OPENWOP_PUBLIC_URL = env.str("OPENWOP_PUBLIC_URL", default="http://127.0.0.1:8000").rstrip("/")
 OPENWOP_EGRESS_ALLOW_CIDRS = env.list("OPENWOP_EGRESS_ALLOW_CIDRS", default=[])
 OPENWOP_EGRESS_CA_BUNDLE = env.str("OPENWOP_EGRESS_CA_BUNDLE", default="")
+# The hosts file the egress guard reads names from (apps/core/egress.py hosts_file_addresses).
+OPENWOP_EGRESS_HOSTS_FILE = env.str("OPENWOP_EGRESS_HOSTS_FILE", default="/etc/hosts")
 OPENWOP_CONFORMANCE_SEAMS = env.bool("OPENWOP_CONFORMANCE_SEAMS", default=False)
 # The known upstream A2A releases and MCP revisions the facet refresh job evaluates against.
 OPENWOP_UPSTREAM_REGISTRY = env.str(
