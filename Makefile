@@ -8,7 +8,7 @@ PORT ?= 8000
 TEST_WORKERS ?= auto
 export DJANGO_DEBUG ?= 1
 
-.PHONY: install run test lint worker clean bench bench-quick fuzz soak
+.PHONY: install setup run test lint worker clean bench bench-quick fuzz soak
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -18,18 +18,29 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# A development .env (git-ignored, read by settings): DEBUG on and a secret generated once, kept
+# across restarts, so commands pasted in another shell (`.venv/bin/python manage.py ...`) work too.
+.env: | $(STAMP)
+	@umask 077 && { echo "# Development settings written by make setup; never used in production."; \
+	  echo "DJANGO_DEBUG=1"; \
+	  echo "DJANGO_SECRET_KEY=$$($(BIN)/python -c 'import secrets; print(secrets.token_urlsafe(50))')"; } > .env
+	@echo "wrote .env (DJANGO_DEBUG=1, a generated DJANGO_SECRET_KEY)"
+
 # Zero setup: SQLite under var/, filesystem Celery broker under var/, in-memory channel layer.
-run: install
+setup: install .env
 	$(BIN)/python manage.py migrate --noinput -v 0
 	$(BIN)/python manage.py seed_demo
 	@test -s var/demo-api-key || $(BIN)/python manage.py create_api_key --tenant demo --label "make run demo key" > var/demo-api-key
+
+run: setup
 	@echo ""
 	@echo "openwop-host is starting on http://$(HOST):$(PORT)"
 	@echo "  discovery   http://$(HOST):$(PORT)/.well-known/openwop"
 	@echo "  OpenAPI     http://$(HOST):$(PORT)/openapi.json"
-	@echo "  admin       http://$(HOST):$(PORT)/admin/  (python manage.py createsuperuser)"
-	@echo "  console     http://$(HOST):$(PORT)/console/  (python manage.py console_member_create --tenant demo --username <name>)"
+	@echo "  admin       http://$(HOST):$(PORT)/admin/  ($(BIN)/python manage.py createsuperuser)"
+	@echo "  console     http://$(HOST):$(PORT)/console/  ($(BIN)/python manage.py console_member_create --tenant demo --username <name>)"
 	@echo "  demo key    $$(cat var/demo-api-key)   (tenant demo: Authorization: Bearer <key>)"
+	@echo "  more keys   $(BIN)/python manage.py create_api_key --tenant <slug>"
 	@echo "  worker log  var/worker.log"
 	@echo ""
 	@$(BIN)/celery -A openwop_host worker --pool threads --concurrency 16 --loglevel info > var/worker.log 2>&1 & \

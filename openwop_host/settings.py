@@ -16,6 +16,15 @@ from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+
+# A development checkout's `.env` (written by `make setup`, git-ignored: DJANGO_DEBUG=1 and a
+# generated DJANGO_SECRET_KEY), so a management command pasted in a second shell behaves as under
+# `make run`. Read only when the file exists; real environment variables win over it. Production
+# has no such file and still refuses to start without a real secret (below).
+_env_file = Path(os.environ.get("OPENWOP_ENV_FILE") or BASE_DIR / ".env")
+if _env_file.is_file():
+    environ.Env.read_env(_env_file, overwrite=False)
+
 VAR_DIR = Path(environ.Env().str("OPENWOP_VAR_DIR", default=str(BASE_DIR / "var")))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
@@ -28,7 +37,7 @@ if not _secret:
     if not DEBUG:
         # Production refuses to start with a guessable key.
         raise ImproperlyConfigured(
-            "DJANGO_SECRET_KEY is required when DJANGO_DEBUG is off (set DJANGO_DEBUG=1 for development)."
+            "DJANGO_SECRET_KEY is required when DJANGO_DEBUG is off (for development: `make setup` writes a .env)."
         )
     _secret = "django-insecure-development-only-key-" + "0" * 24
 SECRET_KEY = _secret
@@ -39,6 +48,8 @@ ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhos
 OPENWOP_PUBLIC_URL = env.str("OPENWOP_PUBLIC_URL", default="http://127.0.0.1:8000").rstrip("/")
 OPENWOP_EGRESS_ALLOW_CIDRS = env.list("OPENWOP_EGRESS_ALLOW_CIDRS", default=[])
 OPENWOP_EGRESS_CA_BUNDLE = env.str("OPENWOP_EGRESS_CA_BUNDLE", default="")
+# The hosts file the egress guard reads names from (apps/core/egress.py hosts_file_addresses).
+OPENWOP_EGRESS_HOSTS_FILE = env.str("OPENWOP_EGRESS_HOSTS_FILE", default="/etc/hosts")
 OPENWOP_CONFORMANCE_SEAMS = env.bool("OPENWOP_CONFORMANCE_SEAMS", default=False)
 # The known upstream A2A releases and MCP revisions the facet refresh job evaluates against.
 OPENWOP_UPSTREAM_REGISTRY = env.str(

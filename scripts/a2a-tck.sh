@@ -47,14 +47,14 @@ KEY=$("$PY" manage.py create_api_key --tenant demo --label "a2a-tck run" 2>/dev/
 "$ROOT/.venv/bin/celery" -A openwop_host worker --pool threads --concurrency 16 \
   -Q "$OPENWOP_CELERY_QUEUE" --loglevel info > "$WORK/worker.log" 2>&1 &
 pids+=($!)
-"$ROOT/.venv/bin/daphne" -b 127.0.0.1 -p "$PORT" openwop_host.asgi:application > "$WORK/daphne.log" 2>&1 &
+"$ROOT/.venv/bin/uvicorn" openwop_host.asgi:application --host 127.0.0.1 --port "$PORT" --loop uvloop --http httptools --lifespan off --no-proxy-headers > "$WORK/web.log" 2>&1 &
 pids+=($!)
 
 for _ in $(seq 1 100); do
   curl -fsS "$BASE/.well-known/agent-card.json" > /dev/null 2>&1 && break
   sleep 0.2
 done
-curl -fsS "$BASE/.well-known/agent-card.json" > /dev/null || { echo "the host did not start:" >&2; tail -20 "$WORK/daphne.log" >&2; exit 1; }
+curl -fsS "$BASE/.well-known/agent-card.json" > /dev/null || { echo "the host did not start:" >&2; tail -20 "$WORK/web.log" >&2; exit 1; }
 echo "host on $BASE (logs in $WORK); running the TCK from $TCK_DIR"
 
 set +e

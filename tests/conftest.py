@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -12,8 +11,6 @@ from django.db import connection
 from apps.tenants.models import Tenant
 from apps.tenants.services import api_key_create, tenant_get_or_create
 from tests.live import LiveProcess, process_env, start_celery_worker, start_web
-
-SHARED_DIR = Path(__file__).resolve().parent.parent.parent / "shared"
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -23,12 +20,6 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 @pytest.fixture
-def shared_dir() -> Path:
-    if not SHARED_DIR.is_dir():
-        pytest.skip(f"the shared spec folder is not beside the checkout ({SHARED_DIR})")
-    return SHARED_DIR
-
-
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup):  # type: ignore[no-untyped-def]
     """pytest-django's, plus: the cache invalidation listener (apps/core/invalidation.py) closes

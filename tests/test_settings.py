@@ -13,6 +13,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _setup(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_URL", "REDIS_URL"))}
+    # Never the checkout's own development .env (make setup writes one): each test says which file.
+    base["OPENWOP_ENV_FILE"] = str(Path(env["OPENWOP_VAR_DIR"]) / "absent.env")
     base.update(env)
     code = (
         "import django, json; django.setup(); from django.conf import settings as s;"
@@ -33,6 +35,24 @@ def test_production_refuses_to_start_without_a_secret_key(tmp_path: Path) -> Non
     result = _setup({"DJANGO_DEBUG": "0", "OPENWOP_VAR_DIR": str(tmp_path)})
     assert result.returncode != 0
     assert "DJANGO_SECRET_KEY is required" in result.stderr
+
+
+def test_development_dotenv_is_read_and_the_environment_wins(tmp_path: Path) -> None:
+    """make setup's .env turns DEBUG on with its own secret; a variable set in the environment wins."""
+    dotenv = tmp_path / ".env"
+    dotenv.write_text("DJANGO_DEBUG=1\nDJANGO_SECRET_KEY=" + "d" * 60 + "\n")
+    code = "import django; django.setup(); from django.conf import settings as s; print(s.DEBUG, s.SECRET_KEY[:3])"
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_URL", "REDIS_URL"))}
+    base.update(OPENWOP_VAR_DIR=str(tmp_path), OPENWOP_ENV_FILE=str(dotenv))
+    base["DJANGO_SETTINGS_MODULE"] = "openwop_host.settings"
+    outputs = []
+    for extra in ({}, {"DJANGO_DEBUG": "0"}, {"DJANGO_SECRET_KEY": "e" * 60}):
+        result = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, env={**base, **extra}, capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == 0, result.stderr
+        outputs.append(result.stdout.split())
+    assert outputs == [["True", "ddd"], ["False", "ddd"], ["True", "eee"]]
 
 
 def test_zero_setup_defaults(tmp_path: Path) -> None:

@@ -1,5 +1,8 @@
 """The auditors' page of negotiation records: filters, a per-day chart, CSV export. Read-only.
 
+The list pages through every record with a cursor (`?after=`, the filters kept in the same query);
+the charts cover every matching record, read from the daily rollup.
+
 A host-private page (`/host/openwop-host/...`, versioning.md §5) behind the admin's session login,
 for members of the `auditors` group (and superusers).
 """
@@ -20,11 +23,12 @@ from django.views.decorators.http import require_GET
 from apps.audit.negotiations import (
     OUTCOME_CLASSES,
     NegotiationFilters,
-    negotiation_daily_counts,
+    negotiation_daily_totals,
+    negotiation_page,
     negotiation_records,
 )
 
-PAGE_LIMIT = 1000
+PAGE_SIZE = 100
 CSV_COLUMNS = ("at", "tenant", "protocol", "outcome", "requested", "version", "reason", "floor", "peerDigest", "where")
 
 
@@ -86,14 +90,19 @@ def negotiation_audit(request: HttpRequest) -> HttpResponseBase:
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         response["Content-Disposition"] = f'attachment; filename="negotiations-{stamp}.csv"'
         return response
-    records = list(negotiation_records(filters=filters, limit=PAGE_LIMIT))
+    after = request.GET.get("after") or None
+    records, next_cursor = negotiation_page(filters=filters, after=after, size=PAGE_SIZE)
     # One chart per protocol: accepted / downgraded / refused per day, on one shared scale.
-    charts = [
-        (protocol, negotiation_daily_counts([r for r in records if r.protocol == protocol]))
-        for protocol in sorted({r.protocol for r in records})
-    ]
+    charts = negotiation_daily_totals(filters=filters)
     peak = max((sum(c.values()) for _, days in charts for _, c in days), default=0)
     query = request.GET.copy()
+    query.pop("after", None)
+    first_query = query.urlencode()
+    next_query = None
+    if next_cursor:
+        query["after"] = next_cursor
+        next_query = query.urlencode()
+        query.pop("after")
     query["format"] = "csv"
     return render(
         request,
@@ -103,8 +112,10 @@ def negotiation_audit(request: HttpRequest) -> HttpResponseBase:
             "records": records,
             "charts": charts,
             "peak": peak,
-            "limit": PAGE_LIMIT,
-            "truncated": len(records) == PAGE_LIMIT,
+            "page_size": PAGE_SIZE,
+            "paged": after is not None,
+            "first_query": first_query,
+            "next_query": next_query,
             "csv_query": query.urlencode(),
             "classes": OUTCOME_CLASSES,
         },

@@ -86,3 +86,32 @@ class HostEventStream(TenantOwnedModel):
 
     def __str__(self) -> str:
         return f"{self.tenant_id}:{self.subject_id} @{self.last_sequence}"
+
+
+class NegotiationDailyCount(TenantOwnedModel):
+    """Daily rollup of `negotiation.decided` records for the auditors' charts (issue 19).
+
+    One row per (day, tenant, protocol, outcome class, requested version) with its count, kept by
+    database triggers as records are inserted into `audit_hostevent` and `runs_runevent`
+    (migration 0004), so every writer (the ORM, a group-commit writer's raw multi-row INSERT) keeps
+    it current and the charts never scan the record tables. `outcome` is the class the auditor page
+    shows (`negotiations.outcome_class`); `requested` is "" when the peer named no version. Days
+    are UTC. Not an audit row itself: only the triggers write it.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    day = models.DateField()
+    protocol = models.CharField(max_length=32)
+    outcome = models.CharField(max_length=16)
+    requested = models.CharField(max_length=64, blank=True, default="")
+    count = models.PositiveBigIntegerField(default=0)
+
+    class Meta(TenantOwnedModel.Meta):
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "tenant", "protocol", "outcome", "requested"], name="negotiationdaily_one_row_per_key"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.tenant_id} {self.protocol} {self.outcome} {self.requested or '-'}: {self.count}"

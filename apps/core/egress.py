@@ -8,7 +8,11 @@ implementation of the rules and every entry point uses it:
 - https only; no userinfo, fragment, backslash, whitespace or control character; a strict parse
   that refuses anything two URL parsers could read differently;
 - never `localhost`, `*.localhost`, private-use names (`*.internal`, `*.local`, `*.home.arpa`),
-  cloud metadata names, or a single-label name (search domains would expand it);
+  cloud metadata names, or a single-label name (search domains would expand it) unless the
+  operator's hosts file names it exactly;
+- names resolve absolute (a trailing dot: no search list), except a name the hosts file
+  (`OPENWOP_EGRESS_HOSTS_FILE`, default /etc/hosts: Docker `extra_hosts`, Kubernetes
+  `hostAliases`) lists exactly, whose addresses come from that file;
 - every address a name resolves to, and any IP literal in any spelling inet_aton accepts
   (`2130706433`, `0177.0.0.1`, `0x7f.1`, `127.1`), must be globally reachable. IPv4 embedded in
   IPv6 (mapped, SIIT, IPv4-compatible, NAT64 `64:ff9b::/96`, 6to4) is judged by the IPv4 inside
@@ -291,7 +295,8 @@ def _normalise_host(host: str) -> tuple[str, IPAddress | None]:
 
 
 def _name_refusal(name: str) -> str | None:
-    if "." not in name:
+    if "." not in name and not hosts_file_addresses(name):
+        # A search list would complete it; an exact hosts-file entry is the operator's own naming.
         return "single-label name"
     if name in _DENIED_NAMES:
         return "cloud metadata name"
@@ -304,12 +309,45 @@ def _name_refusal(name: str) -> str | None:
 # --- resolution and the one address check --------------------------------------------------------
 
 
+def hosts_file_addresses(name: str) -> list[IPAddress]:
+    """The addresses the operator's hosts file gives `name` by an exact (case-insensitive) match.
+
+    The trailing dot `resolve_host` adds keeps the resolver's search list out, but glibc's `files`
+    source then no longer matches hosts entries either, so the file is read here: Docker
+    `extra_hosts` and Kubernetes `hostAliases` write it. Only the exact name matches (never a
+    search-list completion of it); every line naming it counts, and each address is checked.
+    Read at call time (containers rewrite it at start; tests point `OPENWOP_EGRESS_HOSTS_FILE` away).
+    """
+    path = str(getattr(settings, "OPENWOP_EGRESS_HOSTS_FILE", "") or "/etc/hosts")
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            lines = handle.read(1024 * 1024).splitlines()
+    except OSError:
+        return []
+    wanted = name.lower().rstrip(".")
+    addresses: list[IPAddress] = []
+    for line in lines:
+        fields = line.split("#", 1)[0].split()
+        if len(fields) < 2 or wanted not in (alias.lower().rstrip(".") for alias in fields[1:]):
+            continue
+        try:
+            address = ipaddress.ip_address(fields[0])
+        except ValueError:
+            continue
+        if address not in addresses:
+            addresses.append(address)
+    return addresses
+
+
 def resolve_host(host: str, port: int) -> list[IPAddress]:
     """Every A/AAAA answer for `host`, in resolver order. Raises OSError when it does not resolve.
 
-    The single resolver every check uses (tests monkeypatch it). The name is made absolute so a
-    resolver search list (Kubernetes' ndots:5) never turns it into an internal name.
+    The single resolver every check uses (tests monkeypatch it). A name the hosts file lists
+    exactly gets the file's addresses; any other is made absolute so a resolver search list
+    (Kubernetes' ndots:5) never turns it into an internal name.
     """
+    if listed := hosts_file_addresses(host):
+        return listed
     absolute = host if host.endswith(".") else host + "."
     addresses: list[IPAddress] = []
     for family, _, _, _, sockaddr in socket.getaddrinfo(absolute, port, type=socket.SOCK_STREAM):

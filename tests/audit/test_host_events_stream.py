@@ -18,11 +18,11 @@ from apps.audit.services import host_event_append
 from apps.tenants.models import ApiKey, Tenant
 from apps.tenants.services import api_key_revoke
 from tests.audit.sse_frames import Frame, get_refused, ids_of, open_host_events
-from tests.envelope import SHARED, assert_envelope
+from tests.envelope import SPEC, assert_envelope
 
 DURABLE = HOST_TEST_TYPES[Delivery.DURABLE]
 EPHEMERAL = HOST_TEST_TYPES[Delivery.EPHEMERAL]
-SCHEMAS = SHARED / "spec/openwop-v2/schemas/v2"
+SCHEMAS = SPEC / "openwop-v2/schemas/v2"
 
 
 @cache

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import logging
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,6 +72,7 @@ PUBLIC_V6 = "2606:4700::6810:84e5"
 def dns(monkeypatch: pytest.MonkeyPatch, settings: Any) -> FakeDns:
     settings.OPENWOP_EGRESS_ALLOW_CIDRS = []
     settings.OPENWOP_EGRESS_CA_BUNDLE = ""
+    settings.OPENWOP_EGRESS_HOSTS_FILE = os.devnull  # this machine's hosts file never decides a case
     fake = FakeDns()
     fake.set("hooks.example.com", [PUBLIC_V4])
     fake.set("v6.example.com", [PUBLIC_V6])

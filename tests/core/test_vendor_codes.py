@@ -20,9 +20,9 @@ from apps.core.errors import (
     error_status,
     vendor_code,
 )
-from tests.envelope import SHARED, envelope_schema
+from tests.envelope import SPEC, envelope_schema
 
-REGISTRY = json.loads((SHARED / "spec/openwop-v2/spec/v2/errors.json").read_text())
+REGISTRY = json.loads((SPEC / "openwop-v2/spec/v2/errors.json").read_text())
 
 
 def test_our_pattern_is_the_registrys() -> None:

@@ -11,7 +11,7 @@ from django.test import Client
 from openwop_client._generated import CAPABILITY_FAMILY_KEYS, CAPABILITY_METADATA_KEYS
 
 from apps.facets.discovery import FORBIDDEN_ROOT_KEYS, register_capability
-from tests.envelope import SHARED
+from tests.envelope import SPEC
 
 URL = "/.well-known/openwop"
 WITNESSES = {"witnessable-unaided", "witnessable-gated", "seam-gated", "claims-check", "negative-existence"}
@@ -69,7 +69,7 @@ def test_never_advertises_transports_grpc_profiles_or_supported_flags(client: Cl
 
 
 def test_auth_record_validates_against_its_facet_schema(client: Client) -> None:
-    schema = json.loads((SHARED / "spec/openwop-v2/spec/v2/facets/auth.schema.json").read_text())
+    schema = json.loads((SPEC / "openwop-v2/spec/v2/facets/auth.schema.json").read_text())
     record = _doc(client)["auth"]
     jsonschema.validate({k: v for k, v in record.items() if k not in {"status", "since", "witness"}}, schema)
     assert record["lanes"][0]["lane"] == "api-key"

@@ -14,10 +14,10 @@ from django.utils import timezone
 
 from apps.facets import surfaces
 from apps.facets.models import Facet
-from tests.envelope import SHARED
+from tests.envelope import SPEC
 
 pytestmark = pytest.mark.django_db
-FACETS = SHARED / "spec/openwop-v2/spec/v2/facets"
+FACETS = SPEC / "openwop-v2/spec/v2/facets"
 RECORD_KEYS = {"status", "since", "until", "witness"}
 
 

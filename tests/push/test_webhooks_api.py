@@ -20,13 +20,13 @@ from referencing import Registry, Resource
 from apps.push.engine import delivery_attempt
 from apps.push.models import Delivery, DeliveryStatus, Webhook
 from tests.core.https_receivers import Behaviour, Receiver
-from tests.envelope import SHARED, assert_envelope
+from tests.envelope import SPEC, assert_envelope
 from tests.push.conftest import deliveries, drive, url_of
 from tests.runs.conftest import Caller, advance
 from tests.runs.wire_checks import assert_event_doc
 
 pytestmark = pytest.mark.django_db
-SCHEMAS = SHARED / "spec/openwop-v2/schemas/v2"
+SCHEMAS = SPEC / "openwop-v2/schemas/v2"
 SECRET = "whsec-test-0b5e7c2d-not-for-logs"
 
 
@@ -240,7 +240,7 @@ def test_admin_redeliver_calls_the_service(
 def test_discovery_webhooks_record(client: Client) -> None:
     doc = json.loads(client.get("/.well-known/openwop").content)
     record = doc["webhooks"]
-    schema = json.loads((SHARED / "spec/openwop-v2/spec/v2/facets/webhooks.schema.json").read_text())
+    schema = json.loads((SPEC / "openwop-v2/spec/v2/facets/webhooks.schema.json").read_text())
     jsonschema.validate(record, schema)
     assert record["status"] == "stable" and record["witness"] == "witnessable-gated"
     assert record["signatureAlgorithms"] == ["v1"]

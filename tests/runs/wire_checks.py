@@ -11,7 +11,7 @@ import jsonschema
 from openwop_client.client import _event_from_dict, _run_snapshot_from_dict
 from referencing import Registry, Resource
 
-SCHEMAS = Path(__file__).resolve().parents[3] / "shared/spec/openwop-v2/schemas/v2"
+SCHEMAS = Path(__file__).resolve().parents[2] / "spec/openwop-v2/schemas/v2"
 
 
 @cache
