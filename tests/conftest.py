@@ -19,7 +19,6 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return [f"openwop-host: database {db}; {redis}"]
 
 
-@pytest.fixture
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup):  # type: ignore[no-untyped-def]
     """pytest-django's, plus: the cache invalidation listener (apps/core/invalidation.py) closes
