@@ -112,8 +112,7 @@ def request_admit(bucket: str, limits: LimitSettings) -> int | None:
     after that many seconds (the rest of the window)."""
     if limits.requests <= 0 or not _cache_usable():
         return None
-    now = time.time()
-    window = int(now // limits.window_seconds)
+    now, window = _window_now(limits)
     key = _window_cache_key(bucket, window)
     try:
         _counters().add(key, 0, timeout=limits.window_seconds + 1)
@@ -121,6 +120,16 @@ def request_admit(bucket: str, limits: LimitSettings) -> int | None:
     except Exception as exc:  # fail open (module docstring)
         _cache_down(exc)
         return None
+    return _retry_after(limits, count, now, window)
+
+
+def _window_now(limits: LimitSettings) -> tuple[float, int]:
+    now = time.time()
+    return now, int(now // limits.window_seconds)
+
+
+def _retry_after(limits: LimitSettings, count: int, now: float, window: int) -> int | None:
+    """None while `count` is within the window's budget, else the seconds left in the window."""
     if count <= limits.requests:
         return None
     return max(1, math.ceil((window + 1) * limits.window_seconds - now))
@@ -164,8 +173,7 @@ async def request_admit_async(bucket: str, limits: LimitSettings) -> int | None:
         return None
     if _redis_location() is None:
         return request_admit(bucket, limits)
-    now = time.time()
-    window = int(now // limits.window_seconds)
+    now, window = _window_now(limits)
     key = _counters().make_key(_window_cache_key(bucket, window))
     try:
         pipe = _async_redis().pipeline(transaction=False)
@@ -175,9 +183,7 @@ async def request_admit_async(bucket: str, limits: LimitSettings) -> int | None:
     except Exception as exc:  # fail open (module docstring)
         _cache_down(exc)
         return None
-    if count <= limits.requests:
-        return None
-    return max(1, math.ceil((window + 1) * limits.window_seconds - now))
+    return _retry_after(limits, int(count), now, window)
 
 
 def stream_slot_acquire(bucket: str, limits: LimitSettings) -> bool | None:

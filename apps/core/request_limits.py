@@ -155,7 +155,7 @@ def _is_stream_response(response: HttpResponseBase) -> TypeGuard[StreamingHttpRe
     )
 
 
-async def _released_after(stream: AsyncIterator[bytes], bucket: str) -> AsyncIterator[bytes]:
+async def stream_released_after(stream: AsyncIterator[bytes], bucket: str) -> AsyncIterator[bytes]:
     """The same bytes; the slot goes back however the stream ends (done, error, client gone)."""
     try:
         async for chunk in stream:
@@ -288,7 +288,7 @@ class RequestLimitsMiddleware(HybridMiddleware):
             # `is_async` says which of the two iterator kinds `streaming_content` is; the stubs can't.
             if response.is_async:
                 content = cast(AsyncIterator[bytes], response.streaming_content)
-                response.streaming_content = _released_after(content, bucket)
+                response.streaming_content = stream_released_after(content, bucket)
             else:
                 sync_content = cast(Iterator[bytes], response.streaming_content)
                 response.streaming_content = _released_after_sync(iter(sync_content), bucket)

@@ -36,7 +36,7 @@ from django.http.request import split_domain_port, validate_host
 from apps.core.db_threads import release_db_connection
 from apps.core.overload import is_overload
 from apps.core.rate_limits import stream_slot_release
-from apps.core.request_limits import _request_id, admit_async, overload_refusal, renderer_for
+from apps.core.request_limits import _request_id, admit_async, overload_refusal, renderer_for, stream_released_after
 from apps.doors.request import DoorRequest
 
 logger = logging.getLogger(__name__)
@@ -205,15 +205,6 @@ async def _send_response(response: HttpResponseBase, send: Send, extra: list[tup
     await send({"type": "http.response.body", "body": b""})
 
 
-async def _released_after(stream: AsyncIterator[bytes], bucket: str) -> AsyncIterator[bytes]:
-    """The same bytes; the stream slot goes back however the stream ends (request_limits)."""
-    try:
-        async for chunk in stream:
-            yield chunk
-    finally:
-        await sync_to_async(stream_slot_release, thread_sensitive=False)(bucket)
-
-
 # ---------------------------------------------------------------------------------------------
 # The door
 
@@ -279,7 +270,7 @@ async def _respond(
         if held_bucket is not None:
             if isinstance(response, StreamingHttpResponse) and response.is_async:
                 content = cast(AsyncIterator[bytes], response.streaming_content)
-                response.streaming_content = _released_after(content, held_bucket)
+                response.streaming_content = stream_released_after(content, held_bucket)
             else:
                 await sync_to_async(stream_slot_release, thread_sensitive=False)(held_bucket)
             held_bucket = None
