@@ -228,6 +228,11 @@ async def _serve(scope: Scope, receive: Receive, send: Send, view: View, kwargs:
                     await _send_response(render(request, admission.refusal), send, extra)  # type: ignore[arg-type]
                     return
                 held_bucket = admission.held_bucket
+            if render is None:
+                # The card (the one unlimited path): answered from memory, nothing to cancel on a
+                # disconnect, so no watcher task beside it.
+                await _respond(request, view, kwargs, send, extra, None)
+                return
             respond = asyncio.ensure_future(_respond(request, view, kwargs, send, extra, held_bucket))
             held_bucket = None  # _respond owns it now
             watch = asyncio.ensure_future(_until_disconnect(receive))
@@ -291,6 +296,10 @@ def _failure(request: DoorRequest, exc: Exception) -> HttpResponseBase:
     logger.exception("door: unhandled error on %s %s", request.method, request.path)
     from django.http import JsonResponse
 
+    # The views answer their own errors; this is the last resort, still in the binding's wire.
+    if request.path == "/mcp" or request.path.rstrip("/") == "/a2a/jsonrpc":
+        body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": "Internal error"}}
+        return JsonResponse(body, status=500)
     return JsonResponse({"error": {"code": 500, "status": "INTERNAL", "message": "Internal error"}}, status=500)
 
 

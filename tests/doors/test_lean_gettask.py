@@ -204,3 +204,15 @@ def test_lean_sendmessage_answers_the_task_getTask_shows(door: Door, tasks: dict
         "conformance-approval": "INPUT_REQUIRED",
     }
     assert task["status"]["state"] == f"TASK_STATE_{expected[skill]}"
+
+
+def test_lean_card_is_the_django_routes_card(door: Door, tasks: dict[str, Any]) -> None:
+    """The public card from the door (its cached document) has Django's bytes, ETag and headers,
+    and a matching If-None-Match is a 304 there too."""
+    lean = door.request("GET", "/.well-known/agent-card.json")
+    django = Client().get("/.well-known/agent-card.json")
+    assert (lean.status_code, lean.content) == (django.status_code, django.content) == (200, django.content)
+    for header in ("ETag", "Last-Modified", "Cache-Control", "Content-Type", "X-Content-Type-Options"):
+        assert lean.headers[header] == django.headers[header], header
+    again = door.request("GET", "/.well-known/agent-card.json", headers={"If-None-Match": lean.headers["ETag"]})
+    assert (again.status_code, again.content) == (304, b"")
