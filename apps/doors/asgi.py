@@ -233,16 +233,8 @@ async def _serve(scope: Scope, receive: Receive, send: Send, view: View, kwargs:
                 # disconnect, so no watcher task beside it.
                 await _respond(request, view, kwargs, send, extra, None)
                 return
-            respond = asyncio.ensure_future(_respond(request, view, kwargs, send, extra, held_bucket))
-            held_bucket = None  # _respond owns it now
-            watch = asyncio.ensure_future(_until_disconnect(receive))
-            await asyncio.wait({respond, watch}, return_when=asyncio.FIRST_COMPLETED)
-            if not respond.done():
-                respond.cancel()  # the client left: the view sees CancelledError, as under Django
-            watch.cancel()
-            for task in (respond, watch):
-                with contextlib.suppress(asyncio.CancelledError, _Disconnected):
-                    await task
+            bucket, held_bucket = held_bucket, None  # _respond owns it now
+            await _respond_until_disconnect(_respond(request, view, kwargs, send, extra, bucket), receive)
         finally:
             if held_bucket is not None:
                 await sync_to_async(stream_slot_release, thread_sensitive=False)(held_bucket)
@@ -250,11 +242,31 @@ async def _serve(scope: Scope, receive: Receive, send: Send, view: View, kwargs:
                 await release_db_connection()  # the request's thread did database work
 
 
-async def _until_disconnect(receive: Receive) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise _Disconnected()
+async def _respond_until_disconnect(respond: Awaitable[None], receive: Receive) -> None:
+    """Answer in this task; a client that leaves first cancels it, so the view sees CancelledError,
+    as under Django's handler (tools/call cancels its run on it). One watcher task, no wait set."""
+    current = asyncio.current_task()
+    assert current is not None
+    left = finished = False
+
+    async def watch() -> None:
+        nonlocal left
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        if not finished:  # a server reports the end of a completed response as a disconnect too
+            left = True
+            current.cancel()
+
+    watcher = asyncio.get_running_loop().create_task(watch())
+    try:
+        await respond
+    except asyncio.CancelledError:
+        if not left:
+            raise  # cancelled from outside (the server shutting down): not ours to swallow
+        current.uncancel()
+    finally:
+        finished = True  # no await since `respond` ended: the watcher has not run in between
+        watcher.cancel()
 
 
 async def _respond(
