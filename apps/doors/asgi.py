@@ -220,24 +220,19 @@ async def _serve(scope: Scope, receive: Receive, send: Send, view: View, kwargs:
     render = renderer_for(request.path)
 
     async with ThreadSensitiveContext() as context:
-        held_bucket: str | None = None
         try:
-            if render is not None:
-                admission = await admit_async(request)  # type: ignore[arg-type]
-                if admission.refusal is not None:
-                    await _send_response(render(request, admission.refusal), send, extra)  # type: ignore[arg-type]
-                    return
-                held_bucket = admission.held_bucket
             if render is None:
-                # The card (the one unlimited path): answered from memory, nothing to cancel on a
-                # disconnect, so no watcher task beside it.
+                # The card (the one path the limits leave alone): answered from memory, nothing to
+                # cancel on a disconnect, so no watcher beside it.
                 await _respond(request, view, kwargs, send, extra, None)
                 return
-            bucket, held_bucket = held_bucket, None  # _respond owns it now
+            admission = await admit_async(request)  # type: ignore[arg-type]
+            if admission.refusal is not None:
+                await _send_response(render(request, admission.refusal), send, extra)  # type: ignore[arg-type]
+                return
+            bucket = admission.held_bucket  # _respond owns it from here
             await _respond_until_disconnect(_respond(request, view, kwargs, send, extra, bucket), receive)
         finally:
-            if held_bucket is not None:
-                await sync_to_async(stream_slot_release, thread_sensitive=False)(held_bucket)
             if context in SyncToAsync.context_to_thread_executor:
                 await release_db_connection()  # the request's thread did database work
 
