@@ -6,9 +6,10 @@ SDK's `DatabaseTaskStore` on PostgreSQL (asyncpg, same server as our host) or `I
 The executor is the trivial one the issue names: it completes every task at once.
 
 Before serving it saves one completed task (id from BENCH_TASK_ID) owned by the unauthenticated
-user every request resolves to, so GetTask has something to get.
+user every request resolves to, so GetTask has something to get; with BENCH_LIST_TASKS=N also
+N more of that user's (once per PostgreSQL database), so ListTasks has a tenant of N to page.
 
-    BENCH_A2A_STORE=postgres|memory BENCH_PG_DSN=postgresql+asyncpg://... BENCH_TASK_ID=...
+    BENCH_A2A_STORE=postgres|memory BENCH_PG_DSN=postgresql+asyncpg://... BENCH_TASK_ID=... [BENCH_LIST_TASKS=N]
     uvicorn --factory bench.peers.a2a_reference:app_factory   (run from the repo root)
 """
 

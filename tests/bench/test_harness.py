@@ -154,6 +154,54 @@ def test_lua_script_against_a_live_server_counts_good_and_bad() -> None:
     assert 0 <= result["generator_cpu_pct"] <= 400
 
 
+@pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed (apt-get install wrk)")
+def test_lua_script_gets_without_a_body_when_the_load_says_get() -> None:
+    """The card scenario's load: GET, no body and no Content-Type sent, the marker still checked."""
+    seen: list[tuple[str, str | None, str | None]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append((self.path, self.headers.get("Content-Length"), self.headers.get("Content-Type")))
+            payload = b'{"skills":[]}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        load = Load(url=f"http://127.0.0.1:{server.server_port}/.well-known/agent-card.json", body="",
+                    headers={"X-Bench": "yes"}, ok_marker='"skills"', method="GET")  # fmt: skip
+        result = run_wrk(load, connections=2, seconds=1, threads=1, cpus=_any_cpu())
+    finally:
+        server.shutdown()
+    assert result["good"] == result["requests"] > 2 and result["bad"] == 0
+    assert set(seen) == {("/.well-known/agent-card.json", None, None)}
+
+
+def test_the_listpage_and_card_scenarios_are_registered_with_their_targets() -> None:
+    import run
+
+    for name in ("listpage", "card"):
+        assert name in run.SCENARIOS and name in run.QUICK["scenarios"]
+        assert any(t[0] == name and t[1] == "a2a-sdk postgres" and t[2] == 1.5 for t in report.TARGETS)
+    page = run.listpage_load("http://h", "k")
+    assert json.loads(page.body)["params"] == {"pageSize": 20} and page.method == "POST"
+    assert page.ok_marker == '"nextPageToken"' and page.headers["Authorization"] == "Bearer k"
+    assert "Authorization" not in run.listpage_load("http://h", None).headers  # the peer: unauthenticated
+    card = run.card_load("http://h")
+    assert (card.method, card.body, card.url) == ("GET", "", "http://h/.well-known/agent-card.json")
+    rows = [row("listpage", "ours", 16, 450.0, 60.0), row("listpage", "a2a-sdk postgres", 16, 100.0, 200.0),
+            row("card", "ours", 64, 3000.0, 9.0), row("card", "a2a-sdk postgres", 64, 2500.0, 5.0)]  # fmt: skip
+    verdicts = {v["target"].split()[0]: v["met"] for v in report.targets(rows) if "rps_ratio" in v}
+    assert verdicts == {"ListTasks": True, "public": False}  # the card at 1.2x; no p99 condition on either
+
+
 def _any_cpu() -> str:
     out = subprocess.run(["taskset", "-pc", "0"], capture_output=True, text=True)  # the allowed list of pid 0
     return out.stdout.rsplit(":", 1)[-1].strip().split(",")[0] if out.returncode == 0 else "0"
