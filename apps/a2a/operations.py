@@ -326,10 +326,12 @@ async def send_message(call: Call, request: SendMessageRequest, *, streaming: bo
 # Tasks
 
 
-async def get_task(call: Call, request: GetTaskRequest) -> Task:
+async def get_task(call: Call, request: GetTaskRequest) -> Task | lean.TaskDoc:
     history_length = _history_length(request)
     if call.lean and call.subject.tenant_pk is not None:
-        return await lean.task_read(tenant_pk=call.subject.tenant_pk, task_id=request.id, history_length=history_length)
+        return await lean.task_doc_read(
+            tenant_pk=call.subject.tenant_pk, task_id=request.id, history_length=history_length
+        )
     _, task, _ = await sync_to_async(_snapshot)(call.subject, request.id, history_length)
     return task
 

@@ -58,6 +58,7 @@ from apps.a2a.errors import (
     jsonrpc_error_body,
     rest_error_body,
 )
+from apps.a2a.lean import TaskDoc
 from apps.a2a.operations import Call, StreamPlan
 from apps.a2a.selectors import card_path_configured
 from apps.a2a.streams import jsonrpc_frame, rest_frame, task_stream
@@ -65,7 +66,7 @@ from apps.a2a.wire import to_wire
 from apps.core.async_db import async_db_enabled
 from apps.core.errors import OpenWopError, ValidationFailed
 from apps.core.ids import unproject_id
-from apps.core.json_limits import json_loads_limited
+from apps.core.json_limits import json_loads_limited, request_json
 from apps.core.overload import is_overload
 from apps.core.sse import sse_response
 from apps.doors.request import is_lean
@@ -225,6 +226,8 @@ def _list_result(response: ListTasksResponse) -> dict[str, Any]:
 def _result_doc(result: Any) -> Any:
     if result is None:
         return None
+    if isinstance(result, TaskDoc):
+        return result.doc
     if isinstance(result, ListTasksResponse):
         return _list_result(result)
     return to_wire(result)
@@ -236,7 +239,7 @@ async def jsonrpc_endpoint(request: HttpRequest) -> HttpResponseBase:
     body: Any = None
     parse_failed = False
     try:
-        body = json_loads_limited(request.body or b"")
+        body = request_json(request)
     except (ValueError, UnicodeDecodeError):
         parse_failed = True
     request_id = _rpc_id(body)

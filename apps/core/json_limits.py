@@ -111,6 +111,32 @@ def json_loads_limited(data: bytes | bytearray | str, *, max_depth: int | None =
     return value
 
 
+class _Unparsable:
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+_NOT_READ = object()
+
+
+def request_json(request: Any) -> Any:
+    """`json_loads_limited(request.body)`, parsed once per request: the request limits, the stream
+    check, the JSON-RPC id of a refusal and the view all read the same body. The value is shared:
+    readers must not modify it. Raises what `json_loads_limited` raises, every time."""
+    parsed = getattr(request, "_openwop_json", _NOT_READ)
+    if parsed is _NOT_READ:
+        try:
+            parsed = json_loads_limited(request.body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            parsed = _Unparsable(exc)
+        request._openwop_json = parsed
+    if isinstance(parsed, _Unparsable):
+        raise parsed.error.with_traceback(None)
+    return parsed
+
+
 class LimitedJSONParser(JSONParser):
     """DRF's JSON parser on the shared loader: the REST wire refuses what the protocol doors refuse."""
 

@@ -27,6 +27,8 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.crypto import salted_hmac
 
+from apps.core.redis_lean import LeanRedis, lean_redis
+
 logger = logging.getLogger(__name__)
 
 _KEY_SALT = "openwop-host.rate-limits"
@@ -54,15 +56,25 @@ class LimitSettings:
         )
 
 
+_buckets: dict[str, str | None] = {}
+
+
 def caller_key(authorization: str | None) -> str | None:
-    """The limit bucket of a request: an HMAC of its bearer token, or None without one."""
+    """The limit bucket of a request: an HMAC of its bearer token, or None without one. Kept per
+    header value (a handful of callers hold most traffic; bounded, so a flood of forged tokens
+    cannot grow it): the HMAC was a tenth of the limits' cost on every request."""
     if not authorization:
         return None
+    bucket = _buckets.get(authorization, "")
+    if bucket != "":
+        return bucket
     scheme, _, token = authorization.strip().partition(" ")
     token = token.strip()
-    if scheme.lower() != "bearer" or not token:
-        return None
-    return salted_hmac(_KEY_SALT, token).hexdigest()[:32]
+    bucket = None if scheme.lower() != "bearer" or not token else salted_hmac(_KEY_SALT, token).hexdigest()[:32]
+    if len(_buckets) >= 4096:
+        _buckets.clear()
+    _buckets[authorization] = bucket
+    return bucket
 
 
 _client: BaseCache | None = None
@@ -84,6 +96,8 @@ def _counters_reset(*, setting: str, **kwargs: object) -> None:
     global _client
     if setting == "CACHES":
         _client = None
+    if setting == "SECRET_KEY":
+        _buckets.clear()
 
 
 def _window_cache_key(bucket: str, window: int) -> str:
@@ -165,6 +179,17 @@ def _async_redis() -> Any:
     return client
 
 
+def _lean_redis() -> LeanRedis | None:
+    """The loop's RESP client for the counters' Redis (apps/core/redis_lean.py), when it can speak
+    to it; the same two commands as the pipeline below at a fraction of its CPU."""
+    options = settings.CACHES[DEFAULT_CACHE_ALIAS].get("OPTIONS", {})
+    return lean_redis(
+        str(_redis_location()),
+        connect_timeout=options.get("socket_connect_timeout"),
+        timeout=options.get("socket_timeout"),
+    )
+
+
 async def request_admit_async(bucket: str, limits: LimitSettings) -> int | None:
     """`request_admit` for async callers. With Redis it is one pipelined round trip on the same key
     Django's cache client uses (`SET NX` + `INCR`, where the cache client takes three), so the
@@ -176,10 +201,14 @@ async def request_admit_async(bucket: str, limits: LimitSettings) -> int | None:
     now, window = _window_now(limits)
     key = _counters().make_key(_window_cache_key(bucket, window))
     try:
-        pipe = _async_redis().pipeline(transaction=False)
-        pipe.set(key, 0, ex=limits.window_seconds + 1, nx=True)
-        pipe.incr(key)
-        _, count = await pipe.execute()
+        lean = _lean_redis()
+        if lean is not None:
+            count = await lean.window_incr(key, limits.window_seconds + 1)
+        else:
+            pipe = _async_redis().pipeline(transaction=False)
+            pipe.set(key, 0, ex=limits.window_seconds + 1, nx=True)
+            pipe.incr(key)
+            _, count = await pipe.execute()
     except Exception as exc:  # fail open (module docstring)
         _cache_down(exc)
         return None

@@ -28,7 +28,7 @@ from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
 
 from apps.core.errors import OpenWopError, Overloaded, PayloadTooLarge, RateLimited, ValidationFailed
 from apps.core.hybrid_middleware import HybridMiddleware
-from apps.core.json_limits import json_depth_exceeds, json_loads_limited, max_json_depth
+from apps.core.json_limits import json_depth_exceeds, max_json_depth, request_json
 from apps.core.overload import OVERLOAD_RETRY_AFTER_SECONDS, is_overload
 from apps.core.protocol import wants_envelope
 from apps.core.rate_limits import (
@@ -123,7 +123,7 @@ def body_refusal(request: HttpRequest) -> Refusal | None:
 def _request_id(request: HttpRequest) -> Any:
     """The JSON-RPC id to echo, read only from a body that already passed the size and depth checks."""
     try:
-        body = json_loads_limited(request.body)
+        body = request_json(request)
     except (ValueError, UnicodeDecodeError, RequestDataTooBig):
         return None
     value = body.get("id") if isinstance(body, dict) else None
@@ -142,7 +142,7 @@ def is_stream_request(request: HttpRequest) -> bool:
         return True
     if re.match(r"^/a2a/jsonrpc/?$", request.path) and request.method == "POST":
         try:
-            body = json_loads_limited(request.body)
+            body = request_json(request)
         except (ValueError, UnicodeDecodeError):
             return False
         return isinstance(body, dict) and body.get("method") in _JSONRPC_STREAM_METHODS

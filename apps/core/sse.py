@@ -28,6 +28,7 @@ from django.http import HttpRequest, StreamingHttpResponse
 
 from apps.core.db_threads import release_db_connection
 from apps.core.errors import ValidationFailed
+from apps.core.redis_lean import lean_redis
 
 logger = logging.getLogger(__name__)
 _GROUP_SAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -86,7 +87,25 @@ def publish_wake_from_loop(group: str) -> None:
 
 async def _send_wake(layer: Any, group: str) -> None:
     with contextlib.suppress(Exception):  # a lost wake-up costs latency, never data
+        if await _group_empty(layer, group):
+            return
         await layer.group_send(group, {"type": "log.wake"})
+
+
+async def _group_empty(layer: Any, group: str) -> bool:
+    """Whether a Redis channel layer's group has no member at all: one `EXISTS` on the loop's RESP
+    client (apps/core/redis_lean.py) instead of `group_send`'s pipeline, for the common case of a
+    log nobody is streaming. A member joining meanwhile reads the log after joining, so nothing is
+    missed; a stale member only means the full `group_send` runs, as before."""
+    hosts = getattr(layer, "hosts", None)
+    group_key = getattr(layer, "_group_key", None)
+    if not hosts or len(hosts) != 1 or group_key is None:
+        return False
+    address = hosts[0].get("address") if isinstance(hosts[0], dict) else None
+    client = lean_redis(address, timeout=1.0) if isinstance(address, str) else None
+    if client is None:
+        return False
+    return not await client.exists(group_key(group))
 
 
 def _server_loop() -> asyncio.AbstractEventLoop | None:

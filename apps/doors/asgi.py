@@ -30,6 +30,8 @@ from typing import Any, cast
 
 from asgiref.sync import SyncToAsync, ThreadSensitiveContext, sync_to_async
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from django.http import HttpResponseBase, StreamingHttpResponse
 from django.http.request import split_domain_port, validate_host
 
@@ -123,8 +125,26 @@ def _django_would_answer(scope: Scope) -> bool:
     return bool(getattr(settings, "SECURE_SSL_REDIRECT", False)) and not _is_secure(scope)
 
 
+_headers_by_security: dict[bool, list[tuple[bytes, bytes]]] = {}
+
+
+@receiver(setting_changed)
+def _settings_changed(**kwargs: object) -> None:
+    """Tests override settings; what the door derived from them is derived again."""
+    _headers_by_security.clear()
+    _host_checked.clear()
+
+
 def _security_headers(secure: bool) -> list[tuple[bytes, bytes]]:
-    """What SecurityMiddleware and XFrameOptionsMiddleware add to every response they pass."""
+    """What SecurityMiddleware and XFrameOptionsMiddleware add to every response they pass (the
+    same list for every response: settings are read once, not a dozen times a request)."""
+    headers = _headers_by_security.get(secure)
+    if headers is None:
+        headers = _headers_by_security[secure] = _security_headers_from_settings(secure)
+    return headers
+
+
+def _security_headers_from_settings(secure: bool) -> list[tuple[bytes, bytes]]:
     headers: list[tuple[bytes, bytes]] = []
     if secure and settings.SECURE_HSTS_SECONDS:
         value = f"max-age={settings.SECURE_HSTS_SECONDS}"

@@ -41,7 +41,7 @@ from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 from apps.core.async_db import async_db_enabled
 from apps.core.db_threads import in_own_db_thread, release_db_connection
 from apps.core.errors import OpenWopError, Unauthenticated
-from apps.core.json_limits import json_loads_limited
+from apps.core.json_limits import request_json
 from apps.core.overload import OVERLOAD_RETRY_AFTER_SECONDS, is_overload
 from apps.doors.request import is_lean
 from apps.mcp.dispatch import dispatch_begin, exchange_open
@@ -152,7 +152,7 @@ async def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
             return await _not_allowed()  # stateless: no session to end
         return await _session_delete(request)
     try:
-        body = json_loads_limited(request.body)
+        body = request_json(request)
     except (ValueError, UnicodeDecodeError):
         return _error(None, McpError(PARSE_ERROR, "Parse error"))
     if not isinstance(body, dict) or body.get("jsonrpc") != "2.0" or not isinstance(body.get("method"), str):

@@ -216,3 +216,23 @@ def test_lean_card_is_the_django_routes_card(door: Door, tasks: dict[str, Any]) 
         assert lean.headers[header] == django.headers[header], header
     again = door.request("GET", "/.well-known/agent-card.json", headers={"If-None-Match": lean.headers["ETag"]})
     assert (again.status_code, again.content) == (304, b"")
+
+
+def test_lean_gettask_follows_every_change_of_the_task(door: Door, tasks: dict[str, Any]) -> None:
+    """The lean projection is kept per row (apps/a2a/lean.py `task_doc_read`): a task read twice
+    unchanged answers the same bytes, and the read after a change answers the change, on both
+    routes alike, never the kept document of the state before."""
+    task_id = tasks["ids"]["waiting"]
+    body = _rpc("GetTask", {"id": task_id})
+    headers = _headers(tasks["acme"])
+    first = door.request("POST", "/a2a/jsonrpc", content=body, headers=headers)
+    again = door.request("POST", "/a2a/jsonrpc", content=body, headers=headers)
+    assert first.content == again.content
+    assert first.json()["result"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    cancelled = door.request("POST", "/a2a/jsonrpc", content=_rpc("CancelTask", {"id": task_id}), headers=headers)
+    assert cancelled.json()["result"]["status"]["state"] == "TASK_STATE_CANCELED", cancelled.json()
+    after = door.request("POST", "/a2a/jsonrpc", content=body, headers=headers)
+    assert after.json()["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+    assert "metadata" not in after.json()["result"]  # the interrupt's carrier went with the wait
+    django = Client().post("/a2a/jsonrpc", data=body, content_type="application/json", headers=headers)
+    assert after.content == django.content
