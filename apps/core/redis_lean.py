@@ -138,28 +138,36 @@ class LeanRedis:
         if self._connecting is not None:  # one connect for every caller that finds none
             return await asyncio.shield(self._connecting)
         loop = asyncio.get_running_loop()
-        self._connecting = loop.create_future()
+        connecting: asyncio.Future[_Protocol] = loop.create_future()
+        self._connecting = connecting
+        opened: _Protocol | None = None
         try:
-            _, protocol = await asyncio.wait_for(
+            _, made = await asyncio.wait_for(
                 loop.create_connection(_Protocol, *self._address), self._connect_timeout
             )
+            opened = made
             setup: list[bytes] = []
             if self._auth:
                 setup.append(_command(b"AUTH", *self._auth))
             if self._db:
                 setup.append(_command(b"SELECT", str(self._db).encode()))
             if setup:
-                for waiter in protocol.send(b"".join(setup), len(setup)):
+                for waiter in made.send(b"".join(setup), len(setup)):
                     await asyncio.wait_for(waiter, self._timeout)
         except BaseException as exc:
-            self._connecting.set_exception(ConnectionError(f"redis connect failed: {type(exc).__name__}"))
-            self._connecting.exception()  # retrieved: nobody else may be waiting
+            if opened is not None:
+                opened.abort()
+            failure = ConnectionError(f"redis connect failed: {type(exc).__name__}")
+            connecting.set_exception(failure)
+            connecting.exception()  # retrieved: nobody else may be waiting
             self._connecting = None
+            if isinstance(exc, Exception):
+                raise failure from exc
             raise
-        self._protocol = protocol
-        self._connecting.set_result(protocol)
+        self._protocol = made
+        connecting.set_result(made)
         self._connecting = None
-        return protocol
+        return made
 
     async def _last(self, payload: bytes, replies: int) -> object:
         """Write `payload` (`replies` commands); the last reply (earlier ones must not be errors)."""
