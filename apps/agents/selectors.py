@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from apps.agents.models import Agent, Workflow
 from apps.agents.routing_values import A2A_TENANT_RE, a2a_tenant_of
 from apps.core.errors import NotFound
+from apps.core.invalidation import TOPIC_CARD, cached
 from apps.tenants.models import Tenant
 from apps.tenants.selectors import subject_tenant_pk
 from apps.tenants.subject import Subject
@@ -29,6 +30,16 @@ def workflow_list_readable(*, subject: Subject) -> list[Workflow]:
 
 def workflow_get_readable(*, subject: Subject, workflow_id: str) -> Workflow:
     return workflow_get(tenant=subject_tenant_pk(subject), workflow_id=workflow_id)
+
+
+def workflow_get_readable_cached(*, subject: Subject, workflow_id: str) -> Workflow:
+    """`workflow_get_readable` from this process's cache (topic `card`: any write to a workflow
+    empties it in every process, apps/core/invalidation.py), for the doors that start a run of it
+    on every call (MCP tools/call). The row is shared: read it, never change it. An unknown
+    workflow is never cached: NotFound is raised every time."""
+    tenant_pk = subject_tenant_pk(subject)
+    key = ("workflow", tenant_pk, workflow_id)
+    return cached(TOPIC_CARD, key, lambda: workflow_get(tenant=tenant_pk, workflow_id=workflow_id))
 
 
 # ---------------------------------------------------------------------------------------------

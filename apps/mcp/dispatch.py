@@ -85,7 +85,9 @@ async def exchange_open(
     capabilities = dict(envelope.capabilities)
     if not (served if served is not None else await sync_to_async(tasks_served)()):
         capabilities.pop("extensions", None)  # an extension we do not serve grants nothing
-    return Exchange(subject=subject, version=str(decision.version), capabilities=capabilities, trace=trace)
+    return Exchange(
+        subject=subject, version=str(decision.version), capabilities=capabilities, trace=trace, lean=lean
+    )
 
 
 def discover_result() -> dict[str, Any]:

@@ -57,6 +57,7 @@ class Exchange:
     version: str
     capabilities: dict[str, Any]
     trace: TraceContext | None = None
+    lean: bool = False  # served by the door on PostgreSQL: its run may be written from the loop
 
     @property
     def handshake(self) -> bool:

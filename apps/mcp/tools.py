@@ -20,8 +20,9 @@ from typing import Any, TypeVar
 from asgiref.sync import sync_to_async
 
 from apps.agents.models import Workflow
-from apps.agents.selectors import workflow_get_readable, workflow_list_readable
+from apps.agents.selectors import workflow_get_readable_cached, workflow_list_readable
 from apps.core.errors import Conflict, NotFound, OpenWopError, ValidationFailed
+from apps.core.invalidation import TOPIC_CARD, acached
 from apps.facets.services import facet_ensure
 from apps.mcp.errors import (
     invalid_params,
@@ -42,6 +43,7 @@ from apps.mcp.projection import (
 )
 from apps.mcp.request_state import request_state_mint, request_state_open, request_state_redeem
 from apps.mcp.waiting import run_wait
+from apps.runs.lean import run_create_lean
 from apps.runs.models import Interrupt, Run, RunStatus, RunTransport
 from apps.runs.selectors import interrupt_get_readable, run_get_readable, run_open_interrupt
 from apps.runs.services import interrupt_resolve, run_cancel, run_create
@@ -120,7 +122,9 @@ async def tool_call_begin(exchange: Exchange, params: dict[str, Any]) -> Finish:
     if token is not None:
         run_id, round = await _owned(subject, lambda: _call_continue(exchange, name, arguments, token, params))
     else:
-        started = await _owned(subject, lambda: _call_start(exchange, name, arguments))
+        started = await _call_start_lean(exchange, name, arguments) if exchange.lean else None
+        if started is None:
+            started = await _owned(subject, lambda: _call_start(exchange, name, arguments))
         if isinstance(started, dict):
             return settled(started)  # refused before any run exists
         committed, run_id, round = started, started.run_id, 0
@@ -160,7 +164,7 @@ def _call_start(exchange: Exchange, name: str, arguments: dict[str, Any]) -> Run
     (settled, when its nodes were instant)."""
     subject = exchange.subject
     try:
-        workflow = workflow_get_readable(subject=subject, workflow_id=name)
+        workflow = workflow_get_readable_cached(subject=subject, workflow_id=name)
     except NotFound:
         raise invalid_params(f"Unknown tool: {name}") from None
     refusal = _capability_refusal(exchange, workflow)
@@ -185,6 +189,39 @@ def _call_start(exchange: Exchange, name: str, arguments: dict[str, Any]) -> Run
     except OpenWopError as exc:
         raise mcp_error_from(exc) from None
     return run
+
+
+async def _call_start_lean(exchange: Exchange, name: str, arguments: dict[str, Any]) -> Run | dict[str, Any] | None:
+    """`_call_start` on the event loop (apps/runs/lean.py) for a short run: the workflow from the
+    process cache, the run written on the loop's pool. None: not a run this path takes (nothing
+    was written); `_call_start` serves it."""
+    subject = exchange.subject
+    tenant_pk = subject.tenant_pk
+    if tenant_pk is None:
+        return None
+    try:
+        workflow = await acached(
+            TOPIC_CARD,
+            ("workflow", tenant_pk, name),
+            sync_to_async(lambda: workflow_get_readable_cached(subject=subject, workflow_id=name)),
+        )
+    except NotFound:
+        raise invalid_params(f"Unknown tool: {name}") from None
+    refusal = _capability_refusal(exchange, workflow)
+    if refusal is not None:
+        return refusal
+    trace = exchange.trace
+    try:
+        return await run_create_lean(
+            subject=subject,
+            workflow=workflow,
+            inputs=arguments,
+            transport=RunTransport.MCP,
+            traceparent=trace.traceparent if trace is not None else None,
+            tracestate=trace.tracestate if trace is not None else None,
+        )
+    except OpenWopError as exc:
+        raise mcp_error_from(exc) from None
 
 
 def _capability_refusal(exchange: Exchange, workflow: Workflow) -> dict[str, Any] | None:

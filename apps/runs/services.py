@@ -54,6 +54,67 @@ from apps.tenants.subject import Subject
 CREATE_RUN_ENDPOINT = "POST /runs"
 
 
+def _run_arguments_checked(*, transport: str, inputs: Any, context_id: str | None) -> dict[str, Any]:
+    if transport not in RunTransport.values:
+        raise ValueError(f"unknown transport {transport!r}")
+    inputs = {} if inputs is None else inputs
+    if not isinstance(inputs, dict):
+        raise ValidationFailed("inputs must be an object.", details={"field": "inputs"})
+    if context_id is not None and not 1 <= len(context_id) <= 256:
+        raise ValidationFailed("contextId is 1-256 characters.", details={"field": "contextId"})
+    return inputs
+
+
+def run_draft(
+    *,
+    subject: Subject,
+    workflow: Workflow,
+    inputs: dict[str, Any] | None,
+    transport: str,
+    context_id: str | None = None,
+    agent_id: str | None = None,
+    traceparent: str | None = None,
+    tracestate: str | None = None,
+    inline: bool = False,
+) -> Draft:
+    """The new run of `workflow` (a row of the subject's tenant) as `run_create` commits it, built
+    in memory and written by nobody yet: checked inputs, the row, `run.started`, and with `inline`
+    its instant nodes settled (or the handoff to a worker). `run_create` writes it through the
+    ORM; the doors' lean path (apps/runs/lean.py) on the event loop's pool."""
+    inputs = _run_arguments_checked(transport=transport, inputs=inputs, context_id=context_id)
+    tenant_pk = workflow.tenant_id
+    workflow_inputs_check(input_schema=workflow.input_schema, inputs=inputs)
+    owner = {"tenant": subject.tenant, "subject": subject.as_wire()}
+    trace = run_trace_from(traceparent, tracestate)
+    now = timezone.now()
+    run = Run(
+        tenant_id=tenant_pk,
+        run_id=mint_bound_id(subject.tenant),
+        owner=owner,
+        workflow=workflow,
+        definition=workflow.definition,
+        inputs=inputs,
+        status=RunStatus.PENDING,
+        transport=transport,
+        context_id=context_id or "",
+        agent_id=agent_id or "",
+        traceparent=trace.traceparent,
+        tracestate=trace.tracestate,
+        started_at=now,
+        queue=settings.CELERY_TASK_DEFAULT_QUEUE,
+    )
+    draft = Draft(run)
+    # runs.md §The start event: the owner block exactly as RunSnapshot.owner carries it.
+    draft.append("run.started", {"owner": owner, "transport": transport})
+    budget = inline_max_nodes() if inline else 0
+    if budget > 0:
+        # A run nothing else can see yet has no interrupt to find.
+        draft_settle(draft, budget=budget, interrupt_of=lambda node_id: None)
+    else:
+        step_handoff(draft)
+    return draft
+
+
 def run_create(
     *,
     subject: Subject,
@@ -89,45 +150,15 @@ def run_create(
     worker is to continue) goes out. A process that dies before the commit leaves nothing; one that
     dies after it leaves the whole run, which a retry with the same key finds.
     """
-    if transport not in RunTransport.values:
-        raise ValueError(f"unknown transport {transport!r}")
-    inputs = {} if inputs is None else inputs
-    if not isinstance(inputs, dict):
-        raise ValidationFailed("inputs must be an object.", details={"field": "inputs"})
-    if context_id is not None and not 1 <= len(context_id) <= 256:
-        raise ValidationFailed("contextId is 1-256 characters.", details={"field": "contextId"})
+    _run_arguments_checked(transport=transport, inputs=inputs, context_id=context_id)  # before the lookup
     tenant_pk = subject_tenant_pk(subject)
     if workflow is None or workflow.tenant_id != tenant_pk or workflow.workflow_id != workflow_id:
         workflow = workflow_get(tenant=tenant_pk, workflow_id=workflow_id)
-    workflow_inputs_check(input_schema=workflow.input_schema, inputs=inputs)
-    owner = {"tenant": subject.tenant, "subject": subject.as_wire()}
-    trace = run_trace_from(traceparent, tracestate)
-    now = timezone.now()
-    run = Run(
-        tenant_id=tenant_pk,
-        run_id=mint_bound_id(subject.tenant),
-        owner=owner,
-        workflow=workflow,
-        definition=workflow.definition,
-        inputs=inputs,
-        status=RunStatus.PENDING,
-        transport=transport,
-        context_id=context_id or "",
-        agent_id=agent_id or "",
-        traceparent=trace.traceparent,
-        tracestate=trace.tracestate,
-        started_at=now,
-        queue=settings.CELERY_TASK_DEFAULT_QUEUE,
-    )
-    draft = Draft(run)
-    # runs.md §The start event: the owner block exactly as RunSnapshot.owner carries it.
-    draft.append("run.started", {"owner": owner, "transport": transport})
-    budget = inline_max_nodes() if inline else 0
-    if budget > 0:
-        # A run nothing else can see yet has no interrupt to find.
-        draft_settle(draft, budget=budget, interrupt_of=lambda node_id: None)
-    else:
-        step_handoff(draft)
+    draft = run_draft(
+        subject=subject, workflow=workflow, inputs=inputs, transport=transport, context_id=context_id,
+        agent_id=agent_id, traceparent=traceparent, tracestate=tracestate, inline=inline,
+    )  # fmt: skip
+    run = draft.run
     with transaction.atomic(durable=True):
         run.save(force_insert=True)
         if records is not None:

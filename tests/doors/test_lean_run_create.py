@@ -1,0 +1,149 @@
+"""A short run written from the event loop (apps/runs/lean.py) is the run `run_create` writes:
+the same row and the same log, column for column but for ids and clocks, the tally moved the same
+way; and what that path does not take (a run that waits, a run whose events a webhook is owed) it
+hands back without writing anything, so `run_create` writes it with its deliveries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.forms.models import model_to_dict
+
+from apps.agents.models import Workflow
+from apps.agents.services import workflow_create, workflow_fixtures_seed
+from apps.core.async_db import async_db_enabled
+from apps.push.models import Delivery, Webhook, WebhookEvent
+from apps.runs.lean import run_create_lean
+from apps.runs.models import Run, RunEvent, RunTally, RunTransport
+from apps.runs.services import run_create
+from apps.tenants.models import Tenant
+from apps.tenants.selectors import subject_from_api_key
+from tests.doors.conftest import Door
+
+pytestmark = pytest.mark.skipif(
+    not async_db_enabled(), reason="the lean path writes through PostgreSQL's async pool (SQLite: ORM only)"
+)
+
+ARTIFACT_THEN_ECHO = {
+    "nodes": [
+        {"id": "text", "kind": "artifact", "config": {"name": "report", "text": "hello"}},
+        {"id": "done", "kind": "echo", "config": {"output": {"ok": True, "n": 3}}},
+    ]
+}
+CLOCKS_AND_IDS = {"id", "run_id", "started_at", "completed_at", "updated_at", "created_at", "traceparent"}
+
+
+def _minted_masked(value: Any) -> Any:
+    """Artifact ids are minted per run: equal runs differ there only."""
+    if isinstance(value, dict):
+        return {k: "<minted>" if k == "artifactId" else _minted_masked(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_minted_masked(v) for v in value]
+    return value
+
+
+def _row(run: Run) -> dict[str, Any]:
+    row = model_to_dict(Run.objects.for_tenant(run.tenant_id).get(pk=run.pk))
+    return _minted_masked({k: v for k, v in row.items() if k not in CLOCKS_AND_IDS})
+
+
+def _log(run: Run) -> list[tuple[Any, ...]]:
+    events = RunEvent.objects.for_tenant(run.tenant_id).filter(run_id=run.pk).order_by("sequence")
+    return [(e.sequence, e.type, e.node_id, _minted_masked(e.payload)) for e in events]
+
+
+def _tally(tenant_pk: int) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for tally in RunTally.objects.for_tenant(tenant_pk):
+        for name in ("runs", "completed", "failed", "pending", "running"):
+            totals[name] = totals.get(name, 0) + getattr(tally, name)
+    return totals
+
+
+@pytest.fixture
+def acme(door: Door, make_key):  # type: ignore[no-untyped-def]
+    subject = subject_from_api_key(make_key("acme"))
+    tenant = Tenant.objects.get(slug="acme")
+    workflow_fixtures_seed(tenant=tenant)
+    workflow_create(tenant=tenant, workflow_id="artifact-echo", definition=ARTIFACT_THEN_ECHO,
+                    input_schema={"type": "object"})  # fmt: skip
+    return subject
+
+
+def _workflow(subject: Any, workflow_id: str) -> Workflow:
+    return Workflow.objects.for_tenant(subject.tenant_pk).get(workflow_id=workflow_id)
+
+
+@pytest.mark.parametrize("workflow_id", ["conformance-noop", "artifact-echo", "conformance-failure"])
+def test_the_lean_run_is_the_orm_run(door: Door, acme: Any, workflow_id: str) -> None:
+    workflow = _workflow(acme, workflow_id)
+    inputs = {"x": 1}
+    before = _tally(acme.tenant_pk)
+    traceparent = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
+    lean = door.run(
+        lambda: run_create_lean(
+            subject=acme, workflow=workflow, inputs=inputs, transport=RunTransport.MCP, traceparent=traceparent
+        )
+    )
+    assert lean is not None and lean.pk is not None
+    orm = run_create(
+        subject=acme, workflow_id=workflow_id, inputs=inputs, transport=RunTransport.MCP, inline=True,
+        traceparent=traceparent,
+    )  # fmt: skip
+    assert _row(lean) == _row(orm)
+    assert _row(lean)["status"] in ("completed", "failed")
+    assert _log(lean) == _log(orm)
+    assert len(_log(lean)) >= 4  # started ... terminal, every event written
+    after = _tally(acme.tenant_pk)
+    assert after["runs"] == before.get("runs", 0) + 2
+    # What the caller holds is what was committed.
+    assert lean.status == Run.objects.for_tenant(acme.tenant_pk).get(pk=lean.pk).status
+
+
+def test_a_run_that_waits_is_left_to_run_create(door: Door, acme: Any) -> None:
+    workflow = _workflow(acme, "conformance-approval")
+    runs = Run.objects.for_tenant(acme.tenant_pk).count()
+    handed_back = door.run(
+        lambda: run_create_lean(subject=acme, workflow=workflow, inputs={}, transport=RunTransport.MCP)
+    )
+    assert handed_back is None
+    assert Run.objects.for_tenant(acme.tenant_pk).count() == runs
+
+
+def test_a_run_owed_to_a_webhook_is_left_to_run_create_with_its_deliveries(door: Door, acme: Any) -> None:
+    webhook = Webhook(tenant_id=acme.tenant_pk, webhook_id="wh-lean", url="https://hooks.example/in",
+                      events=["run.completed"], secret_sealed=b"x")  # fmt: skip
+    webhook.save()
+    WebhookEvent(tenant_id=acme.tenant_pk, webhook=webhook, event_type="run.completed").save()
+    workflow = _workflow(acme, "conformance-noop")
+    runs = Run.objects.for_tenant(acme.tenant_pk).count()
+    handed_back = door.run(
+        lambda: run_create_lean(subject=acme, workflow=workflow, inputs={}, transport=RunTransport.MCP)
+    )
+    assert handed_back is None
+    assert Run.objects.for_tenant(acme.tenant_pk).count() == runs  # rolled back: nothing written
+    run = run_create(subject=acme, workflow_id="conformance-noop", inputs={}, transport=RunTransport.MCP, inline=True)
+    assert Delivery.objects.for_tenant(acme.tenant_pk).filter(run=run, event_type="run.completed").count() == 1
+
+
+def test_tools_call_on_the_door_writes_the_run_from_the_loop(door: Door, acme: Any, make_key) -> None:  # type: ignore[no-untyped-def]
+    """Through the MCP door: an instant tool's run is committed by the lean path (no thread step
+    touched the ORM for it) and is the caller's durable run, readable on the REST wire."""
+    key = make_key("acme")
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    body = {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+            "params": {"name": "artifact-echo", "arguments": {}, "_meta": meta}}  # fmt: skip
+    headers = {
+        "Authorization": f"Bearer {key}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "artifact-echo",
+    }
+    answered = door.request("POST", "/mcp", json=body, headers=headers).json()
+    assert answered["result"]["isError"] is False, answered
+    run_id = answered["result"]["_meta"]["dev.openwop/runId"]
+    run = Run.objects.for_tenant(acme.tenant_pk).get(run_id=run_id)
+    assert run.status == "completed" and run.transport == "mcp"
+    assert [t for _, t, _, _ in _log(run)][-1] == "run.completed"
