@@ -4,16 +4,16 @@ An MCP `tools/call` of an instant workflow is a whole durable run: the row, its 
 `run.started` to `run.completed`, the deliveries they owe. `run_create` writes that through the
 ORM on a thread (its compilers cost more CPU than the statements: bench/README.md), so a door on
 PostgreSQL builds the very same draft (`services.run_draft`: the same checks, rows and events) and
-writes it here, on the loop's own pool, as one transaction of two statements: the row, then every
-event in one multi-row INSERT. The tally, the append-only guards and the sequence checks are the
-database's own triggers, as for every other insert.
+writes it here, on the loop's own pool, as ONE statement (its own transaction, in autocommit): the
+row's INSERT in a CTE, every event in one multi-row INSERT naming the id it returns. The tally and
+the append-only guards are the database's own triggers, as for every other insert.
 
 What this path does not take, it hands back (`None`) before anything is written, and the caller
 runs `run_create` as before:
 - a run that does not settle terminal in memory (an interrupt to open, a node a worker must run);
 - a run whose events some delivery is owed for: the tenant has a webhook for one of their types
-  (read in the transaction, as `push_deliveries_for_events` reads it; a run nobody has seen yet
-  can have no push config of its own).
+  (one probe right before the write, as `push_deliveries_for_events` reads it at its INSERT under
+  READ COMMITTED; a run nobody has seen yet can have no push config of its own).
 """
 
 from __future__ import annotations
@@ -87,25 +87,35 @@ async def run_create_lean(
     if draft.handoff or draft.interrupt is not None or not run.is_terminal:
         return None
     run_fields, run_head, run_row = _insert_shape(Run)
-    event_fields, event_head, event_row = _insert_shape(RunEvent)
-    run_values = _values(run, run_fields)
+    event_fields, event_head, _ = _insert_shape(RunEvent)
+    params: list[Any] = _values(run, run_fields)
+    # The events name their run by the id the row's INSERT returns, in the same statement: one
+    # statement is one transaction (autocommit), so the row and its log commit together or not.
+    cells = ("(SELECT id FROM new_run)" if f.attname == "run_id" else "%s" for f in event_fields)
+    event_row = "(" + ", ".join(cells) + ")"
+    for event in draft.events:
+        params.extend(value for f, value in zip(event_fields, _values(event, event_fields), strict=True)
+                      if f.attname != "run_id")  # fmt: skip
+    statement = (
+        f"WITH new_run AS ({run_head}{run_row} RETURNING id) "
+        f"{event_head}{', '.join([event_row] * len(draft.events))} RETURNING run_id"
+    )  # our own names; every value is a parameter
     event_types = sorted({event.type for event in draft.events})
 
     async def write() -> bool:
         pool = await async_pool()
-        async with pool.connection() as conn, conn.transaction():
+        async with pool.connection() as conn:
+            # Read as push_deliveries_for_events reads it, at the moment of the write (a webhook
+            # committed later gets later events, as on the ORM path).
             owed = await conn.execute(_webhooks_wanted_sql(), (run.tenant_id, event_types))
             if await owed.fetchone() is not None:
-                return False  # leaves by rolling back: nothing was written
-            inserted = await conn.execute(f"{run_head}{run_row} RETURNING id", run_values)
+                return False
+            inserted = await conn.execute(statement, params)
             row = await inserted.fetchone()
-            assert row is not None
-            run.pk = row[0]
-            params: list[Any] = []
-            for event in draft.events:
-                event.run_id = run.pk
-                params.extend(_values(event, event_fields))
-            await conn.execute(event_head + ", ".join([event_row] * len(draft.events)), params)
+        assert row is not None
+        run.pk = row[0]
+        for event in draft.events:
+            event.run_id = run.pk
         return True
 
     # Shielded: a client that leaves mid-write must not leave the transaction half-known. The run
