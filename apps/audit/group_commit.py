@@ -54,7 +54,6 @@ from apps.tenants.models import Tenant
 from apps.tenants.subject import Subject
 
 MAX_BATCH = 256  # rows per statement: bounds the statement and a batch's share of the lock time
-MAX_FLUSHERS = 2  # batches in flight per loop: one committing, the next already sent
 
 _EVENTS = HostEvent._meta.db_table
 _STREAMS = HostEventStream._meta.db_table
@@ -133,28 +132,21 @@ class HostEventBatcher:
         self.max_batch = max_batch
         self.stats = GroupCommitStats()
         self._queue: list[_Pending] = []
-        self._flushers: set[asyncio.Task[None]] = set()
-        self._in_flight = 0  # flushers holding a batch (writing it or waiting for its commit)
+        self._flusher: asyncio.Task[None] | None = None
 
     async def append(self, pending: _Pending) -> str:
         """Queue `pending` and return its event id once its row is committed."""
         self._queue.append(pending)
-        # A second flusher starts only while every flusher holds a batch: the next batch is then
-        # already written when the one before commits, instead of after its round trip (the
-        # stream counters' row locks still order two batches of one stream, so sequences stay
-        # consecutive and gap-free).
-        if len(self._flushers) < MAX_FLUSHERS and self._in_flight == len(self._flushers):
-            flusher = asyncio.get_running_loop().create_task(self._drain(), name="host-event-group-commit")
-            self._flushers.add(flusher)
-            flusher.add_done_callback(self._flushers.discard)
+        if self._flusher is None:
+            self._flusher = asyncio.get_running_loop().create_task(self._drain(), name="host-event-group-commit")
         # If the caller is cancelled here, this future is cancelled with it; the row is still
         # written (the flusher owns the queue), and the flusher skips resolving a done future.
         return await pending.done
 
     async def drain(self) -> None:
         """Wait until everything queued so far is written or failed (a server's shutdown, a test)."""
-        while self._flushers:
-            await asyncio.shield(next(iter(self._flushers)))
+        while self._flusher is not None:
+            await asyncio.shield(self._flusher)
 
     def _take(self) -> list[_Pending]:
         batch = self._queue[: self.max_batch]
@@ -167,7 +159,6 @@ class HostEventBatcher:
         try:
             while self._queue:
                 batch = self._take()
-                self._in_flight += 1
                 try:
                     pool = await async_pool()
                     async with pool.connection() as conn:
@@ -178,13 +169,13 @@ class HostEventBatcher:
                             batch = self._take()
                 except Exception as exc:  # no connection (pool timeout, database down)
                     _fail(batch, exc)
-                finally:
-                    self._in_flight -= 1
         except BaseException:  # cancelled (the loop is shutting down): nobody is left to write these
             for pending in batch + self._queue:
                 pending.done.cancel()
             self._queue.clear()
             raise
+        finally:
+            self._flusher = None
 
     async def _flush(self, conn: AsyncConnection[Any], batch: list[_Pending]) -> None:
         """Write one batch and settle its waiters; never raises (a failure goes to the waiters)."""
