@@ -308,6 +308,47 @@ def test_a_cancelled_caller_still_leaves_its_record(subjects) -> None:  # type: 
     assert _sequences(alice) == [1]
 
 
+def test_one_caller_after_another_each_gets_its_record(subjects) -> None:  # type: ignore[no-untyped-def]
+    """Each caller appends as soon as the one before it returned, which is before the flusher that
+    wrote the previous row has finished: the new row must start a flush of its own or join one."""
+    alice = subjects()
+    n = 20
+
+    async def scenario() -> list[str]:
+        async def in_turn() -> list[str]:
+            return [
+                await host_event_append_batched(subject=alice, type=NEGOTIATION_DECIDED, payload={"i": i})
+                for i in range(n)
+            ]
+
+        return await asyncio.wait_for(in_turn(), timeout=60)  # a lost row fails here, not hangs
+
+    ids, stats = _on_fresh_loop(scenario)
+    assert len(set(ids)) == n == stats.records
+    assert _sequences(alice) == list(range(1, n + 1))
+
+
+def test_appends_arriving_as_a_flusher_finishes_are_all_written(subjects) -> None:  # type: ignore[no-untyped-def]
+    """Arrivals staggered by a fraction of a commit: many land just as a flusher empties the queue
+    and ends. Each must still be written (a flusher that ends while still counted as running, so
+    that nobody starts the next one, left such a row unwritten and its caller waiting forever)."""
+    alice = subjects()
+    n = 300
+
+    async def one(i: int) -> str:
+        await asyncio.sleep((i % 40) * 0.0004 + (i // 40) * 0.004)
+        return await host_event_append_batched(subject=alice, type=NEGOTIATION_DECIDED, payload={"i": i})
+
+    async def scenario() -> list[str]:
+        # Bounded: a lost row fails the test here instead of hanging it.
+        return await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(n))), timeout=120)
+
+    ids, stats = _on_fresh_loop(scenario)
+    assert len(set(ids)) == n == stats.records
+    assert _sequences(alice) == list(range(1, n + 1))
+    assert stats.commits > 1  # the arrivals really were spread over several flushes
+
+
 def test_one_wake_up_per_stream_after_the_commit(subjects, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     alice, bob = subjects(), subjects()
     woken: list[str] = []
