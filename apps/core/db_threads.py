@@ -21,7 +21,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from asgiref.sync import AsyncToSync, ThreadSensitiveContext, sync_to_async
+from asgiref.sync import AsyncToSync, SyncToAsync, ThreadSensitiveContext, sync_to_async
 from django.db import connection
 
 T = TypeVar("T")
@@ -36,6 +36,17 @@ def db_connection_release() -> None:
 
 # The same, from async code: runs on the current context's thread, whose connection it releases.
 release_db_connection = sync_to_async(db_connection_release)
+
+
+async def release_db_connection_if_used() -> None:
+    """`release_db_connection`, skipped when the current request context never had a thread: in a
+    ThreadSensitiveContext with no executor yet no thread-sensitive call ran, so no connection was
+    opened, and the release itself would start a thread only to find none (a lean MCP call's
+    whole answer runs on the event loop)."""
+    context = SyncToAsync.thread_sensitive_context.get(None)
+    if context is not None and context not in SyncToAsync.context_to_thread_executor:
+        return
+    await release_db_connection()
 
 
 async def in_own_db_thread(step: Callable[[], Awaitable[T]]) -> T:

@@ -39,7 +39,7 @@ from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 
 from apps.core.async_db import async_db_enabled
-from apps.core.db_threads import in_own_db_thread, release_db_connection
+from apps.core.db_threads import in_own_db_thread, release_db_connection_if_used
 from apps.core.errors import OpenWopError, Unauthenticated
 from apps.core.json_limits import request_json
 from apps.core.overload import OVERLOAD_RETRY_AFTER_SECONDS, is_overload
@@ -229,7 +229,7 @@ async def _respond(request: HttpRequest, request_id: Any, finish: Finish) -> Htt
         task = asyncio.get_running_loop().create_task(in_own_db_thread(finish), context=contextvars.Context())
     streamable = "text/event-stream" in request.headers.get("Accept", "")
     try:
-        await release_db_connection()
+        await release_db_connection_if_used()
         await asyncio.wait({task}, timeout=SSE_AFTER_SECONDS if streamable else None)
     except asyncio.CancelledError:  # the client went away before any byte of the answer
         await _cancel(task)

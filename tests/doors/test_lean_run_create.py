@@ -147,3 +147,47 @@ def test_tools_call_on_the_door_writes_the_run_from_the_loop(door: Door, acme: A
     run = Run.objects.for_tenant(acme.tenant_pk).get(run_id=run_id)
     assert run.status == "completed" and run.transport == "mcp"
     assert [t for _, t, _, _ in _log(run)][-1] == "run.completed"
+
+
+def test_a_warm_tools_call_on_the_door_starts_no_thread(door: Door, acme: Any, make_key, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Once the caches are warm, a lean tools/call is answered on the event loop alone: no
+    per-request thread executor is created (releasing a connection nobody took used to start one)."""
+    import traceback
+
+    import asgiref.sync
+
+    key = make_key("acme")
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    headers = {
+        "Authorization": f"Bearer {key}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "conformance-noop",
+    }
+
+    def call(request_id: int) -> dict[str, Any]:
+        body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                "params": {"name": "conformance-noop", "arguments": {}, "_meta": meta}}  # fmt: skip
+        return door.request("POST", "/mcp", json=body, headers=headers).json()
+
+    from apps.core.invalidation import cache_listening, wait_for
+
+    assert call(1)["result"]["isError"] is False
+    # The process caches are in use only while their invalidation listener listens (it starts on
+    # the first lookup); a second call then fills every cache the third one reads.
+    assert wait_for(cache_listening, 30), "the cache invalidation listener did not start"
+    assert call(2)["result"]["isError"] is False
+    created: list[object] = []
+    real = asgiref.sync.ThreadPoolExecutor
+
+    class Counted(real):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            created.append("".join(traceback.format_stack(limit=10)))  # where, when it fails
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(asgiref.sync, "ThreadPoolExecutor", Counted)
+    answered = call(3)
+    assert answered["result"]["isError"] is False, answered
+    assert Run.objects.for_tenant(acme.tenant_pk).filter(transport="mcp").count() == 3
+    assert created == [], created[0] if created else ""

@@ -74,9 +74,12 @@ def test_notifications_cancelled_cancels_the_run_and_gets_no_answer(stdio_env: d
             proc.stdin.write(json.dumps(message).encode() + b"\n")  # type: ignore[union-attr]
             proc.stdin.flush()  # type: ignore[union-attr]
 
+        # Only a run created by this call: an earlier test's MCP run may still be in the database.
+        before = Run.unscoped_all_tenants.order_by("-id").values_list("id", flat=True).first() or 0
         send(rpc("tools/call", {"name": "conformance-cancellable", "arguments": {"waitMs": 60000}}, id=2))
         run = wait_until(
-            lambda: Run.unscoped_all_tenants.filter(transport="mcp").order_by("-id").first(), "the run to exist"
+            lambda: Run.unscoped_all_tenants.filter(transport="mcp", id__gt=before).order_by("-id").first(),
+            "the run to exist",
         )
         wait_until(lambda: Run.unscoped_all_tenants.get(pk=run.pk).status == "running", "the run to start")
         send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}})
