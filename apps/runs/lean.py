@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from functools import cache
 from typing import Any
 
@@ -54,12 +55,54 @@ def _values(obj: Model, fields: tuple[Field[Any, Any], ...]) -> list[Any]:
     return [f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields]
 
 
+def _event_columns() -> tuple[Field[Any, Any], ...]:
+    """RunEvent's written columns but its run, which the statement takes from the new row."""
+    return tuple(f for f in _insert_shape(RunEvent)[0] if f.attname != "run_id")
+
+
+def _unbounded(field: Field[Any, Any]) -> str:
+    """The column's type without its length (`varchar(128)` -> `varchar`): an explicit cast to a
+    length truncates, while the column's own assignment refuses a value that is too long."""
+    return re.sub(r"\(\d+\)", "", str(field.db_type(connections["default"])))
+
+
 @cache
-def _webhooks_wanted_sql() -> str:
-    meta = WebhookEvent._meta
-    return (
-        f"SELECT 1 FROM {meta.db_table} WHERE {meta.get_field('tenant').column} = %s"  # noqa: S608 (our names)
-        f" AND {meta.get_field('event_type').column} = ANY(%s) LIMIT 1"
+def _lean_run_sql() -> str:
+    """The whole short run as ONE statement (one transaction in autocommit), with a fixed text
+    whatever the number of events, so psycopg converts it once and the server prepares it:
+
+    - the Run row's INSERT, guarded by the webhook probe: it writes nothing when the tenant has a
+      webhook for one of the run's event types (read at the write, as push_deliveries_for_events
+      reads it under READ COMMITTED: a webhook committed later gets later events, as on the ORM
+      path). The caller then runs `run_create`, which owes those deliveries;
+    - every event from one array per column (unnest), each naming the id the row's INSERT returns.
+
+    Parameters: the run's columns, the tenant and the event types for the probe, one array per
+    event column (`_event_columns`). It returns the run's id, or no row when nothing was written.
+    """
+    connection = connections["default"]
+    ops = connection.ops
+    run_fields, run_head, _ = _insert_shape(Run)
+    webhook = WebhookEvent._meta
+    probe = (
+        f"SELECT 1 FROM {ops.quote_name(webhook.db_table)}"  # noqa: S608 (our names)
+        f" WHERE {ops.quote_name(str(webhook.get_field('tenant').column))} = %s"
+        f" AND {ops.quote_name(str(webhook.get_field('event_type').column))} = ANY(%s::text[])"
+    )
+    # Typed placeholders: in an INSERT ... SELECT nothing else tells the server their types.
+    run_row = ", ".join(f"%s::{_unbounded(f)}" for f in run_fields)
+    run_insert = run_head.replace(" VALUES ", " ") + f"SELECT {run_row} WHERE NOT EXISTS ({probe})"
+    columns = _event_columns()
+    names = [f"c{i}" for i in range(len(columns))]
+    arrays = ", ".join(f"%s::{_unbounded(f)}[]" for f in columns)
+    run_column = ops.quote_name(RunEvent._meta.get_field("run").column)
+    event_columns = ", ".join([run_column, *(ops.quote_name(str(f.column)) for f in columns)])
+    return (  # our own names; every value is a parameter
+        f"WITH new_run AS ({run_insert} RETURNING id) "  # noqa: S608 (our names)
+        f"INSERT INTO {ops.quote_name(RunEvent._meta.db_table)} ({event_columns}) "
+        f"SELECT new_run.id, {', '.join('e.' + n for n in names)} "
+        f"FROM new_run, unnest({arrays}) AS e({', '.join(names)}) "
+        f"RETURNING run_id"
     )
 
 
@@ -86,33 +129,20 @@ async def run_create_lean(
     run = draft.run
     if draft.handoff or draft.interrupt is not None or not run.is_terminal:
         return None
-    run_fields, run_head, run_row = _insert_shape(Run)
-    event_fields, event_head, _ = _insert_shape(RunEvent)
-    params: list[Any] = _values(run, run_fields)
-    # The events name their run by the id the row's INSERT returns, in the same statement: one
-    # statement is one transaction (autocommit), so the row and its log commit together or not.
-    cells = ("(SELECT id FROM new_run)" if f.attname == "run_id" else "%s" for f in event_fields)
-    event_row = "(" + ", ".join(cells) + ")"
-    for event in draft.events:
-        params.extend(value for f, value in zip(event_fields, _values(event, event_fields), strict=True)
-                      if f.attname != "run_id")  # fmt: skip
-    statement = (
-        f"WITH new_run AS ({run_head}{run_row} RETURNING id) "
-        f"{event_head}{', '.join([event_row] * len(draft.events))} RETURNING run_id"
-    )  # our own names; every value is a parameter
-    event_types = sorted({event.type for event in draft.events})
+    params: list[Any] = [*_values(run, _insert_shape(Run)[0]), run.tenant_id,
+                         sorted({event.type for event in draft.events})]  # fmt: skip
+    event_fields = _event_columns()
+    for field in event_fields:  # one array per column: the statement's text never varies
+        params.append([field.get_db_prep_save(field.pre_save(event, True), connections["default"])
+                       for event in draft.events])  # fmt: skip
 
     async def write() -> bool:
         pool = await async_pool()
         async with pool.connection() as conn:
-            # Read as push_deliveries_for_events reads it, at the moment of the write (a webhook
-            # committed later gets later events, as on the ORM path).
-            owed = await conn.execute(_webhooks_wanted_sql(), (run.tenant_id, event_types))
-            if await owed.fetchone() is not None:
-                return False
-            inserted = await conn.execute(statement, params)
+            inserted = await conn.execute(_lean_run_sql(), params)
             row = await inserted.fetchone()
-        assert row is not None
+        if row is None:  # a webhook wants one of these events: nothing was written
+            return False
         run.pk = row[0]
         for event in draft.events:
             event.run_id = run.pk

@@ -12,6 +12,7 @@ from django.forms.models import model_to_dict
 
 from apps.agents.models import Workflow
 from apps.agents.services import workflow_create, workflow_fixtures_seed
+from apps.core import async_db
 from apps.core.async_db import async_db_enabled
 from apps.push.models import Delivery, Webhook, WebhookEvent
 from apps.runs.lean import run_create_lean
@@ -81,12 +82,15 @@ def test_the_lean_run_is_the_orm_run(door: Door, acme: Any, workflow_id: str) ->
     inputs = {"x": 1}
     before = _tally(acme.tenant_pk)
     traceparent = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
+    sent = async_db.statements_executed()
     lean = door.run(
         lambda: run_create_lean(
             subject=acme, workflow=workflow, inputs=inputs, transport=RunTransport.MCP, traceparent=traceparent
         )
     )
     assert lean is not None and lean.pk is not None
+    # The webhook probe, the row and every event: one statement, so one transaction.
+    assert async_db.statements_executed() - sent == 1
     orm = run_create(
         subject=acme, workflow_id=workflow_id, inputs=inputs, transport=RunTransport.MCP, inline=True,
         traceparent=traceparent,
