@@ -34,8 +34,9 @@ import asyncio
 import bisect
 import contextvars
 import logging
-from collections.abc import AsyncIterator, Callable, Hashable
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
+from typing import Any
 
 from asgiref.sync import sync_to_async
 
@@ -58,6 +59,8 @@ class Frame:
 
 # Synchronous (it runs on a thread): the frames after a position, in order, every one of them.
 Read = Callable[[int], list[Frame]]
+# The same read from the event loop (PostgreSQL's async pool): the feed's, when the caller has one.
+SharedRead = Callable[[int], Awaitable[list[Frame]]]
 
 
 @dataclass(eq=False)
@@ -65,6 +68,7 @@ class _Feed:
     key: Hashable
     group: str
     read: Read
+    shared_read: SharedRead | None
     poll_seconds: float
     head: int  # the newest id read; every frame with base < id <= head is in `frames`
     base: int
@@ -74,6 +78,7 @@ class _Feed:
     closed: bool = False
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
+    sinks: set[_Sink] = field(default_factory=set)  # subscribers written to by the feed itself
 
     def after(self, position: int) -> list[Frame] | None:
         """The buffered frames after `position`, or None when the buffer no longer covers it."""
@@ -82,11 +87,16 @@ class _Feed:
         return self.frames[bisect.bisect_right(self.ids, position) :]
 
     def add(self, frames: list[Frame]) -> None:
+        before = self.head
+        fresh = []
         for frame in frames:
             if frame.id > self.head:
                 self.frames.append(frame)
                 self.ids.append(frame.id)
                 self.head = frame.id
+                fresh.append(frame)
+        if fresh and self.sinks:
+            _push(self.sinks, before, fresh)
         if len(self.frames) > 2 * BUFFER_FRAMES:  # trim in batches, not on every frame
             drop = len(self.frames) - BUFFER_FRAMES
             self.base = self.ids[drop - 1]
@@ -101,19 +111,121 @@ class _Feed:
 
 _feeds: dict[Hashable, _Feed] = {}
 
+# ---------------------------------------------------------------------------------------------
+# Written by the feed: one loop over the subscribers per batch of frames, no task woken per
+# subscriber (bench/README.md §SSE fan-out: waking 1,000 generators per event was the cost).
+
+AsgiSend = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+@dataclass(eq=False)
+class _Sink:
+    """A subscriber the feed writes to directly: its ASGI `send` and the position it has sent.
+    One writer at a time: `busy` while a write (the feed's or its own task's) is under way."""
+
+    send: AsgiSend
+    position: int
+    written_at: float
+    busy: bool = False
+    ended: bool = False
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+_finishing: set[asyncio.Task[None]] = set()  # writes that had to wait (the client reads slowly)
+
+
+def _body(data: bytes) -> dict[str, Any]:
+    return {"type": "http.response.body", "body": data, "more_body": True}
+
+
+def _push(sinks: set[_Sink], before: int, fresh: list[Frame]) -> None:
+    """The fresh frames, rendered as one chunk once, to every sink that had sent exactly up to
+    `before` and is not writing; the others are woken to catch up from the buffer themselves.
+
+    A write is started in place (`send(...)` stepped once): an ASGI server whose socket buffer
+    has room (uvicorn: not paused) finishes it without suspending, so no task is scheduled for it.
+    One that suspends (a slow reader) is finished by a task of its own; the feed never waits."""
+    chunk, position, ended = _batch(fresh)
+    now = asyncio.get_running_loop().time()
+    written = waiting = 0
+    for sink in tuple(sinks):
+        if sink.busy or sink.ended:
+            continue
+        if sink.position != before:
+            sink.wake.set()
+            continue
+        write = sink.send(_body(chunk))
+        if not asyncio.iscoroutine(write):  # an awaitable of another kind: stepped the same way
+            write = _awaited(write)
+        try:
+            waiting_on = write.send(None)
+        except StopIteration:
+            written += 1
+            sink.position, sink.written_at = position, now
+            if ended:
+                sink.ended = True
+                sink.wake.set()
+            continue
+        except Exception:  # the send failed: its own task finds out on its next write
+            sink.wake.set()
+            continue
+        waiting += 1
+        sink.busy = True
+        task = asyncio.get_running_loop().create_task(_finish(sink, write, waiting_on, position, ended))
+        _finishing.add(task)
+        task.add_done_callback(_finishing.discard)
+    logger.debug(
+        "fan-out wrote up to %d: %d at once, %d waiting, of %d subscribers", position, written, waiting, len(sinks)
+    )
+
+
+async def _awaited(awaitable: Awaitable[None]) -> None:
+    await awaitable
+
+
+async def _finish(sink: _Sink, write: Any, waiting_on: Any, position: int, ended: bool) -> None:
+    """Drive a write that suspended to its end, as a task would have: wait for what it waits on,
+    resume it (with the exception, if that failed), repeat until it returns."""
+    try:
+        while True:
+            try:
+                if waiting_on is None:  # a bare yield: give the loop one turn
+                    await asyncio.sleep(0)
+                else:
+                    await waiting_on
+            except asyncio.CancelledError:
+                write.close()
+                sink.ended = True
+                raise
+            except Exception as exc:  # handed to the write, as a task would
+                waiting_on = write.throw(exc)
+            else:
+                waiting_on = write.send(None)
+    except StopIteration:
+        sink.position, sink.written_at = position, asyncio.get_running_loop().time()
+        sink.ended = sink.ended or ended
+    except Exception:  # the write failed (the client is gone): its own task ends the stream
+        sink.ended = True
+    finally:
+        sink.busy = False
+        sink.wake.set()
+
 
 def feeds_open() -> int:
     """How many feeds this process runs (tests)."""
     return len(_feeds)
 
 
-def _join(key: Hashable, group: str, read: Read, position: int, poll_seconds: float) -> _Feed:
+def _join(
+    key: Hashable, group: str, read: Read, position: int, poll_seconds: float, shared_read: SharedRead | None = None
+) -> _Feed:
     """The key's running feed with one more subscriber, or a new one starting at `position`.
     Synchronous: no await between finding the feed and counting the subscriber in, so a feed that
     is closing (it closes synchronously when it finds itself empty) is never joined."""
     feed = _feeds.get(key)
     if feed is None or feed.closed:
-        feed = _Feed(key=key, group=group, read=read, poll_seconds=poll_seconds, head=position, base=position)
+        feed = _Feed(key=key, group=group, read=read, shared_read=shared_read, poll_seconds=poll_seconds,
+                     head=position, base=position)  # fmt: skip
         _feeds[key] = feed
         # A context of its own: the feed outlives the request that started it, and must not run
         # its reads on that request's thread.
@@ -133,7 +245,7 @@ async def _pump(feed: _Feed) -> None:
     try:
         async with wake_waiter(feed.group, release_db=False) as wait:
             while feed.subscribers > 0:
-                frames = await _shared_read(feed.read, feed.head)
+                frames = await _shared_read(feed, feed.head)
                 if frames:
                     feed.add(frames)
                 await wait(feed.poll_seconds)
@@ -142,9 +254,11 @@ async def _pump(feed: _Feed) -> None:
         _close(feed)
 
 
-async def _shared_read(read: Read, after: int) -> list[Frame]:
+async def _shared_read(feed: _Feed, after: int) -> list[Frame]:
     try:
-        return await sync_to_async(_read_and_release, thread_sensitive=False)(read, after)
+        if feed.shared_read is not None:  # on the loop: no thread hop between a wake-up and the push
+            return await feed.shared_read(after)
+        return await sync_to_async(_read_and_release, thread_sensitive=False)(feed.read, after)
     except Exception as exc:  # the next wake-up or poll reads again (module docstring)
         logger.warning("shared stream read failed (%s); retrying", type(exc).__name__)
         return []
@@ -193,6 +307,7 @@ async def fanned_stream(
     head: int | None = None,
     heartbeat_seconds: float = 15.0,
     poll_seconds: float = 1.0,
+    shared_read: SharedRead | None = None,
 ) -> AsyncIterator[bytes]:
     """SSE bytes of the log behind `key` after `after`: `first` (the caller's replay, already read)
     or an own read, then the key's feed. `read` must be the same tenant-scoped read for every
@@ -208,13 +323,13 @@ async def fanned_stream(
         yield chunk
         if ended:
             return
-    feed = _join(key, group, read, position if head is None else min(position, head), poll_seconds)
+    feed = _join(key, group, read, position if head is None else min(position, head), poll_seconds, shared_read)
     try:
         idle = 0.0
         while True:
             if feed.closed:  # its task failed or the loop is stopping: a fresh feed
                 feed.subscribers -= 1
-                feed = _join(key, group, read, min(position, feed.head), poll_seconds)
+                feed = _join(key, group, read, min(position, feed.head), poll_seconds, shared_read)
             changed = feed.changed  # taken before reading, so a frame added meanwhile wakes us
             frames = feed.after(position)
             wait_at_most = heartbeat_seconds - idle
@@ -240,3 +355,90 @@ async def fanned_stream(
                 yield b": heartbeat\n\n"
     finally:
         feed.subscribers -= 1
+
+
+@dataclass(frozen=True, slots=True)
+class FanOut:
+    """One subscriber of `fanned_stream`, described rather than started, so the door can serve it
+    by `send_to` (the feed writes to it) and Django by iterating `stream()`: the same bytes."""
+
+    key: Hashable
+    group: str
+    after: int
+    read: Read
+    first: list[Frame] | None = None
+    head: int | None = None
+    heartbeat_seconds: float = 15.0
+    poll_seconds: float = 1.0
+    shared_read: SharedRead | None = None
+
+    def stream(self) -> AsyncIterator[bytes]:
+        return fanned_stream(
+            key=self.key, group=self.group, after=self.after, read=self.read, first=self.first,
+            head=self.head, heartbeat_seconds=self.heartbeat_seconds, poll_seconds=self.poll_seconds,
+            shared_read=self.shared_read,
+        )  # fmt: skip
+
+    async def send_to(self, send: AsgiSend) -> None:
+        """`stream()`'s bytes as ASGI body messages (`more_body`; the caller ends the response).
+        The feed writes each new batch of frames to this subscriber itself, from its one loop over
+        its subscribers; this task only opens, replays, catches up when it fell behind (or the
+        feed's write could not finish at once), sends the heartbeats, and ends."""
+        loop = asyncio.get_running_loop()
+        await send(_body(b": stream open\n\n"))
+        position = self.after
+        frames = self.first if self.first is not None else await own_read(self.read, position)
+        if frames:
+            chunk, position, ended = _batch(frames)
+            await send(_body(chunk))
+            if ended:
+                return
+        start = position if self.head is None else min(position, self.head)
+        feed = _join(self.key, self.group, self.read, start, self.poll_seconds, self.shared_read)
+        sink = _Sink(send=send, position=position, written_at=loop.time())
+        feed.sinks.add(sink)
+        try:
+            while not sink.ended:
+                if feed.closed:  # its task failed or the loop is stopping: a fresh feed
+                    feed.sinks.discard(sink)
+                    feed.subscribers -= 1
+                    position = min(sink.position, feed.head)
+                    feed = _join(self.key, self.group, self.read, position, self.poll_seconds, self.shared_read)
+                    feed.sinks.add(sink)
+                sink.wake.clear()
+                wait_at_most = self.heartbeat_seconds - (loop.time() - sink.written_at)
+                if not sink.busy:
+                    frames = feed.after(sink.position)
+                    if frames is None:  # behind the buffer: read the rest ourselves, poll meanwhile
+                        frames = await own_read(self.read, sink.position) or []
+                        wait_at_most = min(wait_at_most, self.poll_seconds)
+                    if frames and not sink.busy:
+                        chunk, position, ended = _batch(frames)
+                        if position > sink.position:  # the feed may have written them meanwhile
+                            await _write(sink, chunk)
+                            sink.position, sink.ended = position, ended
+                        continue
+                    if wait_at_most <= 0 and not sink.busy:
+                        await _write(sink, b": heartbeat\n\n")
+                        continue
+                try:
+                    async with asyncio.timeout(max(wait_at_most, 0.001)):
+                        await sink.wake.wait()
+                except TimeoutError:
+                    pass
+            while sink.busy:  # the feed's last write (the terminal frame) is still under way
+                sink.wake.clear()
+                await sink.wake.wait()
+        finally:
+            feed.sinks.discard(sink)
+            feed.subscribers -= 1
+
+
+async def _write(sink: _Sink, data: bytes) -> None:
+    """A write of the subscriber's own task; the feed skips the sink meanwhile."""
+    sink.busy = True
+    try:
+        await sink.send(_body(data))
+    finally:
+        sink.busy = False
+        sink.written_at = asyncio.get_running_loop().time()

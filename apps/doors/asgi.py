@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, cast
 
@@ -36,10 +37,16 @@ from django.http import HttpResponseBase, StreamingHttpResponse
 from django.http.request import split_domain_port, validate_host
 
 from apps.core.db_threads import release_db_connection
+from apps.core.errors import InternalError
+from apps.core.fanout import FanOut
+from apps.core.middleware import ProtocolEnvelopeMiddleware
 from apps.core.overload import is_overload
+from apps.core.protocol import wants_envelope
 from apps.core.rate_limits import stream_slot_release
 from apps.core.request_limits import _request_id, admit_async, overload_refusal, renderer_for, stream_released_after
+from apps.core.responses import envelope_response
 from apps.doors.request import DoorRequest
+from apps.runs.paths import RunRefConverter
 
 logger = logging.getLogger(__name__)
 
@@ -52,11 +59,14 @@ View = Callable[..., Awaitable[HttpResponseBase]]
 CARD_PATH = "/.well-known/agent-card.json"
 
 
-def _route(path: str) -> tuple[View, dict[str, str]] | None:
+def _route(path: str, method: str = "POST") -> tuple[View, dict[str, str]] | None:
     """The view (and its URL kwargs) for a path a door claims, else None (Django's)."""
     from apps.a2a import views as a2a_views
     from apps.mcp import views as mcp_views
 
+    if method == "GET" and path.startswith("/runs/"):
+        events = _RUN_EVENTS.fullmatch(path)
+        return (_run_events, {"run_ref": events["run_ref"]}) if events else None
     if path == "/mcp":
         return mcp_views.mcp_endpoint, {}
     if path == CARD_PATH:
@@ -68,6 +78,23 @@ def _route(path: str) -> tuple[View, dict[str, str]] | None:
     if path == "/a2a" or path.startswith("/a2a/"):
         return a2a_views.a2a_unknown, {"rest": path[len("/a2a/") :]}
     return None
+
+
+# A run's event stream (`GET /runs/{runId}/events`, the console's and openwop-client's): the URL
+# Django resolves (apps/runs/urls.py), the same view, what ProtocolEnvelopeMiddleware does around
+# it. Each stream is one request, but each event is a write to every subscriber: here the run's
+# feed writes them from one loop (apps.core.fanout.FanOut.send_to), not one generator apiece.
+_RUN_EVENTS = re.compile(rf"/runs/(?P<run_ref>{RunRefConverter.regex})/events")
+
+
+async def _run_events(request: DoorRequest, run_ref: str) -> HttpResponseBase:
+    from apps.runs.views import run_events_stream
+
+    early, contract = ProtocolEnvelopeMiddleware._before(request)  # type: ignore[arg-type]
+    if early is not None:
+        return early
+    response = await run_events_stream(request, run_ref)  # type: ignore[arg-type]
+    return ProtocolEnvelopeMiddleware._after(request, response, contract)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -210,7 +237,10 @@ async def _send_response(response: HttpResponseBase, send: Send, extra: list[tup
         return
     await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
     stream = cast(StreamingHttpResponse, response)
-    if stream.is_async:
+    fan_out = getattr(response, "fan_out", None)
+    if fan_out is not None:  # a run's event stream: its feed writes to `send` itself
+        await cast(FanOut, fan_out).send_to(send)
+    elif stream.is_async:
         content = cast(AsyncIterator[bytes], stream.streaming_content)
         try:
             async for part in content:
@@ -299,7 +329,8 @@ async def _respond(
             raise
         except Exception as exc:
             response = _failure(request, exc)
-        if held_bucket is not None:
+        # A run's event stream (`fan_out`) is served here to its end: its slot goes back below.
+        if held_bucket is not None and getattr(response, "fan_out", None) is None:
             if isinstance(response, StreamingHttpResponse) and response.is_async:
                 content = cast(AsyncIterator[bytes], response.streaming_content)
                 response.streaming_content = stream_released_after(content, held_bucket)
@@ -327,6 +358,8 @@ def _failure(request: DoorRequest, exc: Exception) -> HttpResponseBase:
     if request.path == "/mcp" or request.path.rstrip("/") == "/a2a/jsonrpc":
         body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": "Internal error"}}
         return JsonResponse(body, status=500)
+    if wants_envelope(request.path):  # the REST wire (a run's event stream)
+        return envelope_response(InternalError())
     return JsonResponse({"error": {"code": 500, "status": "INTERNAL", "message": "Internal error"}}, status=500)
 
 
@@ -335,7 +368,7 @@ def doors_application(django_app: ASGIApp) -> ASGIApp:
 
     async def application(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            routed = _route(scope["path"])
+            routed = _route(scope["path"], scope["method"])
             if routed is not None and not _django_would_answer(scope):
                 await _serve(scope, receive, send, routed[0], routed[1])
                 return

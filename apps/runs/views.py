@@ -15,19 +15,21 @@ import functools
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.views.decorators.http import require_GET
 
+from apps.core.async_db import async_db_enabled, async_pool
 from apps.core.db_threads import db_connection_release
 from apps.core.errors import OpenWopError, ValidationFailed
-from apps.core.fanout import Frame, fanned_stream
+from apps.core.fanout import FanOut, Frame
 from apps.core.responses import envelope_response
 from apps.core.sse import SseEvent, format_event, last_event_id, sse_response, wake_waiter
 from apps.runs.log import run_wake_group
-from apps.runs.models import TERMINAL_EVENT_TYPES, Run
+from apps.runs.models import TERMINAL_EVENT_TYPES, Run, RunEvent
 from apps.runs.paths import run_id_from_path
 from apps.runs.selectors import run_events_after, run_get_readable
 from apps.runs.wire import run_event_doc
@@ -100,8 +102,46 @@ def _stream_read(run: Run, after: int) -> list[Frame]:
     """The run's events after `after` as SSE frames: one tenant-scoped query. The one read of
     every stream of the run, the fan-out's shared read included (its debug line is what
     tests/runs/test_sse_fanout.py counts)."""
+    return _frames(run, after, run_events_after(run=run, after=after))
+
+
+async def _stream_read_on_loop(run: Run, after: int) -> list[Frame]:
+    """`_stream_read` on the event loop's own pool (PostgreSQL): the fan-out feed's read, which
+    then pushes what it read with no thread hop in between. The same tenant-scoped rows."""
+    pool = await async_pool()
+    async with pool.connection() as conn:
+        cursor = await conn.execute(_events_after_sql(), (run.tenant_id, run.pk, after))
+        rows = await cursor.fetchall()
+    events = [
+        RunEvent(
+            id=pk,
+            tenant_id=run.tenant_id,
+            run_id=run.pk,
+            sequence=sequence,
+            event_id=event_id,
+            type=type_,
+            payload=payload,
+            node_id=node_id,
+            at=at.astimezone(UTC),
+        )
+        for pk, sequence, event_id, type_, payload, node_id, at in rows
+    ]
+    return _frames(run, after, events)
+
+
+@functools.cache
+def _events_after_sql() -> str:
+    """`run_events_after`'s query (tenant, run, sequence > after, in order), the columns it renders."""
+    return (
+        "SELECT id, sequence, event_id, type, payload, node_id, at"  # noqa: S608 (our table's name)
+        f" FROM {RunEvent._meta.db_table}"
+        " WHERE tenant_id = %s AND run_id = %s AND sequence > %s ORDER BY sequence"
+    )
+
+
+def _frames(run: Run, after: int, events: list[RunEvent]) -> list[Frame]:
     frames = []
-    for event in run_events_after(run=run, after=after):
+    for event in events:
         doc = run_event_doc(event, run_id=run.run_id)
         sse = SseEvent(id=doc["sequence"], data=doc, event=doc["type"], terminal=doc["type"] in TERMINAL_EVENT_TYPES)
         frames.append(Frame(id=sse.id, data=format_event(sse), terminal=sse.terminal))
@@ -126,18 +166,19 @@ async def run_events_stream(request: HttpRequest, run_ref: str) -> HttpResponseB
         # The caller already holds the terminal event: close at once, sending nothing (events.md).
         return sse_response(_nothing())
     run = opened.run
-    read = functools.partial(_stream_read, run)
-    return sse_response(
-        fanned_stream(
-            key=("runs.events", run.tenant_id, run.pk),
-            group=run_wake_group(run.run_id),
-            after=opened.after,
-            read=read,
-            first=opened.replay,
-            head=run.last_sequence,
-            poll_seconds=DB_RECHECK_SECONDS,
-        )
+    fan_out = FanOut(
+        key=("runs.events", run.tenant_id, run.pk),
+        group=run_wake_group(run.run_id),
+        after=opened.after,
+        read=functools.partial(_stream_read, run),
+        first=opened.replay,
+        head=run.last_sequence,
+        poll_seconds=DB_RECHECK_SECONDS,
+        shared_read=functools.partial(_stream_read_on_loop, run) if async_db_enabled() else None,
     )
+    response = sse_response(fan_out.stream())
+    response.fan_out = fan_out  # type: ignore[attr-defined]  # the door writes it directly (apps/doors/asgi.py)
+    return response
 
 
 async def _nothing() -> AsyncIterator[bytes]:

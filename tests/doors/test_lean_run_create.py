@@ -195,3 +195,17 @@ def test_a_warm_tools_call_on_the_door_starts_no_thread(door: Door, acme: Any, m
     assert answered["result"]["isError"] is False, answered
     assert Run.objects.for_tenant(acme.tenant_pk).filter(transport="mcp").count() == 3
     assert created == [], created[0] if created else ""
+
+
+def test_the_stream_feeds_loop_read_renders_the_threads_frames(door: Door, acme: Any) -> None:
+    """The fan-out feed reads a run's log on the loop's pool (apps/runs/views._stream_read_on_loop):
+    the very frames, byte for byte, that the ORM read renders for every other stream."""
+    from apps.runs.views import _stream_read, _stream_read_on_loop
+
+    run = run_create(subject=acme, workflow_id="artifact-echo", inputs={"x": [1, {"y": "é"}]},
+                     transport=RunTransport.REST, inline=True)  # fmt: skip
+    for after in (0, 2):
+        on_loop = door.run(lambda after=after: _stream_read_on_loop(run, after))  # type: ignore[misc]
+        assert on_loop == _stream_read(run, after)
+        assert [frame.id for frame in on_loop] == list(range(after + 1, run.last_sequence + 1))
+    assert on_loop[-1].terminal and b"event: run.completed" in on_loop[-1].data
