@@ -47,6 +47,8 @@ ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhos
 # The origin written into cards and facets (no trailing slash).
 OPENWOP_PUBLIC_URL = env.str("OPENWOP_PUBLIC_URL", default="http://127.0.0.1:8000").rstrip("/")
 OPENWOP_EGRESS_ALLOW_CIDRS = env.list("OPENWOP_EGRESS_ALLOW_CIDRS", default=[])
+# Who may read GET /metrics (apps/core/metrics.py): loopback when empty; else these networks only.
+OPENWOP_METRICS_ALLOW_CIDRS = env.str("OPENWOP_METRICS_ALLOW_CIDRS", default="")
 OPENWOP_EGRESS_CA_BUNDLE = env.str("OPENWOP_EGRESS_CA_BUNDLE", default="")
 # The hosts file the egress guard reads names from (apps/core/egress.py hosts_file_addresses).
 OPENWOP_EGRESS_HOSTS_FILE = env.str("OPENWOP_EGRESS_HOSTS_FILE", default="/etc/hosts")
@@ -81,6 +83,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "apps.core.metrics.MetricsMiddleware",  # the REST wire's request counts and latencies
     "django.middleware.security.SecurityMiddleware",
     "apps.core.middleware.StaticFilesMiddleware",  # WhiteNoise, async-capable
     "apps.core.middleware.ProtocolEnvelopeMiddleware",
@@ -292,7 +295,7 @@ if not DEBUG:
     SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=True)
     if env.bool("DJANGO_SECURE_PROXY_SSL_HEADER", default=False):
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
     SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=31536000)
@@ -301,15 +304,39 @@ if not DEBUG:
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
     SECURE_HSTS_PRELOAD = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=True)
 
+# OPENWOP_LOG_FORMAT=json: one JSON object per line (apps/core/logformat.py), Django's and uvicorn's
+# own loggers included; default `text`, the bare message. Both redact what looks like a secret.
+OPENWOP_LOG_FORMAT = env.str("OPENWOP_LOG_FORMAT", default="text").strip().lower()
+if OPENWOP_LOG_FORMAT not in ("text", "json"):
+    raise ImproperlyConfigured("OPENWOP_LOG_FORMAT must be 'text' or 'json'.")
+_json_logs = OPENWOP_LOG_FORMAT == "json"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {
+        "text": {"()": "apps.core.logformat.RedactingFormatter"},
+        "json": {"()": "apps.core.logformat.JsonFormatter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": OPENWOP_LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": env.str("DJANGO_LOG_LEVEL", default="INFO")},
     # httpx logs full URLs (queries included) at INFO; httpcore logs headers at DEBUG.
     "loggers": {
         "django.request": {"level": "ERROR"},
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "INFO"},
+        # json: the loggers that bring handlers of their own (Django's defaults, uvicorn's config)
+        # write through the root's JSON handler instead.
+        **(
+            {
+                "django": {"handlers": [], "level": "INFO"},
+                "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
+                "uvicorn": {"handlers": ["console"], "level": "INFO", "propagate": False},
+                "uvicorn.access": {"handlers": ["console"], "level": "INFO", "propagate": False},
+            }
+            if _json_logs
+            else {}
+        ),
     },
 }
+# json: a Celery worker keeps the handlers above instead of installing its own text ones.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = not _json_logs

@@ -7,6 +7,8 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularJSONAPIView
 
+from apps.core.metrics import metrics_view
+from apps.core.readiness import readyz
 from apps.facets.views import well_known_openwop
 from apps.tenants.api import WhoAmIApi
 
@@ -23,7 +25,9 @@ urlpatterns = [
         name="openapi",
     ),
     path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
     path("host/openwop-host/api/whoami", WhoAmIApi.as_view(), name="whoami"),
+    path("metrics", metrics_view, name="metrics"),  # loopback / OPENWOP_METRICS_ALLOW_CIDRS only
     path("admin/", admin.site.urls),
     path("console/", include("apps.console.urls")),
     path("", include("apps.agents.urls")),

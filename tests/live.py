@@ -106,9 +106,9 @@ class LiveProcess:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
 
-def _spawn(args: list[str], env: dict[str, str], log_path: Path) -> LiveProcess:
+def _spawn(args: list[str], env: dict[str, str], log_path: Path, pass_fds: tuple[int, ...] = ()) -> LiveProcess:
     log = log_path.open("wb")
-    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, pass_fds=pass_fds)
     return LiveProcess(proc=proc, log_path=log_path)
 
 
@@ -118,13 +118,23 @@ WEB_SERVER_ARGS = ["--loop", "uvloop", "--http", "httptools", "--lifespan", "off
 
 def start_web(env: dict[str, str], log_dir: Path) -> tuple[LiveProcess, str]:
     """uvicorn serving `openwop_host.asgi:application` on a free loopback port, once it answers."""
-    port = free_port()
-    live = _spawn(
-        [sys.executable, "-m", "uvicorn", "openwop_host.asgi:application", "--host", "127.0.0.1",
-         "--port", str(port), *WEB_SERVER_ARGS],
-        env,
-        log_dir / f"web-{port}.log",
-    )  # fmt: skip
+    # The listening socket is bound here and handed to uvicorn (`--fd`): a port picked free and
+    # bound later by the child could be taken in between (the other xdist worker's servers, any
+    # outgoing connection's ephemeral port), which failed a test's setup now and then.
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(512)
+    port = int(listener.getsockname()[1])
+    try:
+        live = _spawn(
+            [sys.executable, "-m", "uvicorn", "openwop_host.asgi:application", "--fd", str(listener.fileno()),
+             *WEB_SERVER_ARGS],
+            env,
+            log_dir / f"web-{port}.log",
+            pass_fds=(listener.fileno(),),
+        )  # fmt: skip
+    finally:
+        listener.close()  # the child holds its own copy
     base_url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

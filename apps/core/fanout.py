@@ -41,6 +41,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 
 from apps.core.db_threads import db_connection_release
+from apps.core.metrics import SSE_STREAMS
 from apps.core.sse import wake_waiter
 
 logger = logging.getLogger(__name__)
@@ -384,6 +385,13 @@ class FanOut:
         The feed writes each new batch of frames to this subscriber itself, from its one loop over
         its subscribers; this task only opens, replays, catches up when it fell behind (or the
         feed's write could not finish at once), sends the heartbeats, and ends."""
+        SSE_STREAMS.inc()
+        try:
+            await self._send_to(send)
+        finally:
+            SSE_STREAMS.dec()
+
+    async def _send_to(self, send: AsgiSend) -> None:
         loop = asyncio.get_running_loop()
         await send(_body(b": stream open\n\n"))
         position = self.after

@@ -33,6 +33,7 @@ NOT_ENVELOPED_PREFIXES: tuple[str, ...] = (
     "/mcp",  # MCP mount: JSON-RPC errors only
     "/.well-known/agent-card.json",
     "/healthz",
+    "/readyz",
 )
 
 

@@ -28,6 +28,7 @@ from django.http import HttpRequest, StreamingHttpResponse
 
 from apps.core.db_threads import release_db_connection
 from apps.core.errors import ValidationFailed
+from apps.core.metrics import SSE_STREAMS
 from apps.core.redis_lean import lean_redis
 
 logger = logging.getLogger(__name__)
@@ -124,9 +125,7 @@ def last_event_id(request: HttpRequest, query_param: str | None = None) -> int:
     if raw is None or raw == "":
         return 0
     if not raw.isdigit():
-        raise ValidationFailed(
-            "Last-Event-ID must be a non-negative integer.", details={"field": "Last-Event-ID"}
-        )
+        raise ValidationFailed("Last-Event-ID must be a non-negative integer.", details={"field": "Last-Event-ID"})
     return int(raw)
 
 
@@ -242,8 +241,21 @@ async def stream_log(
                 yield b": heartbeat\n\n"
 
 
+async def _counted(stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The stream, counted in `openwop_sse_streams_open` from its first byte to its end."""
+    SSE_STREAMS.inc()
+    try:
+        async for chunk in stream:
+            yield chunk
+    finally:
+        SSE_STREAMS.dec()
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
 def sse_response(stream: AsyncIterator[bytes]) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(stream, content_type="text/event-stream")
+    response = StreamingHttpResponse(_counted(stream), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response

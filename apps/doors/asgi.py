@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, cast
 
@@ -36,6 +37,7 @@ from django.dispatch import receiver
 from django.http import HttpResponseBase, StreamingHttpResponse
 from django.http.request import split_domain_port, validate_host
 
+from apps.core import metrics
 from apps.core.db_threads import release_db_connection
 from apps.core.errors import InternalError
 from apps.core.fanout import FanOut
@@ -259,13 +261,75 @@ async def _send_response(response: HttpResponseBase, send: Send, extra: list[tup
 # The door
 
 
+class _Observed:
+    """What the door answered (status, the body's first bytes), for the request metrics."""
+
+    __slots__ = ("head", "send", "status")
+
+    def __init__(self, send: Send) -> None:
+        self.status = 499  # the client left before any answer
+        self.head = b""
+        self.send = send
+
+    async def __call__(self, message: Any) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+        elif not self.head:
+            self.head = message.get("body", b"")[:200]
+        await self.send(message)
+
+
+def _operation(request: DoorRequest, view: View, kwargs: dict[str, str]) -> tuple[str, str]:
+    """(door, operation) of a door request, from bounded sets (apps.core.metrics)."""
+    path = request.path
+    if path == "/mcp":
+        method = request.method or "POST"
+        if method != "POST":
+            return "mcp", metrics.bounded(method, metrics.MCP_OPERATIONS)
+        body = getattr(request, "_openwop_json", None)
+        name = body.get("method") if isinstance(body, dict) else None
+        return "mcp", metrics.bounded(name if isinstance(name, str) else "", metrics.MCP_OPERATIONS)
+    if view is _run_events:
+        return "rest", "GET runs/<runref:run_ref>/events"
+    if path == CARD_PATH:
+        return "a2a", "GetAgentCard"
+    if "route" in kwargs:
+        return "a2a", _a2a_rest_operation(request.method or "GET", kwargs["route"])
+    body = getattr(request, "_openwop_json", None)
+    name = body.get("method") if isinstance(body, dict) else None
+    return "a2a", metrics.bounded(name if isinstance(name, str) else "", metrics.A2A_OPERATIONS)
+
+
+def _a2a_rest_operation(method: str, route: str) -> str:
+    from apps.a2a.views import _rest_route
+
+    try:
+        handler = _rest_route(method, route)[0]
+    except Exception:  # an unknown route: the view answered it as such
+        return "other"
+    return f"rest:{getattr(handler, '__name__', 'other')}"
+
+
 async def _serve(scope: Scope, receive: Receive, send: Send, view: View, kwargs: dict[str, str]) -> None:
+    started = time.perf_counter()
+    observed = _Observed(send)
+    send = observed
     limit = int(getattr(settings, "OPENWOP_MAX_BODY_BYTES", 0))
     try:
         body = await _read_body(receive, limit)
     except _Disconnected:
         return
     request = DoorRequest(scope, body)
+    try:
+        await _serve_request(request, scope, receive, send, view, kwargs)
+    finally:
+        door, operation = _operation(request, view, kwargs)
+        metrics.request_observed(door, operation, metrics.outcome_of(observed.status, observed.head), started)
+
+
+async def _serve_request(
+    request: DoorRequest, scope: Scope, receive: Receive, send: Send, view: View, kwargs: dict[str, str]
+) -> None:
     extra = _security_headers(_is_secure(scope))
     render = renderer_for(request.path)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -19,6 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.core.errors import OpenWopError
+from apps.core.metrics import negotiation_decided
 from apps.facets.models import Facet
 from apps.facets.services import facet_ensure
 from apps.facets.versions import Protocol, is_valid_version, version_key
@@ -213,6 +215,7 @@ def negotiation_record(decision: Decision, *, peer_origin: str, subject: Subject
     payload = negotiation_payload(decision, peer_digest=peer_origin_digest(peer_origin))
     with transaction.atomic():
         _record(subject=subject, run=run, payload=payload)
+        transaction.on_commit(partial(negotiation_decided, decision.protocol, decision.outcome, decision.version))
 
 
 async def negotiation_decide_batched(
@@ -237,6 +240,7 @@ async def negotiation_record_batched(decision: Decision, *, peer_origin: str, su
 
     payload = negotiation_payload(decision, peer_digest=peer_origin_digest(peer_origin))
     await host_event_append_batched(subject=subject, type=NEGOTIATION_EVENT, payload=payload)
+    negotiation_decided(decision.protocol, decision.outcome, decision.version)  # committed now
 
 
 def _record(*, subject: Subject | None, run: Any, payload: dict[str, Any]) -> None:

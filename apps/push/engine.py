@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from apps.core.egress import EgressRefused, sanitize_url
 from apps.core.egress_transport import egress_request
+from apps.core.metrics import push_attempt_settled
 from apps.push.capabilities import DEAD_LETTER_RETENTION_DAYS, push_setting
 from apps.push.crypto import credential_open
 from apps.push.lanes import lane_cap, lane_in_flight, lane_lock, lane_wake, senders
@@ -191,10 +192,14 @@ def _record(claimed: _Claimed, *, ok: bool, status_code: int | None, error: str,
         delivery.last_error = error
         if ok:
             delivery.status, delivery.settled_at = DeliveryStatus.DELIVERED, now
+            result = "delivered"
         elif delivery.attempts >= delivery.max_attempts:
             delivery.status, delivery.settled_at = DeliveryStatus.DEAD, now
+            result = "dead"  # a dead letter
         else:
             delivery.next_attempt_at = now + timedelta(seconds=backoff_seconds(delivery.attempts))
+            result = "retry"
+        transaction.on_commit(partial(push_attempt_settled, result))
         delivery.save(
             update_fields=[
                 "in_flight_until", "last_status_code", "last_error", "status", "settled_at", "next_attempt_at"

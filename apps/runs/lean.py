@@ -30,6 +30,7 @@ from django.db.models import Field, Model
 
 from apps.agents.models import Workflow
 from apps.core.async_db import async_pool
+from apps.core.metrics import run_events_committed
 from apps.core.sse import publish_wake_from_loop
 from apps.push.models import WebhookEvent
 from apps.runs.log import run_wake_group
@@ -164,6 +165,7 @@ async def run_create_lean(
         event._state.adding = False
         event._state.db = "default"
     publish_wake_from_loop(run_wake_group(run.run_id))
+    run_events_committed(run.transport, [event.type for event in draft.events])
     if getattr(settings, "OPENWOP_TEST_CRASH_AFTER_COMMIT", False):
         os._exit(70)  # the kill test's seam, as run_create's (services._crash_after_commit_seam)
     return run

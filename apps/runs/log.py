@@ -19,6 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.core.ids import mint_opaque, split_bound_id
+from apps.core.metrics import run_events_committed
 from apps.core.sse import publish_wake, wake_group_name
 from apps.push.services import push_deliveries_for_events
 from apps.runs.models import Run, RunEvent
@@ -53,6 +54,7 @@ def events_write(*, run: Run, events: Sequence[RunEvent]) -> None:
     RunEvent.objects.for_tenant(run.tenant_id).bulk_create(events)
     # A wake-up is a hint that new rows are committed; the rows themselves are the data.
     transaction.on_commit(partial(publish_wake, run_wake_group(run.run_id)))
+    transaction.on_commit(partial(run_events_committed, run.transport, [event.type for event in events]))
     push_deliveries_for_events(run=run, events=events)  # rows commit with the events; sent on commit
 
 

@@ -227,3 +227,36 @@ def test_expired_dead_letters_are_purged(acme: Caller, receiver_for: Callable[..
     type(rows[0]).unscoped_all_tenants.filter(pk=rows[0].pk).update(settled_at=old)
     assert dead_letters_purge() >= 1
     assert [r.pk for r in deliveries()] == [r.pk for r in rows[1:]]
+
+
+def test_attempts_and_the_backlog_are_in_the_metrics(
+    acme: Caller, receiver_for: Callable[..., Receiver], settings: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    """`openwop_push_attempts_total` counts each committed attempt by result (a retry, then the dead
+    letter), and the backlog gauges read at scrape time see the pending delivery, then none."""
+    from django.test import Client
+    from prometheus_client import REGISTRY
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def attempts(result: str) -> float:
+        return REGISTRY.get_sample_value("openwop_push_attempts_total", {"result": result}) or 0.0
+
+    def backlog() -> dict[str, float]:
+        text = Client().get("/metrics", REMOTE_ADDR="127.0.0.1").content.decode()
+        return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples
+                if s.name.startswith("openwop_push_")}  # fmt: skip
+
+    settings.OPENWOP_PUSH_MAX_ATTEMPTS = 2
+    receiver = receiver_for(behaviour=Behaviour(status=503))
+    _run_with_config(acme, url_of(receiver), token=TOKEN)
+    row = deliveries()[0]
+    type(row).unscoped_all_tenants.filter(pk=row.pk).update(created_at=timezone.now() - timedelta(seconds=30))
+    pending = backlog()
+    assert pending["openwop_push_deliveries_pending"] >= 1
+    assert pending["openwop_push_oldest_pending_age_seconds"] >= 30
+    retry, dead, delivered = attempts("retry"), attempts("dead"), attempts("delivered")
+    with django_capture_on_commit_callbacks(execute=True):
+        assert drive(row).status == DeliveryStatus.DEAD
+    assert (attempts("retry") - retry, attempts("dead") - dead, attempts("delivered") - delivered) == (1, 1, 0)
+    settled = backlog()
+    assert settled["openwop_push_deliveries_pending"] == pending["openwop_push_deliveries_pending"] - 1

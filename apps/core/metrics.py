@@ -1,0 +1,266 @@
+"""Prometheus metrics (issue 22): what an operator of many tenants asks first — is it healthy, who
+is calling, what fails. `GET /metrics` renders them (`metrics_view`).
+
+- **Names** start with `openwop_`. **Labels** are bounded and carry no tenant, key, token or URL:
+  the door (`rest`, `a2a`, `mcp`), an operation from a fixed list (anything else is `other`), an
+  outcome, a protocol version from the host's own offer.
+- **Several processes** (web processes, Celery workers): set `PROMETHEUS_MULTIPROC_DIR` to an empty
+  directory every process of the host shares (cleared before they start) and every process
+  writes its samples there; `/metrics` in any web process then sums them (prometheus-client's
+  multiprocess mode). Without it each process reports its own (one web process, `make run`).
+  Gauges read at scrape time (database pools, the oldest pending delivery) are the scraping
+  process's own reading, not summed.
+- **Who may read**: loopback only by default; `OPENWOP_METRICS_ALLOW_CIDRS` (comma list of
+  networks) replaces that list. Anyone else gets the host's 404 for an unknown path: the
+  endpoint does not exist for them.
+
+Recording costs a dictionary lookup and an addition per call (no I/O, no lock held across I/O).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import time
+from collections.abc import Iterator
+from functools import cache
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from apps.core.errors import NotFound
+from apps.core.hybrid_middleware import HybridMiddleware
+from apps.core.protocol import is_protocol_path
+
+logger = logging.getLogger(__name__)
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+REQUESTS = Counter(
+    "openwop_requests_total", "Requests answered, by door, operation and outcome.", ["door", "operation", "outcome"]
+)
+REQUEST_SECONDS = Histogram(
+    "openwop_request_duration_seconds",
+    "Time from a request's arrival to its answer's end (a stream: to its close), by door and operation.",
+    ["door", "operation"],
+    buckets=_LATENCY_BUCKETS,
+)
+NEGOTIATIONS = Counter(
+    "openwop_negotiation_decided_total",
+    "negotiation.decided records, by protocol, outcome and the version agreed (none when refused).",
+    ["protocol", "outcome", "version"],
+)
+RUNS_STARTED = Counter(
+    "openwop_runs_started_total", "Runs started (committed run.started), by transport.", ["transport"]
+)
+RUNS_FINISHED = Counter(
+    "openwop_runs_finished_total", "Runs that reached a terminal state (committed), by status and transport.",
+    ["status", "transport"],
+)  # fmt: skip
+PUSH_ATTEMPTS = Counter(
+    "openwop_push_attempts_total",
+    "Push and webhook delivery attempts, by result: delivered, retry (failed, tried again later) or dead "
+    "(failed for the last time: a dead letter).",
+    ["result"],
+)
+SSE_STREAMS = Gauge("openwop_sse_streams_open", "Server-sent event streams open now.", multiprocess_mode="livesum")
+
+# Bounded operation names per door: a label value outside these is `other`.
+A2A_OPERATIONS = frozenset({
+    "SendMessage", "SendStreamingMessage", "GetTask", "ListTasks", "CancelTask", "SubscribeToTask",
+    "CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig", "ListTaskPushNotificationConfigs",
+    "DeleteTaskPushNotificationConfig", "GetExtendedAgentCard", "GetAgentCard",
+})  # fmt: skip
+MCP_OPERATIONS = frozenset({
+    "initialize", "ping", "server/discover", "tools/list", "tools/call", "resources/list", "resources/read",
+    "resources/templates/list", "prompts/list", "prompts/get", "completion/complete", "logging/setLevel",
+    "tasks/get", "tasks/list", "tasks/cancel", "tasks/result", "GET", "DELETE",
+})  # fmt: skip
+TERMINAL_STATUSES = {"run.completed": "completed", "run.failed": "failed", "run.cancelled": "cancelled"}
+
+
+def bounded(operation: str, known: frozenset[str]) -> str:
+    return operation if operation in known else "other"
+
+
+def outcome_of(status: int, content: bytes | None = None) -> str:
+    """`ok`, `error` (a JSON-RPC error answered with 200), `client_error` (4xx), `server_error`."""
+    if status >= 500:
+        return "server_error"
+    if status >= 400:
+        return "client_error"
+    if content:
+        head = content[:200]
+        error_at, result_at = head.find(b'"error"'), head.find(b'"result"')
+        if error_at >= 0 and (result_at < 0 or error_at < result_at) and head.lstrip().startswith(b'{"jsonrpc"'):
+            return "error"
+    return "ok"
+
+
+def request_observed(door: str, operation: str, outcome: str, started: float) -> None:
+    REQUESTS.labels(door, operation, outcome).inc()
+    REQUEST_SECONDS.labels(door, operation).observe(time.perf_counter() - started)
+
+
+def negotiation_decided(protocol: str, outcome: str, version: str | None) -> None:
+    NEGOTIATIONS.labels(protocol, outcome, version or "none").inc()
+
+
+def run_events_committed(transport: str, types: list[str]) -> None:
+    """The committed events of a run: run.started and a terminal event move the run counters."""
+    for event_type in types:
+        if event_type == "run.started":
+            RUNS_STARTED.labels(transport).inc()
+        elif event_type in TERMINAL_STATUSES:
+            RUNS_FINISHED.labels(TERMINAL_STATUSES[event_type], transport).inc()
+
+
+def push_attempt_settled(result: str) -> None:
+    PUSH_ATTEMPTS.labels(result).inc()
+
+
+class _ScrapeTime(Collector):
+    """Readings taken when /metrics is read, in the scraping process: the database pools in use and
+    the push backlog (one indexed read)."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        pools = GaugeMetricFamily(
+            "openwop_db_pool_connections",
+            "Database connections of this process's pools: in use or idle (pool = django or doors).",
+            labels=["pool", "state"],
+        )
+        for pool, in_use, idle in _pool_readings():
+            pools.add_metric([pool, "in_use"], in_use)
+            pools.add_metric([pool, "idle"], idle)
+        yield pools
+        pending, oldest_age = _push_backlog()
+        yield GaugeMetricFamily("openwop_push_deliveries_pending", "Deliveries not yet settled.", value=pending)
+        yield GaugeMetricFamily(
+            "openwop_push_oldest_pending_age_seconds",
+            "Age of the oldest delivery not yet settled (0 when none).",
+            value=oldest_age,
+        )
+
+
+def _pool_readings() -> list[tuple[str, int, int]]:
+    readings = []
+    from django.db import connection
+
+    pool = getattr(connection, "pool", None) if connection.vendor == "postgresql" else None
+    if pool is not None:
+        stats = pool.get_stats()
+        size, available = stats.get("pool_size", 0), stats.get("pool_available", 0)
+        readings.append(("django", size - available, available))
+    from apps.core import async_db
+
+    for doors_pool in list(async_db._pools.values()):
+        stats = doors_pool.get_stats()
+        size, available = stats.get("pool_size", 0), stats.get("pool_available", 0)
+        readings.append(("doors", size - available, available))
+    return readings
+
+
+def _push_backlog() -> tuple[int, float]:
+    from django.db.models import Count, Min
+    from django.utils import timezone
+
+    from apps.push.models import Delivery, DeliveryStatus
+
+    row = Delivery.unscoped_all_tenants.filter(status=DeliveryStatus.PENDING).aggregate(
+        pending=Count("id"), oldest=Min("created_at")
+    )
+    oldest = row["oldest"]
+    return row["pending"] or 0, (timezone.now() - oldest).total_seconds() if oldest is not None else 0.0
+
+
+@cache
+def _allowed_networks(spec: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    if not spec.strip():
+        return (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
+    return tuple(ipaddress.ip_network(part.strip(), strict=False) for part in spec.split(",") if part.strip())
+
+
+def metrics_allowed(remote_addr: str | None) -> bool:
+    """The peer address (the socket's, never a forwarded header) is in the allowed networks."""
+    try:
+        address = ipaddress.ip_address((remote_addr or "").split("%", 1)[0])
+    except ValueError:
+        return False
+    networks = _allowed_networks(str(getattr(settings, "OPENWOP_METRICS_ALLOW_CIDRS", "") or ""))
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return any(address in network for network in networks)
+
+
+def _registry() -> CollectorRegistry:
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if directory:
+        from prometheus_client import multiprocess
+
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry, path=directory)
+    else:
+        from prometheus_client import REGISTRY
+
+        registry = CollectorRegistry()
+        registry.register(_Default(REGISTRY))
+    registry.register(_ScrapeTime())
+    return registry
+
+
+class _Default(Collector):
+    """This process's own metrics (no multiprocess directory)."""
+
+    def __init__(self, source: CollectorRegistry) -> None:
+        self.source = source
+
+    def collect(self) -> Iterator[Any]:
+        yield from self.source.collect()
+
+
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """`GET /metrics`: the exposition text, to allowed addresses; the unknown path's 404 otherwise."""
+    if not metrics_allowed(request.META.get("REMOTE_ADDR")):
+        raise NotFound(f"No resource at {request.path}.")  # what an unknown path answers
+    return HttpResponse(generate_latest(_registry()), content_type=CONTENT_TYPE_LATEST)
+
+
+def rest_operation(request: HttpRequest) -> str:
+    """`<METHOD> <route pattern>` of the URL Django resolved (a finite set), else `other`."""
+    match = getattr(request, "resolver_match", None)
+    route = getattr(match, "route", None)
+    return f"{request.method} {route}" if route else "other"
+
+
+class MetricsMiddleware(HybridMiddleware):
+    """The REST wire's requests (the paths ProtocolEnvelopeMiddleware serves, not /metrics): one
+    count by operation and outcome, one latency sample. A2A and MCP are counted by their doors."""
+
+    def _scall(self, request: HttpRequest) -> HttpResponseBase:
+        if not _counted_path(request.path):
+            return self.sync_next(request)
+        started = time.perf_counter()
+        response = self.sync_next(request)
+        _observe_rest(request, response, started)
+        return response
+
+    async def _acall(self, request: HttpRequest) -> HttpResponseBase:
+        if not _counted_path(request.path):
+            return await self.async_next(request)
+        started = time.perf_counter()
+        response = await self.async_next(request)
+        _observe_rest(request, response, started)
+        return response
+
+
+def _counted_path(path: str) -> bool:
+    return path != "/metrics" and is_protocol_path(path)
+
+
+def _observe_rest(request: HttpRequest, response: HttpResponseBase, started: float) -> None:
+    request_observed("rest", rest_operation(request), outcome_of(response.status_code), started)

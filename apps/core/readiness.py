@@ -1,0 +1,168 @@
+"""Readiness (`GET /readyz`): whether this process can serve, not merely whether it is alive.
+
+`/healthz` answers while the process runs; `/readyz` also asks the three things every request may
+need: the default database (`SELECT 1`), the Celery broker (a Redis `PING`) and the channel layer
+(a message sent to a fresh channel and received back). 200 `{"status": "ready"}`, else 503
+`{"status": "not-ready", "failing": [...]}` naming only the failing checks: never an exception's
+text, a connection string or a password, in the body or in the log (the class name only).
+
+Each check has its own deadline, and they run side by side, so the answer comes within about
+`CHECK_TIMEOUT_SECONDS` even when a dependency hangs. The blocking checks (database, broker) run on
+a daemon thread of their own: a hung one is left behind (it ends with its socket's own timeout)
+instead of holding the request or a shared executor slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.http import HttpRequest, JsonResponse
+
+logger = logging.getLogger(__name__)
+
+CHECK_TIMEOUT_SECONDS = 1.0
+
+DATABASE = "database"
+BROKER = "broker"
+CHANNEL_LAYER = "channel-layer"
+
+
+def check_database(connection: BaseDatabaseWrapper | None = None) -> None:
+    """`SELECT 1` on `connection` (default: this thread's connection to the default database),
+    closed afterwards: the check runs on a thread of its own, which nothing else would close.
+    A connection made on another thread is shared with this one for the check (Django refuses
+    cross-thread use otherwise)."""
+    shared = connection is not None
+    conn = connection if connection is not None else connections[DEFAULT_DB_ALIAS]
+    if shared:
+        conn.inc_thread_sharing()
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            if cursor.fetchone() != (1,):
+                raise RuntimeError("SELECT 1 answered something else")
+    finally:
+        try:
+            conn.close()
+        finally:
+            if shared:
+                conn.dec_thread_sharing()
+
+
+def check_broker(broker_url: str | None = None, *, timeout: float = CHECK_TIMEOUT_SECONDS) -> None:
+    """The Celery broker: PING for Redis; the in-memory transport and eager mode have nothing to ask;
+    the filesystem transport (the zero-setup default) needs its folder; others through kombu."""
+    url = settings.CELERY_BROKER_URL if broker_url is None else broker_url
+    if (broker_url is None and getattr(settings, "CELERY_TASK_ALWAYS_EAGER", False)) or url.startswith("memory://"):
+        return
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        import redis
+
+        client = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+        try:
+            client.ping()
+        finally:
+            client.close()
+        return
+    if url.startswith("filesystem://"):
+        options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {})
+        folder = options.get("data_folder_in", "")
+        if not (folder and os.path.isdir(folder) and os.access(folder, os.W_OK)):
+            raise FileNotFoundError("the filesystem broker's folder is missing or read-only")
+        return
+    from kombu import Connection
+
+    with Connection(url, connect_timeout=timeout) as kombu_connection:
+        kombu_connection.ensure_connection(max_retries=1, timeout=timeout)
+
+
+async def check_channel_layer(layer: Any = None) -> None:
+    """A round trip through the channel layer: send to a fresh channel and receive it back.
+    The in-memory layer (one process, no server) and no layer at all are ready by definition."""
+    layer = get_channel_layer() if layer is None else layer
+    if layer is None or isinstance(layer, InMemoryChannelLayer):
+        return
+    channel = await layer.new_channel(prefix="readyz")
+    token = uuid.uuid4().hex
+    await layer.send(channel, {"type": "readyz.ping", "token": token})
+    message = await layer.receive(channel)
+    if message.get("token") != token:
+        raise RuntimeError("the channel layer answered another message")
+
+
+async def _on_own_thread(check: Callable[[], None]) -> None:
+    """Run a blocking check on a daemon thread and await it; a hang is the caller's timeout."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def settle(error: BaseException | None) -> None:
+        if done.done():  # the caller timed out and went on
+            return
+        if error is None:
+            done.set_result(None)
+        else:
+            done.set_exception(error)
+
+    def run() -> None:
+        error: BaseException | None = None
+        try:
+            check()
+        except BaseException as exc:
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
+            loop.call_soon_threadsafe(settle, error)
+
+    threading.Thread(target=run, name="readyz-check", daemon=True).start()
+    await done
+
+
+async def _passes(name: str, check: Awaitable[None], timeout: float) -> bool:
+    try:
+        await asyncio.wait_for(check, timeout)
+    except Exception as exc:
+        # The class only: a driver's message can carry a host, a user or a whole connection string.
+        logger.warning("readiness check %s failed: %s", name, type(exc).__name__)
+        return False
+    return True
+
+
+async def readiness_failures(
+    *,
+    database: BaseDatabaseWrapper | None = None,
+    broker_url: str | None = None,
+    channel_layer: Any = None,
+    timeout: float = CHECK_TIMEOUT_SECONDS,
+) -> list[str]:
+    """The names of the failing checks, in a fixed order (empty: ready). Each target defaults to
+    this host's own; tests pass unreachable ones."""
+    checks: list[tuple[str, Awaitable[None]]] = [
+        (DATABASE, _on_own_thread(lambda: check_database(database))),
+        (BROKER, _on_own_thread(lambda: check_broker(broker_url, timeout=timeout))),
+        (CHANNEL_LAYER, check_channel_layer(channel_layer)),
+    ]
+    results = await asyncio.gather(*(_passes(name, check, timeout) for name, check in checks))
+    return [name for (name, _), passed in zip(checks, results, strict=True) if not passed]
+
+
+def readiness_body(failing: list[str]) -> tuple[int, dict[str, Any]]:
+    if failing:
+        return 503, {"status": "not-ready", "failing": failing}
+    return 200, {"status": "ready"}
+
+
+async def readyz(request: HttpRequest) -> JsonResponse:
+    status, body = readiness_body(await readiness_failures())
+    response = JsonResponse(body, status=status)
+    response["Cache-Control"] = "no-store"
+    return response
