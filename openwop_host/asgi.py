@@ -13,6 +13,10 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openwop_host.settings")
 django_asgi_app = get_asgi_application()
 
+from apps.core.tracing import configure as tracing_configure  # noqa: E402
+
+tracing_configure("web")  # OpenTelemetry only when OTEL_EXPORTER_OTLP_ENDPOINT is set
+
 from channels.routing import ProtocolTypeRouter  # noqa: E402 - Django must be set up first
 
 from apps.doors.asgi import doors_application  # noqa: E402

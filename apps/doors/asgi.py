@@ -37,7 +37,7 @@ from django.dispatch import receiver
 from django.http import HttpResponseBase, StreamingHttpResponse
 from django.http.request import split_domain_port, validate_host
 
-from apps.core import metrics
+from apps.core import metrics, tracing
 from apps.core.db_threads import release_db_connection
 from apps.core.errors import InternalError
 from apps.core.fanout import FanOut
@@ -320,11 +320,19 @@ async def _serve(scope: Scope, receive: Receive, send: Send, view: View, kwargs:
     except _Disconnected:
         return
     request = DoorRequest(scope, body)
-    try:
-        await _serve_request(request, scope, receive, send, view, kwargs)
-    finally:
-        door, operation = _operation(request, view, kwargs)
-        metrics.request_observed(door, operation, metrics.outcome_of(observed.status, observed.head), started)
+    with tracing.span("openwop.door", traceparent=_header(scope, b"traceparent")) as current:
+        try:
+            await _serve_request(request, scope, receive, send, view, kwargs)
+        finally:
+            door, operation = _operation(request, view, kwargs)
+            outcome = metrics.outcome_of(observed.status, observed.head)
+            metrics.request_observed(door, operation, outcome, started)
+            if current is not None:
+                current.update_name(f"{door} {operation}")
+                current.set_attributes({
+                    "openwop.door": door, "openwop.operation": operation, "openwop.outcome": outcome,
+                    "http.response.status_code": observed.status,
+                })  # fmt: skip
 
 
 async def _serve_request(

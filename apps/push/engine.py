@@ -28,6 +28,7 @@ import httpx
 from django.db import transaction
 from django.utils import timezone
 
+from apps.core import tracing
 from apps.core.egress import EgressRefused, sanitize_url
 from apps.core.egress_transport import egress_request
 from apps.core.metrics import push_attempt_settled
@@ -130,6 +131,12 @@ def _claim(delivery_pk: int) -> _Claimed | None:
 
 def _send(claimed: _Claimed) -> None:
     """Send one claimed attempt and record its outcome (moves 2 and 3)."""
+    attributes = {"openwop.delivery.kind": str(claimed.kind), "openwop.delivery.attempt": claimed.number}
+    with tracing.span("openwop.push.attempt", attributes=attributes):
+        _send_traced(claimed)
+
+
+def _send_traced(claimed: _Claimed) -> None:
     started = time.monotonic()
     status_code: int | None = None
     try:

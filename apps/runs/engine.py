@@ -32,6 +32,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from apps.core import tracing
 from apps.core.ids import split_bound_id
 from apps.runs.log import run_save
 from apps.runs.models import (
@@ -119,22 +120,27 @@ def run_advance(*, run_id: str, worker: str) -> None:
     tenant_pk = Tenant.objects.values_list("pk", flat=True).filter(slug=tenant_slug).first()
     if tenant_pk is None:
         return
-    run_pk = Run.objects.for_tenant(tenant_pk).filter(run_id=run_id).values_list("pk", flat=True).first()
-    if run_pk is None:
+    found = Run.objects.for_tenant(tenant_pk).filter(run_id=run_id).values_list("pk", "traceparent").first()
+    if found is None:
         return
+    run_pk, traceparent = found
     lease = _lease_claim(tenant_pk=tenant_pk, run_pk=run_pk, owner=worker)
     if lease is None:
         return  # another worker is advancing it, or there is nothing to do
-    try:
-        while True:
-            work = _plan(lease)
-            if work is None:
-                return
-            result = _execute(work, lease)
-            if not _apply(work, result, lease):
-                return
-    except LeaseLost:
-        logger.warning("run %s: lease lost by %s; another worker continues it", run_id, worker)
+    with tracing.span("openwop.run.advance", traceparent=traceparent or None, attributes={"openwop.run_id": run_id}):
+        try:
+            while True:
+                work = _plan(lease)
+                if work is None:
+                    return
+                node = work.node
+                step = {"openwop.node_id": str(node.get("id", "")), "openwop.node_kind": str(node.get("kind", ""))}
+                with tracing.span("openwop.run.step", attributes=step):
+                    result = _execute(work, lease)
+                if not _apply(work, result, lease):
+                    return
+        except LeaseLost:
+            logger.warning("run %s: lease lost by %s; another worker continues it", run_id, worker)
 
 
 def _lease_claim(*, tenant_pk: int, run_pk: int, owner: str) -> Lease | None:

@@ -21,6 +21,7 @@ from django.utils import timezone
 from apps.agents.definitions import workflow_inputs_check
 from apps.agents.models import Workflow
 from apps.agents.selectors import workflow_get
+from apps.core import tracing
 from apps.core.errors import Conflict, NotFound, ValidationFailed
 from apps.core.ids import mint_bound_id
 from apps.runs.idempotency import (
@@ -107,11 +108,13 @@ def run_draft(
     # runs.md §The start event: the owner block exactly as RunSnapshot.owner carries it.
     draft.append("run.started", {"owner": owner, "transport": transport})
     budget = inline_max_nodes() if inline else 0
-    if budget > 0:
-        # A run nothing else can see yet has no interrupt to find.
-        draft_settle(draft, budget=budget, interrupt_of=lambda node_id: None)
-    else:
-        step_handoff(draft)
+    attributes = {"openwop.run_id": run.run_id, "openwop.transport": transport, "openwop.inline": budget > 0}
+    with tracing.span("openwop.run.create", traceparent=run.traceparent, attributes=attributes):
+        if budget > 0:
+            # A run nothing else can see yet has no interrupt to find.
+            draft_settle(draft, budget=budget, interrupt_of=lambda node_id: None)
+        else:
+            step_handoff(draft)
     return draft
 
 
