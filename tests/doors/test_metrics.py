@@ -5,6 +5,8 @@ client — and the endpoint does not exist for an address outside the allowed ne
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from typing import Any
 
@@ -144,3 +146,40 @@ def test_the_grafana_dashboard_queries_metrics_the_host_exposes(db: None) -> Non
         name.endswith(suffix) and name[: -len(suffix)] in served for suffix in suffixes
     )}  # fmt: skip
     assert len(queried) >= 8 and not missing, missing
+
+
+@pytest.mark.django_db(transaction=True)
+def test_open_event_streams_and_pools_are_gauged(live_url: str, live_worker: Any, make_key: Any) -> None:
+    """`openwop_sse_streams_open` counts a run's event stream while it is open (the door's fan-out
+    path) and not after it ends; the doors' pool is reported once it has been used."""
+    key = make_key("acme")
+    workflow_fixtures_seed(tenant=Tenant.objects.get(slug="acme"))
+    rest = OpenwopClient(base_url=live_url, api_key=key, timeout=30)
+    run_id = rest.runs_create(CreateRunRequest(workflowId="conformance-delay", inputs={"delayMs": 3000})).runId
+    baseline = _value(_scrape(live_url), "openwop_sse_streams_open")
+    opened, ended = threading.Event(), threading.Event()
+
+    def follow() -> None:
+        headers = {"Authorization": f"Bearer {key}", "Accept": "text/event-stream"}
+        with httpx.stream("GET", f"{live_url}/runs/{run_id}/events", headers=headers, timeout=30) as response:
+            for line in response.iter_lines():
+                opened.set()
+                if line.startswith("event: run.completed"):
+                    break
+        ended.set()
+
+    reader = threading.Thread(target=follow, daemon=True)
+    reader.start()
+    assert opened.wait(10)
+    during = _scrape(live_url)
+    assert _value(during, "openwop_sse_streams_open") == baseline + 1
+    assert ended.wait(30)
+    after = baseline + 1
+    for _ in range(50):  # the server notices the end right after the last frame
+        after = _value(_scrape(live_url), "openwop_sse_streams_open")
+        if after == baseline:
+            break
+        time.sleep(0.1)
+    assert after == baseline
+    pools = {labels for (name, labels) in during if name == "openwop_db_pool_connections"}
+    assert (("pool", "doors"), ("state", "idle")) in pools or (("pool", "doors"), ("state", "in_use")) in pools
