@@ -241,7 +241,7 @@ async def stream_log(
                 yield b": heartbeat\n\n"
 
 
-async def _counted(stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+async def sse_counted(stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     """The stream, counted in `openwop_sse_streams_open` from its first byte to its end."""
     SSE_STREAMS.inc()
     try:
@@ -255,7 +255,7 @@ async def _counted(stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
 
 
 def sse_response(stream: AsyncIterator[bytes]) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(_counted(stream), content_type="text/event-stream")
+    response = StreamingHttpResponse(sse_counted(stream), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response

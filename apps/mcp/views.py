@@ -43,6 +43,7 @@ from apps.core.db_threads import in_own_db_thread, release_db_connection_if_used
 from apps.core.errors import OpenWopError, Unauthenticated
 from apps.core.json_limits import request_json
 from apps.core.overload import OVERLOAD_RETRY_AFTER_SECONDS, is_overload
+from apps.core.sse import sse_counted
 from apps.doors.request import is_lean
 from apps.mcp.dispatch import dispatch_begin, exchange_open
 from apps.mcp.errors import McpError, mcp_error_from
@@ -237,7 +238,7 @@ async def _respond(request: HttpRequest, request_id: Any, finish: Finish) -> Htt
     if task.done():
         return _json(*_outcome(request_id, task))
     return StreamingHttpResponse(
-        _sse(request_id, task),
+        sse_counted(_sse(request_id, task)),  # openwop_sse_streams_open
         content_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
