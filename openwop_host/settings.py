@@ -49,6 +49,8 @@ OPENWOP_PUBLIC_URL = env.str("OPENWOP_PUBLIC_URL", default="http://127.0.0.1:800
 OPENWOP_EGRESS_ALLOW_CIDRS = env.list("OPENWOP_EGRESS_ALLOW_CIDRS", default=[])
 # Who may read GET /metrics (apps/core/metrics.py): loopback when empty; else these networks only.
 OPENWOP_METRICS_ALLOW_CIDRS = env.str("OPENWOP_METRICS_ALLOW_CIDRS", default="")
+# Per-tenant counts too (`openwop_tenant_*`, labelled with the tenant's slug): off by default.
+OPENWOP_METRICS_TENANT_LABELS = env.bool("OPENWOP_METRICS_TENANT_LABELS", default=False)
 OPENWOP_EGRESS_CA_BUNDLE = env.str("OPENWOP_EGRESS_CA_BUNDLE", default="")
 # The hosts file the egress guard reads names from (apps/core/egress.py hosts_file_addresses).
 OPENWOP_EGRESS_HOSTS_FILE = env.str("OPENWOP_EGRESS_HOSTS_FILE", default="/etc/hosts")

@@ -24,6 +24,7 @@ import logging
 import os
 import time
 from collections.abc import Iterator
+from contextvars import ContextVar, Token
 from functools import cache
 from typing import Any
 
@@ -68,6 +69,22 @@ PUSH_ATTEMPTS = Counter(
     "(failed for the last time: a dead letter).",
     ["result"],
 )
+# OPENWOP_METRICS_TENANT_LABELS=1: the same counts again per tenant (its slug), in families of their
+# own (`openwop_tenant_*`), so the default ones never carry a tenant and their series stay few.
+TENANT_REQUESTS = Counter(
+    "openwop_tenant_requests_total", "Requests answered, per tenant (opt-in), by door and outcome.",
+    ["tenant", "door", "outcome"],
+)  # fmt: skip
+TENANT_NEGOTIATIONS = Counter(
+    "openwop_tenant_negotiation_decided_total", "negotiation.decided records per tenant (opt-in).",
+    ["tenant", "protocol", "outcome", "version"],
+)  # fmt: skip
+TENANT_RUNS_STARTED = Counter(
+    "openwop_tenant_runs_started_total", "Runs started per tenant (opt-in).", ["tenant", "transport"]
+)
+TENANT_RUNS_FINISHED = Counter(
+    "openwop_tenant_runs_finished_total", "Runs finished per tenant (opt-in).", ["tenant", "status", "transport"]
+)
 SSE_STREAMS = Gauge("openwop_sse_streams_open", "Server-sent event streams open now.", multiprocess_mode="livesum")
 
 # Bounded operation names per door: a label value outside these is `other`.
@@ -102,22 +119,57 @@ def outcome_of(status: int, content: bytes | None = None) -> str:
     return "ok"
 
 
+# The tenant of the request being served (set where a bearer key resolves to its Subject): the
+# per-tenant families' label, read only when the operator turned them on.
+_caller_tenant: ContextVar[str | None] = ContextVar("openwop_caller_tenant", default=None)
+
+
+def tenant_labels_on() -> bool:
+    return bool(getattr(settings, "OPENWOP_METRICS_TENANT_LABELS", False))
+
+
+def caller_tenant_seen(subject: Any) -> Any:
+    """Note the authenticated caller's tenant for this request's metrics; returns `subject`."""
+    _caller_tenant.set(subject.tenant)
+    return subject
+
+
+def request_begun() -> Token[str | None]:
+    """A request starts with no caller known (its context may be reused: a keep-alive task)."""
+    return _caller_tenant.set(None)
+
+
+def reset_caller(token: Token[str | None]) -> None:
+    _caller_tenant.reset(token)
+
+
 def request_observed(door: str, operation: str, outcome: str, started: float) -> None:
     REQUESTS.labels(door, operation, outcome).inc()
     REQUEST_SECONDS.labels(door, operation).observe(time.perf_counter() - started)
+    if tenant_labels_on():
+        tenant = _caller_tenant.get()
+        if tenant is not None:
+            TENANT_REQUESTS.labels(tenant, door, outcome).inc()
 
 
-def negotiation_decided(protocol: str, outcome: str, version: str | None) -> None:
+def negotiation_decided(protocol: str, outcome: str, version: str | None, tenant: str | None = None) -> None:
     NEGOTIATIONS.labels(protocol, outcome, version or "none").inc()
+    if tenant is not None and tenant_labels_on():
+        TENANT_NEGOTIATIONS.labels(tenant, protocol, outcome, version or "none").inc()
 
 
-def run_events_committed(transport: str, types: list[str]) -> None:
+def run_events_committed(transport: str, types: list[str], tenant: str | None = None) -> None:
     """The committed events of a run: run.started and a terminal event move the run counters."""
+    per_tenant = tenant is not None and tenant_labels_on()
     for event_type in types:
         if event_type == "run.started":
             RUNS_STARTED.labels(transport).inc()
+            if per_tenant:
+                TENANT_RUNS_STARTED.labels(tenant, transport).inc()
         elif event_type in TERMINAL_STATUSES:
             RUNS_FINISHED.labels(TERMINAL_STATUSES[event_type], transport).inc()
+            if per_tenant:
+                TENANT_RUNS_FINISHED.labels(tenant, TERMINAL_STATUSES[event_type], transport).inc()
 
 
 def push_attempt_settled(result: str) -> None:
@@ -244,17 +296,23 @@ class MetricsMiddleware(HybridMiddleware):
     def _scall(self, request: HttpRequest) -> HttpResponseBase:
         if not _counted_path(request.path):
             return self.sync_next(request)
-        started = time.perf_counter()
-        response = self.sync_next(request)
-        _observe_rest(request, response, started)
+        started, token = time.perf_counter(), request_begun()
+        try:
+            response = self.sync_next(request)
+            _observe_rest(request, response, started)
+        finally:
+            _caller_tenant.reset(token)
         return response
 
     async def _acall(self, request: HttpRequest) -> HttpResponseBase:
         if not _counted_path(request.path):
             return await self.async_next(request)
-        started = time.perf_counter()
-        response = await self.async_next(request)
-        _observe_rest(request, response, started)
+        started, token = time.perf_counter(), request_begun()
+        try:
+            response = await self.async_next(request)
+            _observe_rest(request, response, started)
+        finally:
+            _caller_tenant.reset(token)
         return response
 
 

@@ -320,6 +320,7 @@ async def _serve(scope: Scope, receive: Receive, send: Send, view: View, kwargs:
     except _Disconnected:
         return
     request = DoorRequest(scope, body)
+    token = metrics.request_begun()
     with tracing.span("openwop.door", traceparent=_header(scope, b"traceparent")) as current:
         try:
             await _serve_request(request, scope, receive, send, view, kwargs)
@@ -327,6 +328,7 @@ async def _serve(scope: Scope, receive: Receive, send: Send, view: View, kwargs:
             door, operation = _operation(request, view, kwargs)
             outcome = metrics.outcome_of(observed.status, observed.head)
             metrics.request_observed(door, operation, outcome, started)
+            metrics.reset_caller(token)
             if current is not None:
                 current.update_name(f"{door} {operation}")
                 current.set_attributes({

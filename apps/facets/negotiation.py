@@ -215,7 +215,9 @@ def negotiation_record(decision: Decision, *, peer_origin: str, subject: Subject
     payload = negotiation_payload(decision, peer_digest=peer_origin_digest(peer_origin))
     with transaction.atomic():
         _record(subject=subject, run=run, payload=payload)
-        transaction.on_commit(partial(negotiation_decided, decision.protocol, decision.outcome, decision.version))
+        tenant = subject.tenant if subject is not None else None
+        decided = partial(negotiation_decided, decision.protocol, decision.outcome, decision.version, tenant)
+        transaction.on_commit(decided)
 
 
 async def negotiation_decide_batched(
@@ -240,7 +242,7 @@ async def negotiation_record_batched(decision: Decision, *, peer_origin: str, su
 
     payload = negotiation_payload(decision, peer_digest=peer_origin_digest(peer_origin))
     await host_event_append_batched(subject=subject, type=NEGOTIATION_EVENT, payload=payload)
-    negotiation_decided(decision.protocol, decision.outcome, decision.version)  # committed now
+    negotiation_decided(decision.protocol, decision.outcome, decision.version, subject.tenant)  # committed now
 
 
 def _record(*, subject: Subject | None, run: Any, payload: dict[str, Any]) -> None:

@@ -165,7 +165,7 @@ async def run_create_lean(
         event._state.adding = False
         event._state.db = "default"
     publish_wake_from_loop(run_wake_group(run.run_id))
-    run_events_committed(run.transport, [event.type for event in draft.events])
+    run_events_committed(run.transport, [event.type for event in draft.events], subject.tenant)
     if getattr(settings, "OPENWOP_TEST_CRASH_AFTER_COMMIT", False):
         os._exit(70)  # the kill test's seam, as run_create's (services._crash_after_commit_seam)
     return run

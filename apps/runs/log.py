@@ -54,7 +54,8 @@ def events_write(*, run: Run, events: Sequence[RunEvent]) -> None:
     RunEvent.objects.for_tenant(run.tenant_id).bulk_create(events)
     # A wake-up is a hint that new rows are committed; the rows themselves are the data.
     transaction.on_commit(partial(publish_wake, run_wake_group(run.run_id)))
-    transaction.on_commit(partial(run_events_committed, run.transport, [event.type for event in events]))
+    tenant, _ = split_bound_id(run.run_id)
+    transaction.on_commit(partial(run_events_committed, run.transport, [event.type for event in events], tenant))
     push_deliveries_for_events(run=run, events=events)  # rows commit with the events; sent on commit
 
 

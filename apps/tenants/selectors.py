@@ -9,6 +9,7 @@ from django.conf import settings
 
 from apps.core.errors import CredentialRevoked, Unauthenticated
 from apps.core.invalidation import TOPIC_APIKEY, acached, cached, secret_cache_key
+from apps.core.metrics import caller_tenant_seen
 from apps.tenants.models import ApiKey, Tenant
 from apps.tenants.services import KEY_SCHEME, secret_digest
 from apps.tenants.subject import Subject
@@ -34,12 +35,14 @@ def subject_from_api_key(raw: str) -> Subject:
         raise Unauthenticated("The bearer credential is not a valid API key.")
     if api_key.revoked_at is not None:
         raise CredentialRevoked()
-    return Subject(
-        issuer=api_key_issuer(),
-        subject_id=api_key.subject_id,
-        tenant=api_key.tenant.slug,
-        kind=api_key.kind,  # type: ignore[arg-type]
-        tenant_pk=api_key.tenant_id,
+    return caller_tenant_seen(
+        Subject(
+            issuer=api_key_issuer(),
+            subject_id=api_key.subject_id,
+            tenant=api_key.tenant.slug,
+            kind=api_key.kind,  # type: ignore[arg-type]
+            tenant_pk=api_key.tenant_id,
+        )
     )
 
 
@@ -73,7 +76,7 @@ def subject_from_api_key_cached(raw: str) -> Subject:
     Only a resolved Subject is stored, under the SHA-256 of the key (never the key itself): an
     unknown or revoked key raises exactly as uncached, on every request. A write to the key or
     its tenant (a revocation) empties the cache in every process (the tables' triggers)."""
-    return cached(TOPIC_APIKEY, _api_key_cache_key(raw), lambda: subject_from_api_key(raw))
+    return caller_tenant_seen(cached(TOPIC_APIKEY, _api_key_cache_key(raw), lambda: subject_from_api_key(raw)))
 
 
 def _api_key_cache_key(raw: str) -> tuple[str, str]:
@@ -90,4 +93,5 @@ async def asubject_from_authorization_cached(authorization: str | None) -> Subje
     """`subject_from_authorization_cached` from the event loop: a hit awaits nothing; only a miss
     reads the key, on a thread (the refusals, never cached, take that path every time)."""
     raw = bearer_token(authorization)
-    return await acached(TOPIC_APIKEY, _api_key_cache_key(raw), lambda: sync_to_async(subject_from_api_key)(raw))
+    subject = await acached(TOPIC_APIKEY, _api_key_cache_key(raw), lambda: sync_to_async(subject_from_api_key)(raw))
+    return caller_tenant_seen(subject)

@@ -25,6 +25,7 @@ from tests.a2a.live import Session, live_card
 from tests.live import start_web
 from tests.mcp.sdk_client import mcp_client
 
+MCP = "2026-07-28"
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
@@ -92,7 +93,8 @@ async def test_each_door_moves_its_counters(live_url: str, live_worker: Any, mak
     assert moved("openwop_runs_finished_total", status="completed", transport="mcp") == 1
     # No tenant, key or run id is ever a label value.
     text = httpx.get(f"{live_url}/metrics", timeout=10).text
-    assert "acme" not in text and key not in text and "tenant" not in text
+    assert "acme" not in text and key not in text
+    assert not [line for line in text.splitlines() if not line.startswith("#") and "tenant=" in line]
 
 
 def test_metrics_refuse_an_address_outside_the_allowed_networks(db: None) -> None:
@@ -183,3 +185,44 @@ def test_open_event_streams_and_pools_are_gauged(live_url: str, live_worker: Any
     assert after == baseline
     pools = {labels for (name, labels) in during if name == "openwop_db_pool_connections"}
     assert (("pool", "doors"), ("state", "idle")) in pools or (("pool", "doors"), ("state", "in_use")) in pools
+
+
+def test_per_tenant_counts_only_when_the_operator_turns_them_on(door: Any, make_key: Any, settings: Any) -> None:
+    """OPENWOP_METRICS_TENANT_LABELS: off, no family names a tenant; on, `openwop_tenant_*` count
+    the authenticated caller's requests (on the doors and on REST), runs and negotiations."""
+    from prometheus_client import REGISTRY
+
+    key = make_key("acme")
+    workflow_fixtures_seed(tenant=Tenant.objects.get(slug="acme"))
+
+    def sample(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(name, {"tenant": "acme", **labels}) or 0.0
+
+    def counts() -> tuple[float, float, float, float]:
+        return (
+            sample("openwop_tenant_requests_total", door="mcp", outcome="ok"),
+            sample("openwop_tenant_requests_total", door="rest", outcome="ok"),
+            sample("openwop_tenant_runs_started_total", transport="mcp"),
+            sample(
+                "openwop_tenant_negotiation_decided_total", protocol="mcp", outcome="accepted", version="2026-07-28"
+            ),
+        )
+
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "conformance-noop", "arguments": {}, "_meta": meta}}  # fmt: skip
+    headers = {"Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": MCP, "Mcp-Method": "tools/call", "Mcp-Name": "conformance-noop"}  # fmt: skip
+
+    def traffic() -> None:
+        answered = door.request("POST", "/mcp", json=body, headers=headers).json()
+        assert answered["result"]["isError"] is False, answered
+        assert Client().get("/runs", headers={"Authorization": f"Bearer {key}"}).status_code == 200
+
+    settings.OPENWOP_METRICS_TENANT_LABELS = False
+    before = counts()
+    traffic()
+    assert counts() == before
+    settings.OPENWOP_METRICS_TENANT_LABELS = True
+    traffic()
+    assert [after - was for after, was in zip(counts(), before, strict=True)] == [1, 1, 1, 1]
