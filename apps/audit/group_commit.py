@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import weakref
 from dataclasses import dataclass
 from datetime import datetime
@@ -52,6 +53,8 @@ from apps.core.ids import mint_opaque
 from apps.core.sse import publish_wake_from_loop
 from apps.tenants.models import Tenant
 from apps.tenants.subject import Subject
+
+logger = logging.getLogger(__name__)
 
 MAX_BATCH = 256  # rows per statement: bounds the statement and a batch's share of the lock time
 
@@ -114,6 +117,10 @@ class _Pending:
     done: asyncio.Future[str]
 
 
+# A flush slower than this is logged (`_flush`): the trail a stall leaves (bench/README.md).
+SLOW_FLUSH_SECONDS = 0.05
+
+
 @dataclass(slots=True)
 class GroupCommitStats:
     """What the flusher has done on this loop: how much batching the load produced."""
@@ -123,6 +130,7 @@ class GroupCommitStats:
     records: int = 0  # rows committed
     failures: int = 0  # batches whose waiters got an exception
     largest_commit: int = 0  # most rows in one commit
+    slow_flushes: int = 0  # batches that took longer than SLOW_FLUSH_SECONDS (each logged)
 
 
 class HostEventBatcher:
@@ -178,7 +186,23 @@ class HostEventBatcher:
             self._flusher = None
 
     async def _flush(self, conn: AsyncConnection[Any], batch: list[_Pending]) -> None:
-        """Write one batch and settle its waiters; never raises (a failure goes to the waiters)."""
+        """Write one batch and settle its waiters; never raises (a failure goes to the waiters).
+        A flush slower than SLOW_FLUSH_SECONDS is logged with its size and what queued behind it:
+        every exchange waits on its record's flush, so this is where a stall would show."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            await self._flush_batch(conn, batch)
+        finally:
+            took = loop.time() - started
+            if took > SLOW_FLUSH_SECONDS:
+                self.stats.slow_flushes += 1
+                logger.warning(
+                    "group commit: a flush of %d records took %.0f ms (%d queued behind it)",
+                    len(batch), took * 1000, len(self._queue),
+                )  # fmt: skip
+
+    async def _flush_batch(self, conn: AsyncConnection[Any], batch: list[_Pending]) -> None:
         self.stats.flushes += 1
         try:
             batch = await _with_tenant_pks(conn, batch)

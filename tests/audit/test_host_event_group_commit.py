@@ -402,3 +402,30 @@ def test_the_batched_record_is_the_orm_paths_record(subjects, monkeypatch) -> No
     events = list(HostEvent.unscoped_all_tenants.filter(subject_id=alice.subject_id).order_by("sequence"))
     wire = [{k: v for k, v in e.as_wire().items() if k != "eventId"} for e in events]
     assert wire[0] == wire[1] and wire[2] == wire[3]
+
+
+def test_a_slow_flush_is_logged_with_its_size(subjects, caplog) -> None:  # type: ignore[no-untyped-def]
+    """A flush that waits (here: another session holds the table locked for 300 ms) leaves one
+    warning with the batch size and the queue behind it, and counts in `slow_flushes`; the records
+    still commit. The trail a stall would leave (bench/README.md, the session-7 stall)."""
+    alice = subjects()
+
+    async def scenario() -> None:
+        async with await psycopg.AsyncConnection.connect(conninfo()) as locker:
+            await locker.execute("LOCK TABLE audit_hostevent IN EXCLUSIVE MODE")
+            writes = asyncio.gather(
+                *(
+                    host_event_append_batched(subject=alice, type=NEGOTIATION_DECIDED, payload={"i": i})
+                    for i in range(5)
+                )
+            )
+            await asyncio.sleep(0.3)
+            await locker.commit()  # the lock goes; the waiting flush commits
+            await writes
+
+    with caplog.at_level("WARNING", logger="apps.audit.group_commit"):
+        _, stats = _on_fresh_loop(scenario)
+    assert _sequences(alice) == [1, 2, 3, 4, 5]
+    assert stats.slow_flushes >= 1
+    slow = [r.getMessage() for r in caplog.records if "group commit: a flush of" in r.getMessage()]
+    assert slow and all("ms (" in message for message in slow), slow
