@@ -96,6 +96,11 @@ async def async_pool() -> AsyncConnectionPool:
     return pool
 
 
+def async_pools_stats() -> list[dict[str, int]]:
+    """`get_stats()` of every loop's pool in this process (the metrics' pool gauge)."""
+    return [pool.get_stats() for pool in list(_pools.values())]
+
+
 async def async_pool_close() -> None:
     """Close this loop's pool (server shutdown, a test's teardown)."""
     pool = _pools.pop(asyncio.get_running_loop(), None)

@@ -240,6 +240,8 @@ def _close(feed: _Feed) -> None:
     if _feeds.get(feed.key) is feed:
         del _feeds[feed.key]
     feed.notify()  # its subscribers (if any are left after a failure) join a new feed
+    for sink in feed.sinks:  # the ones it wrote to as well: at once, not at their next heartbeat
+        sink.wake.set()
 
 
 async def _pump(feed: _Feed) -> None:

@@ -208,10 +208,9 @@ def _pool_readings() -> list[tuple[str, int, int]]:
         stats = pool.get_stats()
         size, available = stats.get("pool_size", 0), stats.get("pool_available", 0)
         readings.append(("django", size - available, available))
-    from apps.core import async_db
+    from apps.core.async_db import async_pools_stats
 
-    for doors_pool in list(async_db._pools.values()):
-        stats = doors_pool.get_stats()
+    for stats in async_pools_stats():
         size, available = stats.get("pool_size", 0), stats.get("pool_available", 0)
         readings.append(("doors", size - available, available))
     return readings

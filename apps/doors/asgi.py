@@ -61,7 +61,7 @@ View = Callable[..., Awaitable[HttpResponseBase]]
 CARD_PATH = "/.well-known/agent-card.json"
 
 
-def _route(path: str, method: str = "POST") -> tuple[View, dict[str, str]] | None:
+def _route(path: str, method: str) -> tuple[View, dict[str, str]] | None:
     """The view (and its URL kwargs) for a path a door claims, else None (Django's)."""
     from apps.a2a import views as a2a_views
     from apps.mcp import views as mcp_views

@@ -132,10 +132,10 @@ async def run_create_lean(
         return None
     params: list[Any] = [*_values(run, _insert_shape(Run)[0]), run.tenant_id,
                          sorted({event.type for event in draft.events})]  # fmt: skip
+    # One array per column (rows transposed): the statement's text never varies.
     event_fields = _event_columns()
-    for field in event_fields:  # one array per column: the statement's text never varies
-        params.append([field.get_db_prep_save(field.pre_save(event, True), connections["default"])
-                       for event in draft.events])  # fmt: skip
+    rows = [_values(event, event_fields) for event in draft.events]
+    params.extend(list(column) for column in zip(*rows, strict=True))
 
     async def write() -> bool:
         pool = await async_pool()

@@ -70,3 +70,18 @@ def test_a_send_that_fails_at_once_wakes_its_own_task() -> None:
         assert sink.wake.is_set() and sink.position == 0 and not sink.busy
 
     asyncio.run(scenario())
+
+
+def test_a_closing_feed_wakes_the_subscribers_it_writes_to() -> None:
+    """A feed that stops (its task failed, the loop is stopping) wakes its sinks at once, so each
+    joins a fresh feed now rather than at its next heartbeat (15 s of missed pushes)."""
+    from apps.core.fanout import _close, _Feed
+
+    async def scenario() -> None:
+        feed = _Feed(key=("t", 1), group="g", read=lambda after: [], shared_read=None, poll_seconds=1.0, head=0, base=0)
+        sink = _Sink(send=_Client().send, position=0, written_at=0.0)
+        feed.sinks.add(sink)
+        _close(feed)
+        assert feed.closed and sink.wake.is_set()
+
+    asyncio.run(scenario())
