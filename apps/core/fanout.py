@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import contextvars
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
@@ -77,7 +78,6 @@ class _Feed:
     ids: list[int] = field(default_factory=list)
     subscribers: int = 0
     closed: bool = False
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     sinks: set[_Sink] = field(default_factory=set)  # subscribers written to by the feed itself
 
@@ -102,12 +102,6 @@ class _Feed:
             drop = len(self.frames) - BUFFER_FRAMES
             self.base = self.ids[drop - 1]
             del self.frames[:drop], self.ids[:drop]
-        self.notify()
-
-    def notify(self) -> None:
-        """Wake every subscriber waiting now; later waiters wait on the fresh event."""
-        changed, self.changed = self.changed, asyncio.Event()
-        changed.set()
 
 
 _feeds: dict[Hashable, _Feed] = {}
@@ -239,8 +233,7 @@ def _close(feed: _Feed) -> None:
     feed.closed = True
     if _feeds.get(feed.key) is feed:
         del _feeds[feed.key]
-    feed.notify()  # its subscribers (if any are left after a failure) join a new feed
-    for sink in feed.sinks:  # the ones it wrote to as well: at once, not at their next heartbeat
+    for sink in feed.sinks:  # its subscribers join a fresh feed at once, not at their next heartbeat
         sink.wake.set()
 
 
@@ -300,70 +293,41 @@ def _batch(frames: list[Frame]) -> tuple[bytes, int, bool]:
     return data, last.id, last.terminal
 
 
-async def fanned_stream(
-    *,
-    key: Hashable,
-    group: str,
-    after: int,
-    read: Read,
-    first: list[Frame] | None = None,
-    head: int | None = None,
-    heartbeat_seconds: float = 15.0,
-    poll_seconds: float = 1.0,
-    shared_read: SharedRead | None = None,
-) -> AsyncIterator[bytes]:
-    """SSE bytes of the log behind `key` after `after`: `first` (the caller's replay, already read)
-    or an own read, then the key's feed. `read` must be the same tenant-scoped read for every
-    subscriber of `key` (the key names what it reads). `head`: the newest id the log held when
-    `first` was read; a feed this stream starts begins there at the latest, so a cursor from the
-    future (a client's Last-Event-ID beyond the log) cannot start a feed that skips what comes."""
-    loop = asyncio.get_running_loop()
-    position = after
-    yield b": stream open\n\n"
-    frames = first if first is not None else await own_read(read, position)
-    if frames:
-        chunk, position, ended = _batch(frames)
-        yield chunk
-        if ended:
-            return
-    feed = _join(key, group, read, position if head is None else min(position, head), poll_seconds, shared_read)
+async def _through_queue(fan_out: FanOut) -> AsyncIterator[bytes]:
+    """`fan_out.send_to`'s bytes as an async iterator (a streaming response Django iterates): what
+    the feed or the subscriber's own task sends passes through a one-slot queue, so a reader that
+    has not taken the last chunk makes the next send wait, as a paused transport does (the feed
+    then finishes that write on a task of its own and goes on)."""
+    chunks: asyncio.Queue[bytes] = asyncio.Queue(maxsize=1)
+
+    async def send(message: dict[str, Any]) -> None:
+        await chunks.put(message["body"])
+
+    writer = asyncio.ensure_future(fan_out._send_to(send))
     try:
-        idle = 0.0
-        while True:
-            if feed.closed:  # its task failed or the loop is stopping: a fresh feed
-                feed.subscribers -= 1
-                feed = _join(key, group, read, min(position, feed.head), poll_seconds, shared_read)
-            changed = feed.changed  # taken before reading, so a frame added meanwhile wakes us
-            frames = feed.after(position)
-            wait_at_most = heartbeat_seconds - idle
-            if frames is None:  # behind the buffer: read the rest ourselves, and poll meanwhile
-                frames = await own_read(read, position) or []
-                wait_at_most = min(wait_at_most, poll_seconds)
-            if frames:
-                chunk, position, ended = _batch(frames)
-                yield chunk
-                idle = 0.0
-                if ended:
-                    return
-                continue
-            started = loop.time()
-            try:
-                async with asyncio.timeout(max(wait_at_most, 0.001)):
-                    await changed.wait()
-            except TimeoutError:
-                pass
-            idle += loop.time() - started
-            if idle >= heartbeat_seconds:
-                idle = 0.0
-                yield b": heartbeat\n\n"
+        while not (writer.done() and chunks.empty()):
+            take = asyncio.ensure_future(chunks.get())
+            await asyncio.wait({take, writer}, return_when=asyncio.FIRST_COMPLETED)
+            if take.done():
+                yield take.result()
+            else:
+                take.cancel()
+        writer.result()  # what it raised, if anything
     finally:
-        feed.subscribers -= 1
+        if not writer.done():
+            writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await writer
 
 
 @dataclass(frozen=True, slots=True)
 class FanOut:
-    """One subscriber of `fanned_stream`, described rather than started, so the door can serve it
-    by `send_to` (the feed writes to it) and Django by iterating `stream()`: the same bytes."""
+    """One subscriber of a key's feed: SSE bytes of the log behind `key` after `after`, `first` (the
+    caller's replay, already read) or an own read, then the feed. `read` must be the same
+    tenant-scoped read for every subscriber of `key`. `head`: the newest id the log held when
+    `first` was read; a feed this stream starts begins there at the latest, so a cursor from the
+    future (a Last-Event-ID beyond the log) cannot start a feed that skips what comes. The door
+    serves it by `send_to` (the feed writes to it), Django by iterating `stream()`."""
 
     key: Hashable
     group: str
@@ -376,11 +340,7 @@ class FanOut:
     shared_read: SharedRead | None = None
 
     def stream(self) -> AsyncIterator[bytes]:
-        return fanned_stream(
-            key=self.key, group=self.group, after=self.after, read=self.read, first=self.first,
-            head=self.head, heartbeat_seconds=self.heartbeat_seconds, poll_seconds=self.poll_seconds,
-            shared_read=self.shared_read,
-        )  # fmt: skip
+        return _through_queue(self)
 
     async def send_to(self, send: AsgiSend) -> None:
         """`stream()`'s bytes as ASGI body messages (`more_body`; the caller ends the response).
