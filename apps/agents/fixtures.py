@@ -204,7 +204,15 @@ MCP_CONFORMANCE_FIXTURES: dict[str, dict[str, Any]] = {
     },
 }
 
+# Artifacts as MCP resources and rich content (issue 20): conformance-artifact, test_image_content, ...
+MCP_CONTENT_FIXTURES: dict[str, dict[str, Any]] = {}
+
+# Logging and progress on the request's own stream (issue 20): test_logging_tool, test_tool_with_progress.
+MCP_STREAM_FIXTURES: dict[str, dict[str, Any]] = {}
+
 FIXTURE_WORKFLOWS.update(MCP_CONFORMANCE_FIXTURES)
+FIXTURE_WORKFLOWS.update(MCP_CONTENT_FIXTURES)
+FIXTURE_WORKFLOWS.update(MCP_STREAM_FIXTURES)
 
 
 def fixture_workflow_ids() -> list[str]:

@@ -15,6 +15,15 @@ AUTHOR_ID_PATTERN = r"^[A-Za-z0-9._~:-]{1,128}$"
 AUTHOR_ID_RE = re.compile(AUTHOR_ID_PATTERN)
 
 
+class TaskSupport(models.TextChoices):
+    """How an MCP client may run the workflow as a tool (tools/list `execution.taskSupport`,
+    SEP-2663): `required` refuses a client that did not declare the tasks extension (-32021)."""
+
+    FORBIDDEN = "forbidden", "forbidden"
+    OPTIONAL = "optional", "optional"
+    REQUIRED = "required", "required"
+
+
 class Workflow(TenantOwnedModel):
     """One workflow definition of one tenant.
 
@@ -32,6 +41,12 @@ class Workflow(TenantOwnedModel):
     description = models.TextField(blank=True)
     definition = models.JSONField(default=dict)
     input_schema = models.JSONField(default=dict)
+    task_support = models.CharField(
+        max_length=16,
+        choices=TaskSupport.choices,
+        default=TaskSupport.OPTIONAL,
+        help_text="MCP: may a call become a task (optional), must it (required), or never (forbidden).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -10,7 +10,7 @@ from django.db import IntegrityError, transaction
 
 from apps.agents.definitions import workflow_definition_check
 from apps.agents.fixtures import FIXTURE_WORKFLOWS
-from apps.agents.models import AUTHOR_ID_RE, Agent, AgentChange, AgentChangeAction, Workflow
+from apps.agents.models import AUTHOR_ID_RE, Agent, AgentChange, AgentChangeAction, TaskSupport, Workflow
 from apps.core.errors import Conflict, ValidationFailed
 from apps.tenants.models import Tenant
 
@@ -56,6 +56,7 @@ def workflow_fixtures_seed(*, tenant: Tenant) -> list[Workflow]:
                 "description": fixture["description"],
                 "definition": fixture["definition"],
                 "input_schema": fixture["input_schema"],
+                "task_support": fixture.get("task_support", TaskSupport.OPTIONAL),
             }
             workflow, created = Workflow.objects.for_tenant(tenant).get_or_create(
                 workflow_id=workflow_id, defaults={"tenant": tenant, **fields}

@@ -16,6 +16,7 @@ from apps.facets import surfaces
 from apps.facets.models import Facet
 from apps.facets.negotiation import inbound_peer_origin, negotiation_decide, negotiation_decide_batched
 from apps.facets.services import afacet_cached, facet_ensure
+from apps.mcp.completion import completion_complete
 from apps.mcp.errors import invalid_params, method_not_found
 from apps.mcp.exchange import (
     TASKS_EXTENSION,
@@ -27,6 +28,8 @@ from apps.mcp.exchange import (
     trace_context_read,
 )
 from apps.mcp.projection import server_meta
+from apps.mcp.prompts import prompt_get, prompts_list
+from apps.mcp.resources import resource_read, resource_templates_list, resources_list
 from apps.mcp.tasks_extension import task_cancel, task_get, task_update
 from apps.mcp.tools import Finish, settled, tool_call, tool_call_begin, tools_list_result
 from apps.tenants.subject import Subject
@@ -115,6 +118,18 @@ async def dispatch(exchange: Exchange, method: str, params: Any) -> dict[str, An
         return await sync_to_async(tools_list_result)(exchange.subject)
     if method == "tools/call":
         return await tool_call(exchange, params)
+    if method == "resources/list":
+        return await sync_to_async(resources_list)(exchange, params)
+    if method == "resources/templates/list":
+        return await sync_to_async(resource_templates_list)(exchange, params)
+    if method == "resources/read":
+        return await sync_to_async(resource_read)(exchange, params)
+    if method == "prompts/list":
+        return await sync_to_async(prompts_list)(exchange, params)
+    if method == "prompts/get":
+        return await sync_to_async(prompt_get)(exchange, params)
+    if method == "completion/complete":
+        return await sync_to_async(completion_complete)(exchange, params)
     if method == "tasks/get":
         return await sync_to_async(task_get)(exchange, params)
     if method == "tasks/update":
