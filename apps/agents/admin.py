@@ -13,9 +13,18 @@ from django.utils.html import format_html
 
 from apps.a2a.card import agent_card, public_card_current
 from apps.a2a.wire import to_wire
-from apps.agents.models import Agent, AgentChange, Workflow
+from apps.agents.models import Agent, AgentChange, Prompt, Workflow
 from apps.agents.selectors import agent_get_readable
-from apps.agents.services import AGENT_EDITABLE_FIELDS, agent_create, agent_publish, agent_unpublish, agent_update
+from apps.agents.services import (
+    AGENT_EDITABLE_FIELDS,
+    PROMPT_EDITABLE_FIELDS,
+    agent_create,
+    agent_publish,
+    agent_unpublish,
+    agent_update,
+    prompt_create,
+    prompt_update,
+)
 from apps.core.admin_read_only import ReadOnlyAdminMixin
 from apps.core.errors import NotFound
 from apps.tenants.subject import Subject
@@ -135,3 +144,39 @@ class AgentChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     search_fields = ("actor", "agent__agent_id", "tenant__slug")
     list_select_related = ("tenant", "agent")
     readonly_fields = ("tenant", "agent", "actor", "action", "before", "after", "at")
+
+
+@admin.register(Prompt)
+class PromptAdmin(admin.ModelAdmin):
+    """Operators author a tenant's MCP prompts. A malformed `arguments` or `messages` is refused on
+    the field by `Prompt.clean` (the services' own check); saves go through the services."""
+
+    list_display = ("name", "tenant", "title", "workflow", "agent", "updated_at")
+    list_filter = ("tenant",)
+    search_fields = ("name", "title", "description", "tenant__slug")
+    list_select_related = ("tenant", "workflow", "agent")
+    readonly_fields = ("created_at", "updated_at")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Prompt | None = None) -> tuple[str, ...]:
+        if obj is None:
+            return ("created_at", "updated_at")
+        return ("tenant", "name", "created_at", "updated_at")
+
+    def save_model(self, request: HttpRequest, obj: Prompt, form: Any, change: bool) -> None:
+        if change:
+            prompt_update(
+                prompt=obj,
+                changes={field: getattr(obj, field) for field in form.changed_data if field in PROMPT_EDITABLE_FIELDS},
+            )
+            return
+        created = prompt_create(
+            tenant=obj.tenant,
+            name=obj.name,
+            title=obj.title,
+            description=obj.description,
+            arguments=obj.arguments,
+            messages=obj.messages,
+            workflow=obj.workflow,
+            agent=obj.agent,
+        )
+        obj.pk = created.pk

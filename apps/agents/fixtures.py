@@ -103,7 +103,6 @@ _OK = {"ok": {"type": "boolean"}}
 
 # The tools `@modelcontextprotocol/conformance` (server mode, 2026-07-28) calls by name, built from
 # the node kinds above so each behaves as the suite expects of a real tool (scripts/mcp-conformance.sh).
-# Only those the host can honestly serve: no sampling, roots, progress, logging or rich content.
 MCP_CONFORMANCE_FIXTURES: dict[str, dict[str, Any]] = {
     "test_simple_text": {
         "name": "MCP conformance: simple text",
@@ -120,10 +119,91 @@ MCP_CONFORMANCE_FIXTURES: dict[str, dict[str, Any]] = {
         },
     },
     "test_missing_capability": {
-        "name": "MCP conformance: needs elicitation",
-        "description": "Asks a question by form elicitation; a caller that did not declare it is refused.",
+        "name": "MCP conformance: needs sampling",
+        "description": "Asks the client's model; a caller that did not declare sampling is refused.",
         "input_schema": _ANY_OBJECT,
-        "definition": {"nodes": [_ask("name", "What is your name?", _NAME)]},
+        "definition": {"nodes": [{"id": "ask", "kind": "sampling", "config": {"prompt": "Say hello."}}]},
+    },
+    "test_input_required_result_sampling": {
+        "name": "MCP conformance: sampling by MRTR",
+        "description": "Asks the client's model (sampling/createMessage), then completes with its answer.",
+        "input_schema": _ANY_OBJECT,
+        "definition": {
+            "nodes": [
+                {
+                    "id": "capital_question",
+                    "kind": "sampling",
+                    "config": {"prompt": "What is the capital of France?", "maxTokens": 100},
+                }
+            ]
+        },
+    },
+    "test_input_required_result_capabilities": {
+        "name": "MCP conformance: asks only what was declared",
+        "description": "Asks the client's model; it never sends an elicitation, which it does not need.",
+        "input_schema": _ANY_OBJECT,
+        "definition": {"nodes": [{"id": "ask", "kind": "sampling", "config": {"prompt": "Name a colour."}}]},
+    },
+    "test_input_required_result_list_roots": {
+        "name": "MCP conformance: roots by MRTR",
+        "description": "Asks the client for its roots (roots/list), then completes listing them.",
+        "input_schema": _ANY_OBJECT,
+        "definition": {"nodes": [{"id": "client_roots", "kind": "roots", "config": {}}]},
+    },
+    "json_schema_2020_12_tool": {
+        "name": "MCP conformance: JSON Schema 2020-12",
+        "description": "An inputSchema with 2020-12 keywords ($defs, $anchor, allOf, if/then/else); echoes its input.",
+        "input_schema": {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "$defs": {
+                "address": {
+                    "$anchor": "addressDef",
+                    "type": "object",
+                    "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+                }
+            },
+            "properties": {
+                "name": {"type": "string"},
+                "address": {"$ref": "#/$defs/address"},
+                "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+                "phone": {"type": "string"},
+                "email": {"type": "string"},
+            },
+            "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+            "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+            "then": {"required": ["phone"]},
+            "else": {"required": ["email"]},
+            "additionalProperties": False,
+        },
+        "definition": {"nodes": [{"id": "echo", "kind": "echo", "config": {}}]},
+    },
+    "test_header_params": {
+        "name": "MCP conformance: header parameters",
+        "description": "region and priority are mirrored into Mcp-Param-Region / Mcp-Param-Priority (SEP-2243).",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "region": {"type": "string", "x-mcp-header": "Region"},
+                "priority": {"type": "integer", "x-mcp-header": "Priority"},
+                "query": {"type": "string"},
+            },
+            "required": ["region"],
+        },
+        "definition": {
+            "nodes": [{"id": "route", "kind": "echo", "config": {"output": {"text": "Routed to {{region}}."}}}]
+        },
+    },
+    "protocol_error_job": {
+        "name": "MCP conformance: host fault",
+        "description": "Works for a second, then faults inside the host: as a task, failed with a JSON-RPC error.",
+        "input_schema": _ANY_OBJECT,
+        "definition": {
+            "nodes": [
+                {"id": "work", "kind": "delay", "config": {"delayMs": 1000}},
+                {"id": "fault", "kind": "host-fault", "config": {}},
+            ]
+        },
     },
     "test_streaming_elicitation": {
         "name": "MCP conformance: elicitation on the request",
@@ -168,8 +248,9 @@ MCP_CONFORMANCE_FIXTURES: dict[str, dict[str, Any]] = {
     },
     "failing_job": {
         "name": "MCP conformance: failing job",
-        "description": "Works for about a second, then fails with a tool execution error.",
+        "description": "Task support required: works for about a second, then fails with a tool execution error.",
         "input_schema": _ANY_OBJECT,
+        "task_support": "required",
         "definition": {
             "nodes": [
                 {"id": "work", "kind": "delay", "config": {"delayMs": 1000}},
@@ -204,11 +285,102 @@ MCP_CONFORMANCE_FIXTURES: dict[str, dict[str, Any]] = {
     },
 }
 
-# Artifacts as MCP resources and rich content (issue 20): conformance-artifact, test_image_content, ...
-MCP_CONTENT_FIXTURES: dict[str, dict[str, Any]] = {}
+# Artifacts as MCP resources and rich content (issue 20), built from `artifact` nodes: each artifact
+# answers a resource_link (openwop:runs/<runId>/artifacts/<artifactId>); an image/* or audio/* file
+# adds image/audio content; `embed: true` adds an embedded resource (apps/mcp/projection.py).
+_PNG_1X1_RED = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
+_WAV_SILENCE = "UklGRiwAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQgAAACAgICAgICAgA=="  # 8 samples, 8 kHz
+
+
+def _file_artifact(node_id: str, filename: str, media_type: str, data: str) -> dict[str, Any]:
+    file = {"filename": filename, "mediaType": media_type, "bytes": data}
+    return {"id": node_id, "kind": "artifact", "config": {"name": filename, "file": file}}
+
+
+_EMBEDDED_TEXT = {
+    "id": "embedded",
+    "kind": "artifact",
+    "config": {"name": "embedded.txt", "text": "This is an embedded resource content.", "embed": True},
+}
+
+MCP_CONTENT_FIXTURES: dict[str, dict[str, Any]] = {
+    "conformance-artifact": {
+        "name": "Conformance: artifact",
+        "description": "Completes with one text/plain artifact holding `text`, readable as an MCP resource.",
+        "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+        "definition": {
+            "nodes": [{"id": "artifact", "kind": "artifact", "config": {"name": "text", "text": "{{text}}"}}]
+        },
+    },
+    "test_image_content": {
+        "name": "MCP conformance: image content",
+        "description": "Completes with a 1x1 red PNG artifact (image content).",
+        "input_schema": _ANY_OBJECT,
+        "definition": {"nodes": [_file_artifact("image", "red.png", "image/png", _PNG_1X1_RED)]},
+    },
+    "test_audio_content": {
+        "name": "MCP conformance: audio content",
+        "description": "Completes with a short silent WAV artifact (audio content).",
+        "input_schema": _ANY_OBJECT,
+        "definition": {"nodes": [_file_artifact("audio", "silence.wav", "audio/wav", _WAV_SILENCE)]},
+    },
+    "test_embedded_resource": {
+        "name": "MCP conformance: embedded resource",
+        "description": "Completes with a text artifact embedded in the result (resource content).",
+        "input_schema": _ANY_OBJECT,
+        "definition": {"nodes": [_EMBEDDED_TEXT]},
+    },
+    "test_multiple_content_types": {
+        "name": "MCP conformance: mixed content",
+        "description": "Completes with text, an image artifact and an embedded text artifact.",
+        "input_schema": _ANY_OBJECT,
+        "definition": {
+            "nodes": [
+                _file_artifact("image", "red.png", "image/png", _PNG_1X1_RED),
+                _EMBEDDED_TEXT,
+                {"id": "text", "kind": "echo", "config": {"output": {"text": "Text, an image and a resource."}}},
+            ]
+        },
+    },
+}
 
 # Logging and progress on the request's own stream (issue 20): test_logging_tool, test_tool_with_progress.
-MCP_STREAM_FIXTURES: dict[str, dict[str, Any]] = {}
+MCP_STREAM_FIXTURES: dict[str, dict[str, Any]] = {
+    # Instant (settled in the request): answered at once when the call asks for no log, which is
+    # what `sep-2575-server-no-log-without-loglevel` times (500 ms); with logLevel its three `log`
+    # nodes are three info messages on the request's stream (apps/mcp/notifications.py).
+    "test_logging_tool": {
+        "name": "MCP conformance: logging",
+        "description": "Logs three info messages, then completes with one text output.",
+        "input_schema": _ANY_OBJECT,
+        "definition": {
+            "nodes": [
+                {"id": "started", "kind": "log", "config": {"level": "info", "message": "Tool execution started"}},
+                {"id": "processing", "kind": "log", "config": {"level": "info", "message": "Tool processing data"}},
+                {"id": "completed", "kind": "log", "config": {"level": "info", "message": "Tool execution completed"}},
+                {"id": "text", "kind": "echo", "config": {"output": {"text": "Logging test completed."}}},
+            ]
+        },
+    },
+    # Three nodes, so three node completions: progress 1/3, 2/3, 3/3 (`tools-call-with-progress`
+    # wants at least three, increasing). Its waits (delayMs, default 50) run in a worker, so the
+    # progress is reported as the run advances.
+    "test_tool_with_progress": {
+        "name": "MCP conformance: progress",
+        "description": "Two steps of delayMs milliseconds (default 50), then completes with one text output.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"delayMs": {"type": "integer", "minimum": 0, "maximum": 600000}},
+        },
+        "definition": {
+            "nodes": [
+                {"id": "step-1", "kind": "delay", "config": {"delayMs": 50, "delayMsInput": "delayMs"}},
+                {"id": "step-2", "kind": "delay", "config": {"delayMs": 50, "delayMsInput": "delayMs"}},
+                {"id": "text", "kind": "echo", "config": {"output": {"text": "Progress test completed."}}},
+            ]
+        },
+    },
+}
 
 FIXTURE_WORKFLOWS.update(MCP_CONFORMANCE_FIXTURES)
 FIXTURE_WORKFLOWS.update(MCP_CONTENT_FIXTURES)

@@ -17,9 +17,10 @@ AUTHOR_ID_RE = re.compile(AUTHOR_ID_PATTERN)
 
 class TaskSupport(models.TextChoices):
     """How an MCP client may run the workflow as a tool (tools/list `execution.taskSupport`,
-    SEP-2663): `required` refuses a client that did not declare the tasks extension (-32021)."""
+    SEP-2663): `required` refuses a client that did not declare the tasks extension (-32021);
+    `optional` makes a call a task when the client declared the extension and the run outlasts
+    the task grace (apps/mcp/tools.py)."""
 
-    FORBIDDEN = "forbidden", "forbidden"
     OPTIONAL = "optional", "optional"
     REQUIRED = "required", "required"
 
@@ -45,7 +46,7 @@ class Workflow(TenantOwnedModel):
         max_length=16,
         choices=TaskSupport.choices,
         default=TaskSupport.OPTIONAL,
-        help_text="MCP: may a call become a task (optional), must it (required), or never (forbidden).",
+        help_text="MCP: may a call become a task (optional), or must it (required).",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -134,3 +135,78 @@ class AgentChange(TenantOwnedModel):
 
     def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
         raise AgentChangeRefused("agent changes are append-only")
+
+
+# Prompt argument names and the `{{argName}}` placeholders that name them in message templates.
+PROMPT_ARGUMENT_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
+PROMPT_ARGUMENT_NAME_RE = re.compile(PROMPT_ARGUMENT_NAME_PATTERN)
+PROMPT_PLACEHOLDER_RE = re.compile(r"\{\{([A-Za-z0-9_.-]{1,64})\}\}")
+
+
+class Prompt(TenantOwnedModel):
+    """One MCP prompt of one tenant (`prompts/list`, `prompts/get`, `completion/complete`).
+
+    `arguments` is `[{"name", "description"?, "title"?, "required"?, "values"?}]`; `values` lists
+    the completions offered for the argument and never leaves the host otherwise. `messages` is
+    `[{"role": "user"|"assistant", "content": <text | image | resource content block>}]`; text
+    (and an embedded resource's uri and text) may hold `{{argName}}` placeholders, filled with the
+    caller's value as plain text (apps/agents/services.py `prompt_render`). Both are checked by
+    `prompt_definition_check` before any row is written, and by `clean()` for the admin.
+    """
+
+    name = models.CharField(
+        max_length=128,
+        validators=[RegexValidator(AUTHOR_ID_RE, "A prompt name is 1-128 of [A-Za-z0-9._~:-].")],
+        help_text="The MCP prompt name (author-chosen, unique within the tenant).",
+    )
+    title = models.CharField(max_length=200, blank=True)
+    description = models.TextField(blank=True)
+    arguments = models.JSONField(
+        default=list, blank=True, help_text='[{"name", "description"?, "required"?, "values"?: [completions]}]'
+    )
+    messages = models.JSONField(
+        default=list, help_text='[{"role": "user"|"assistant", "content": {"type": "text", "text": "… {{arg}} …"}}]'
+    )
+    workflow = models.ForeignKey(
+        Workflow,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="prompts",
+        help_text="The workflow the prompt is declared on (same tenant), if any.",
+    )
+    agent = models.ForeignKey(
+        Agent,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="prompts",
+        help_text="The agent the prompt is declared on (same tenant), if any.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta(TenantOwnedModel.Meta):
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="prompt_name_unique_per_tenant"),
+            models.CheckConstraint(condition=models.Q(name__regex=AUTHOR_ID_PATTERN), name="prompt_name_grammar"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        """The admin's check: the same rules as the services, as errors on the offending field."""
+        from django.core.exceptions import ValidationError
+
+        from apps.agents.services import prompt_definition_check, prompt_owner_check
+        from apps.core.errors import ValidationFailed
+
+        try:
+            prompt_definition_check(arguments=self.arguments, messages=self.messages)
+            if self.tenant_id is not None:
+                prompt_owner_check(tenant_id=self.tenant_id, workflow=self.workflow, agent=self.agent)
+        except ValidationFailed as exc:
+            field = (exc.details or {}).get("field")
+            raise ValidationError({field: exc.message} if field else exc.message) from exc

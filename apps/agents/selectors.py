@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import hmac
 from dataclasses import dataclass
+from typing import Any
 
-from apps.agents.models import Agent, Workflow
+from apps.agents.models import PROMPT_PLACEHOLDER_RE, Agent, Prompt, Workflow
 from apps.agents.routing_values import A2A_TENANT_RE, a2a_tenant_of
-from apps.core.errors import NotFound
+from apps.core.errors import NotFound, ValidationFailed
 from apps.core.invalidation import TOPIC_CARD, cached
 from apps.tenants.models import Tenant
 from apps.tenants.selectors import subject_tenant_pk
@@ -101,3 +103,75 @@ def agent_by_a2a_tenant(*, subject: Subject, a2a_tenant: str) -> InventoryEntry 
         if entry.a2a_tenant is not None and hmac.compare_digest(entry.a2a_tenant, a2a_tenant):
             found = entry
     return found
+
+
+# ---------------------------------------------------------------------------------------------
+# Prompts (MCP prompts/list, prompts/get, completion/complete)
+
+
+UNKNOWN_PROMPT_MESSAGE = "Unknown prompt"
+
+
+def prompt_list_readable(*, subject: Subject, after: str | None, limit: int) -> list[Prompt]:
+    """Up to `limit` of the caller's prompts by name, those named after `after` (keyset paging:
+    a prompt added or removed between pages never shifts the next one)."""
+    prompts = Prompt.objects.for_tenant(subject_tenant_pk(subject)).order_by("name")
+    if after is not None:
+        prompts = prompts.filter(name__gt=after)
+    return list(prompts[:limit])
+
+
+def prompt_get_readable(*, subject: Subject, name: str) -> Prompt:
+    """The caller's prompt, or NotFound: unknown and another tenant's prompts are one path, with
+    one message (interop.md §Isolation; the MCP door answers -32602 with the same bytes)."""
+    prompt = Prompt.objects.for_tenant(subject_tenant_pk(subject)).filter(name=name).first()
+    if prompt is None:
+        raise NotFound(UNKNOWN_PROMPT_MESSAGE)  # never the name: the bytes must not vary by who asks
+    return prompt
+
+
+def prompt_arguments_read(*, prompt: Prompt, arguments: dict[str, Any]) -> dict[str, str]:
+    """The caller's argument values, checked against the prompt's declarations: every name
+    declared, every value a string, every required argument given (ValidationFailed otherwise)."""
+    declared = {a["name"]: a for a in prompt.arguments}
+    for name, value in arguments.items():
+        if name not in declared:
+            raise ValidationFailed(f"Unknown argument {name!r} for prompt {prompt.name!r}.", details={"argument": name})
+        if not isinstance(value, str):
+            raise ValidationFailed(f"Argument {name!r} must be a string.", details={"argument": name})
+    for name, argument in declared.items():
+        if argument.get("required") and name not in arguments:
+            raise ValidationFailed(f"Missing required argument {name!r}.", details={"argument": name})
+    return dict(arguments)
+
+
+def _fill(template: str, values: dict[str, str]) -> str:
+    # One pass: a value is inserted as plain text and never rescanned, so `{{7*7}}`, `{{other}}`
+    # or `{% if %}` inside a value come back verbatim. An optional argument left out is empty.
+    return PROMPT_PLACEHOLDER_RE.sub(lambda match: values.get(match.group(1), ""), template)
+
+
+def prompt_messages_render(*, prompt: Prompt, values: dict[str, str]) -> list[dict[str, Any]]:
+    """The prompt's messages with `{{argName}}` filled in text, and in an embedded resource's
+    uri and text; images are passed through untouched."""
+    rendered: list[dict[str, Any]] = []
+    for message in prompt.messages:
+        content = copy.deepcopy(message["content"])
+        if content.get("type") == "text":
+            content["text"] = _fill(content["text"], values)
+        elif content.get("type") == "resource":
+            resource = content["resource"]
+            for key in ("uri", "text"):
+                if isinstance(resource.get(key), str):
+                    resource[key] = _fill(resource[key], values)
+        rendered.append({"role": message["role"], "content": content})
+    return rendered
+
+
+def prompt_argument_values(*, prompt: Prompt, argument: str) -> list[str] | None:
+    """The completion values declared for one argument of the prompt; None if it has no such
+    argument."""
+    for declared in prompt.arguments:
+        if declared.get("name") == argument:
+            return list(declared.get("values") or [])
+    return None

@@ -4,13 +4,26 @@ same transaction as the change)."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Any
 
 from django.db import IntegrityError, transaction
 
 from apps.agents.definitions import workflow_definition_check
+from apps.agents.fixture_prompts import FIXTURE_PROMPTS
 from apps.agents.fixtures import FIXTURE_WORKFLOWS
-from apps.agents.models import AUTHOR_ID_RE, Agent, AgentChange, AgentChangeAction, TaskSupport, Workflow
+from apps.agents.models import (
+    AUTHOR_ID_RE,
+    PROMPT_ARGUMENT_NAME_RE,
+    PROMPT_PLACEHOLDER_RE,
+    Agent,
+    AgentChange,
+    AgentChangeAction,
+    Prompt,
+    TaskSupport,
+    Workflow,
+)
 from apps.core.errors import Conflict, ValidationFailed
 from apps.tenants.models import Tenant
 
@@ -66,6 +79,7 @@ def workflow_fixtures_seed(*, tenant: Tenant) -> list[Workflow]:
                     setattr(workflow, key, value)
                 workflow.save(update_fields=[*fields, "updated_at"])
             seeded.append(workflow)
+    prompt_fixtures_seed(tenant=tenant)
     return seeded
 
 
@@ -215,3 +229,203 @@ def agent_demo_seed(*, tenant: Tenant) -> Agent:
 def agent_demo_seed_for_tenant_pk(tenant_pk: int) -> None:
     """The tenant-created hook (apps.tenants.hooks)."""
     agent_demo_seed(tenant=Tenant.objects.get(pk=tenant_pk))
+
+
+# ---------------------------------------------------------------------------------------------
+# Prompts (MCP prompts/list, prompts/get, completion/complete)
+
+PROMPT_ROLES = ("user", "assistant")
+PROMPT_ARGUMENT_KEYS = frozenset({"name", "title", "description", "required", "values"})
+PROMPT_VALUES_MAX = 1000
+_CONTENT_KEYS: dict[str, frozenset[str]] = {
+    "text": frozenset({"type", "text", "annotations", "_meta"}),
+    "image": frozenset({"type", "data", "mimeType", "annotations", "_meta"}),
+    "resource": frozenset({"type", "resource", "annotations", "_meta"}),
+}
+_RESOURCE_KEYS = frozenset({"uri", "mimeType", "text", "blob", "_meta"})
+
+
+def _prompt_refusal(field: str, message: str) -> ValidationFailed:
+    return ValidationFailed(message, details={"field": field})
+
+
+def _base64_check(value: Any, where: str) -> None:
+    try:
+        if not isinstance(value, str) or not value:
+            raise ValueError
+        base64.b64decode(value, validate=True)
+    except (ValueError, binascii.Error):
+        raise _prompt_refusal("messages", f"{where} must be non-empty base64.") from None
+
+
+def _template_strings(content: dict[str, Any]) -> list[tuple[str, str]]:
+    """(where, template) for every string of a content block that may hold `{{argName}}`."""
+    if content["type"] == "text":
+        return [("text", content["text"])]
+    if content["type"] == "resource":
+        resource = content["resource"]
+        return [(f"resource.{key}", resource[key]) for key in ("uri", "text") if key in resource]
+    return []
+
+
+def _prompt_arguments_check(arguments: Any) -> list[str]:
+    if not isinstance(arguments, list):
+        raise _prompt_refusal("arguments", "arguments must be a JSON list of objects.")
+    names: list[str] = []
+    for index, argument in enumerate(arguments):
+        where = f"arguments[{index}]"
+        if not isinstance(argument, dict):
+            raise _prompt_refusal("arguments", f"{where} must be an object.")
+        unknown = set(argument) - PROMPT_ARGUMENT_KEYS
+        if unknown:
+            raise _prompt_refusal("arguments", f"{where} has unknown keys: {', '.join(sorted(unknown))}.")
+        name = argument.get("name")
+        if not isinstance(name, str) or not PROMPT_ARGUMENT_NAME_RE.match(name):
+            raise _prompt_refusal("arguments", f"{where}.name must be 1-64 of [A-Za-z0-9_.-].")
+        if name in names:
+            raise _prompt_refusal("arguments", f"{where}.name {name!r} is declared twice.")
+        names.append(name)
+        for key in ("title", "description"):
+            if key in argument and not isinstance(argument[key], str):
+                raise _prompt_refusal("arguments", f"{where}.{key} must be a string.")
+        if "required" in argument and not isinstance(argument["required"], bool):
+            raise _prompt_refusal("arguments", f"{where}.required must be true or false.")
+        values = argument.get("values", [])
+        if (
+            not isinstance(values, list)
+            or len(values) > PROMPT_VALUES_MAX
+            or not all(isinstance(v, str) for v in values)
+        ):
+            raise _prompt_refusal("arguments", f"{where}.values must be a list of at most {PROMPT_VALUES_MAX} strings.")
+    return names
+
+
+def _prompt_content_check(content: Any, where: str) -> None:
+    kind = content.get("type") if isinstance(content, dict) else None
+    if kind not in _CONTENT_KEYS:
+        raise _prompt_refusal("messages", f'{where}.type must be "text", "image" or "resource".')
+    unknown = set(content) - _CONTENT_KEYS[kind]
+    if unknown:
+        raise _prompt_refusal("messages", f"{where} has unknown keys: {', '.join(sorted(unknown))}.")
+    if kind == "text" and not isinstance(content.get("text"), str):
+        raise _prompt_refusal("messages", f"{where}.text must be a string.")
+    if kind == "image":
+        _base64_check(content.get("data"), f"{where}.data")
+        mime = content.get("mimeType")
+        if not isinstance(mime, str) or not mime.startswith("image/"):
+            raise _prompt_refusal("messages", f'{where}.mimeType must be an "image/..." type.')
+    if kind == "resource":
+        resource = content.get("resource")
+        if not isinstance(resource, dict) or set(resource) - _RESOURCE_KEYS:
+            raise _prompt_refusal("messages", f"{where}.resource must be an object of uri, mimeType?, text | blob.")
+        if not isinstance(resource.get("uri"), str) or not resource["uri"]:
+            raise _prompt_refusal("messages", f"{where}.resource.uri must be a non-empty string.")
+        if ("text" in resource) == ("blob" in resource):
+            raise _prompt_refusal("messages", f"{where}.resource needs exactly one of text or blob.")
+        if "text" in resource and not isinstance(resource["text"], str):
+            raise _prompt_refusal("messages", f"{where}.resource.text must be a string.")
+        if "blob" in resource:
+            _base64_check(resource["blob"], f"{where}.resource.blob")
+        if "mimeType" in resource and not isinstance(resource["mimeType"], str):
+            raise _prompt_refusal("messages", f"{where}.resource.mimeType must be a string.")
+
+
+def prompt_definition_check(*, arguments: Any, messages: Any) -> None:
+    """Refuse a malformed prompt before it is stored (ValidationFailed, `details.field` naming
+    `arguments` or `messages`): argument declarations, content blocks MCP defines (text, image,
+    embedded resource), and `{{placeholders}}` that each name a declared argument."""
+    names = set(_prompt_arguments_check(arguments))
+    if not isinstance(messages, list) or not messages:
+        raise _prompt_refusal("messages", "messages must be a non-empty JSON list of {role, content} objects.")
+    for index, message in enumerate(messages):
+        where = f"messages[{index}]"
+        if not isinstance(message, dict) or set(message) != {"role", "content"}:
+            raise _prompt_refusal("messages", f"{where} must be an object with exactly role and content.")
+        if message["role"] not in PROMPT_ROLES:
+            raise _prompt_refusal("messages", f'{where}.role must be "user" or "assistant".')
+        _prompt_content_check(message["content"], f"{where}.content")
+        for field, template in _template_strings(message["content"]):
+            for placeholder in PROMPT_PLACEHOLDER_RE.findall(template):
+                if placeholder not in names:
+                    raise _prompt_refusal(
+                        "messages",
+                        f"{where}.content.{field} uses {{{{{placeholder}}}}}, which is not a declared argument.",
+                    )
+
+
+def prompt_owner_check(*, tenant_id: int, workflow: Workflow | None, agent: Agent | None) -> None:
+    """A prompt is declared on a workflow or agent of its own tenant only."""
+    if workflow is not None and workflow.tenant_id != tenant_id:
+        raise _prompt_refusal("workflow", "The workflow belongs to another tenant.")
+    if agent is not None and agent.tenant_id != tenant_id:
+        raise _prompt_refusal("agent", "The agent belongs to another tenant.")
+
+
+def prompt_create(
+    *,
+    tenant: Tenant,
+    name: str,
+    messages: list[dict[str, Any]],
+    arguments: list[dict[str, Any]] | None = None,
+    title: str = "",
+    description: str = "",
+    workflow: Workflow | None = None,
+    agent: Agent | None = None,
+) -> Prompt:
+    """Create a prompt. Not durable: the admin saves inside its own change-form transaction."""
+    if not AUTHOR_ID_RE.match(name):
+        raise _prompt_refusal("name", "A prompt name is 1-128 of [A-Za-z0-9._~:-].")
+    arguments = list(arguments or [])
+    prompt_definition_check(arguments=arguments, messages=messages)
+    prompt_owner_check(tenant_id=tenant.pk, workflow=workflow, agent=agent)
+    with transaction.atomic():
+        if Prompt.objects.for_tenant(tenant).filter(name=name).exists():
+            raise Conflict("version_conflict", f"The prompt {name!r} already exists.", status=409)
+        return Prompt.objects.create(
+            tenant=tenant,
+            name=name,
+            title=title,
+            description=description,
+            arguments=arguments,
+            messages=messages,
+            workflow=workflow,
+            agent=agent,
+        )
+
+
+PROMPT_EDITABLE_FIELDS = ("title", "description", "arguments", "messages", "workflow", "agent")
+
+
+def prompt_update(*, prompt: Prompt, changes: dict[str, Any]) -> Prompt:
+    """Change a prompt's editable fields (not its tenant or name), checked as on create."""
+    unknown = set(changes) - set(PROMPT_EDITABLE_FIELDS)
+    if unknown:
+        raise ValidationFailed(f"Not editable prompt fields: {', '.join(sorted(unknown))}.")
+    with transaction.atomic():
+        locked = Prompt.objects.for_tenant(prompt.tenant_id).select_for_update().get(pk=prompt.pk)
+        for field, value in changes.items():
+            setattr(locked, field, value)
+        prompt_definition_check(arguments=locked.arguments, messages=locked.messages)
+        prompt_owner_check(tenant_id=locked.tenant_id, workflow=locked.workflow, agent=locked.agent)
+        if changes:
+            locked.save(update_fields=[*changes, "updated_at"])
+    return locked
+
+
+def prompt_fixtures_seed(*, tenant: Tenant) -> list[Prompt]:
+    """Create or refresh the fixture prompts of `tenant` (the MCP conformance suite asks for them
+    by name). Idempotent, and not durable, like `workflow_fixtures_seed` that calls it."""
+    seeded: list[Prompt] = []
+    with transaction.atomic():
+        for name, fixture in FIXTURE_PROMPTS.items():
+            prompt_definition_check(arguments=fixture["arguments"], messages=fixture["messages"])
+            fields = {key: fixture[key] for key in ("title", "description", "arguments", "messages")}
+            prompt, created = Prompt.objects.for_tenant(tenant).get_or_create(
+                name=name, defaults={"tenant": tenant, **fields}
+            )
+            if not created and any(getattr(prompt, k) != v for k, v in fields.items()):
+                for key, value in fields.items():
+                    setattr(prompt, key, value)
+                prompt.save(update_fields=[*fields, "updated_at"])
+            seeded.append(prompt)
+    return seeded

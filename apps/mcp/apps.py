@@ -29,6 +29,7 @@ class MCPConfig(AppConfig):
             surfaces.register_surface(surfaces.MCP_FEATURE_PREFIX + feature)
 
         from apps.core.request_limits import register_refusal_renderer
+        from apps.mcp import client_nodes  # noqa: F401  (registers the sampling and roots node kinds)
         from apps.mcp.refusals import mcp_refusal
 
         register_refusal_renderer("/mcp", mcp_refusal)  # limits answer in MCP's wire, never the envelope

@@ -24,6 +24,7 @@ from apps.mcp.exchange import (
     capabilities_check,
     envelope_read,
     headers_check,
+    param_headers_read,
     refusal_error,
     trace_context_read,
 )
@@ -89,13 +90,24 @@ async def exchange_open(
     if not (served if served is not None else await sync_to_async(tasks_served)()):
         capabilities.pop("extensions", None)  # an extension we do not serve grants nothing
     return Exchange(
-        subject=subject, version=str(decision.version), capabilities=capabilities, trace=trace, lean=lean
+        subject=subject,
+        version=str(decision.version),
+        capabilities=capabilities,
+        trace=trace,
+        lean=lean,
+        param_headers=param_headers_read(headers),
     )
 
 
 def discover_result() -> dict[str, Any]:
     facet = facet_ensure(protocol="mcp")
-    capabilities: dict[str, Any] = {"tools": {"listChanged": False}}
+    capabilities: dict[str, Any] = {
+        "tools": {"listChanged": False},
+        "prompts": {"listChanged": False},
+        "resources": {"listChanged": False},
+        "completions": {},
+        "logging": {},
+    }
     if tasks_served():
         capabilities["extensions"] = {TASKS_EXTENSION: {}}
     return {

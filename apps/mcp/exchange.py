@@ -58,6 +58,9 @@ class Exchange:
     capabilities: dict[str, Any]
     trace: TraceContext | None = None
     lean: bool = False  # served by the door on PostgreSQL: its run may be written from the loop
+    # HTTP only: the request's headers, lower-cased, when it named any `Mcp-Param-*` or is a
+    # tools/call (SEP-2243: checked against the tool's `x-mcp-header` parameters); None on stdio.
+    param_headers: Mapping[str, str] | None = None
 
     @property
     def handshake(self) -> bool:
@@ -115,6 +118,16 @@ def headers_check(*, body: Mapping[str, Any], envelope: Envelope, headers: Mappi
         value = body["params"].get(name_key)
         if decode_header_value(headers.get("mcp-name")) != value:
             raise McpError(HEADER_MISMATCH, f"Mcp-Name header does not match the request body's {name_key!r}")
+
+
+MCP_PARAM_HEADER_PREFIX = "mcp-param-"
+
+
+def param_headers_read(headers: Mapping[str, str] | None) -> dict[str, str] | None:
+    """The `Mcp-Param-*` headers of an HTTP request (the names already lower-cased)."""
+    if headers is None:
+        return None
+    return {name: value for name, value in headers.items() if name.startswith(MCP_PARAM_HEADER_PREFIX)}
 
 
 def refusal_error(decision: Decision, requested: str) -> McpError:

@@ -25,7 +25,7 @@ from mcp_types.jsonrpc import INVALID_REQUEST
 from apps.facets.negotiation import Decision, inbound_peer_origin, negotiation_decide
 from apps.facets.services import facet_ensure
 from apps.facets.versions import version_key
-from apps.mcp.dispatch import INSTRUCTIONS
+from apps.mcp.dispatch import INSTRUCTIONS, dispatch
 from apps.mcp.errors import McpError, invalid_params, method_not_found
 from apps.mcp.exchange import Exchange, trace_context_read
 from apps.mcp.projection import SERVER_NAME, SERVER_VERSION
@@ -38,6 +38,17 @@ HANDSHAKE_REVISIONS = ("2025-06-18", "2025-11-25")
 HEADERLESS_REVISION = "2025-03-26"
 SESSION_HEADER = "Mcp-Session-Id"
 _MODERN_ONLY_KEYS = ("resultType", "ttlMs", "cacheScope")
+# Served at these revisions exactly as at 2026-07-28, less the modern-only keys.
+_READ_METHODS = frozenset(
+    {
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+    }
+)
 
 
 def handshake_revisions_offered() -> list[str]:
@@ -95,7 +106,12 @@ def initialize_decide(subject: Subject, params: Any, origin: str | None) -> dict
         raise _revision_refused(decision, requested)
     return {
         "protocolVersion": version,
-        "capabilities": {"tools": {"listChanged": False}},
+        "capabilities": {
+            "tools": {"listChanged": False},
+            "prompts": {"listChanged": False},
+            "resources": {"listChanged": False},
+            "completions": {},
+        },
         "serverInfo": {"name": SERVER_NAME, "version": SERVER_VERSION},
         "instructions": INSTRUCTIONS,
     }
@@ -187,4 +203,6 @@ async def handshake_dispatch_begin(exchange: Exchange, method: str, params: Any)
             return legacy_result(await finish())
 
         return legacy_finish
+    if method in _READ_METHODS:
+        return settled(legacy_result(await dispatch(exchange, method, params)))
     raise method_not_found(method)

@@ -1,14 +1,24 @@
-"""Runs and interrupts as MCP wire objects (interop map c.6): CallToolResult, InputRequests, Task.
+"""Runs and interrupts as MCP wire objects (interop map c.6): CallToolResult, InputRequests, Task,
+and run artifacts as MCP resources and content.
 
 Pure functions of rows already read; nothing here writes, so `tasks/get` appends nothing.
+
+An artifact (`artifact.created`, apps/runs/steps.py) is the resource
+`openwop:runs/<runId>/artifacts/<artifactId>`, both ids projected (`apps.core.ids.project_id`). In
+a CallToolResult every artifact answers one `resource_link` to that URI; a file part of type
+`image/*` or `audio/*` adds an `image` / `audio` item carrying its bytes; an artifact whose node
+sets `embed: true` adds its contents as an embedded `resource` item (what `resources/read` gives).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from mcp_types import SERVER_INFO_META_KEY
+from mcp_types.jsonrpc import INTERNAL_ERROR
 
 from apps.core.ids import project_id
 from apps.runs.models import Interrupt, InterruptKind, Run, RunStatus
@@ -18,8 +28,15 @@ SERVER_NAME = "openwop-host"
 SERVER_VERSION = "0.1.0"
 RUN_ID_META_KEY = "dev.openwop/runId"
 TASK_POLL_INTERVAL_MS = 1000
+HOST_FAULT_CODE = "internal_error"  # apps/runs/engine.py: a node raised
 
 _PRIMITIVE_TYPES = frozenset({"string", "number", "integer", "boolean"})
+
+ARTIFACT_URI_SCHEME = "openwop"
+ARTIFACT_URI_TEMPLATE = "openwop:runs/{runId}/artifacts/{artifactId}"
+# The node kinds that emit `artifact.created`: a run whose definition has none has no artifact,
+# so its CallToolResult costs no read of its events (the lean tools/call path stays one write).
+ARTIFACT_NODE_KINDS = frozenset({"artifact", "a2a-tck"})
 
 TASK_STATUS_BY_RUN_STATUS: dict[str, str] = {
     RunStatus.PENDING: "working",
@@ -41,11 +58,116 @@ def server_meta(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     return meta
 
 
-def call_tool_result(run: Run) -> dict[str, Any]:
-    """A terminal run as CallToolResult: completed -> isError false; failed/cancelled -> isError true."""
+@dataclass(frozen=True, slots=True)
+class RunArtifact:
+    """One `artifact.created` of a run: its payload `{artifactId, name, parts}` and the node that
+    emitted it (whose config says whether a CallToolResult embeds it)."""
+
+    run_id: str
+    node_id: str
+    artifact_id: str
+    name: str
+    parts: list[dict[str, Any]]
+
+    @classmethod
+    def of(cls, *, run_id: str, node_id: str, payload: Mapping[str, Any]) -> RunArtifact:
+        parts = payload.get("parts")
+        return cls(
+            run_id=run_id,
+            node_id=node_id,
+            artifact_id=str(payload.get("artifactId", "")),
+            name=str(payload.get("name") or payload.get("artifactId", "")),
+            parts=[p for p in parts if isinstance(p, dict)] if isinstance(parts, list) else [],
+        )
+
+    @property
+    def uri(self) -> str:
+        return artifact_uri(self.run_id, self.artifact_id)
+
+
+def artifact_uri(run_id: str, artifact_id: str) -> str:
+    return f"{ARTIFACT_URI_SCHEME}:runs/{project_id(run_id)}/artifacts/{project_id(artifact_id)}"
+
+
+def definition_emits_artifacts(definition: Any) -> bool:
+    nodes = definition.get("nodes") if isinstance(definition, dict) else None
+    return isinstance(nodes, list) and any(
+        isinstance(node, dict) and node.get("kind") in ARTIFACT_NODE_KINDS for node in nodes
+    )
+
+
+def embedded_node_ids(definition: Any) -> frozenset[str]:
+    """The artifact nodes whose config asks to be embedded in a CallToolResult (`embed: true`)."""
+    nodes = definition.get("nodes") if isinstance(definition, dict) else None
+    return frozenset(
+        str(node.get("id"))
+        for node in (nodes if isinstance(nodes, list) else [])
+        if isinstance(node, dict) and isinstance(node.get("config"), dict) and node["config"].get("embed") is True
+    )
+
+
+def part_resource_contents(uri: str, part: Mapping[str, Any]) -> dict[str, Any] | None:
+    """An A2A Part as MCP ResourceContents: text -> `text` (text/plain), data -> `text` as JSON
+    (application/json), a file -> `blob` (its base64 bytes) with its media type. None: a part
+    with nothing to read here (a URL part)."""
+    if "text" in part:
+        text = part["text"]
+        if not isinstance(text, str):
+            text = json.dumps(text, sort_keys=True)
+        return {"uri": uri, "mimeType": part.get("mediaType") or "text/plain", "text": text}
+    if "data" in part:
+        return {"uri": uri, "mimeType": "application/json", "text": json.dumps(part["data"], sort_keys=True)}
+    if isinstance(part.get("raw"), str):
+        return {"uri": uri, "mimeType": part.get("mediaType") or "application/octet-stream", "blob": part["raw"]}
+    return None
+
+
+def artifact_resource_contents(artifact: RunArtifact) -> list[dict[str, Any]]:
+    uri = artifact.uri
+    return [c for c in (part_resource_contents(uri, part) for part in artifact.parts) if c is not None]
+
+
+def artifact_resource_doc(artifact: RunArtifact) -> dict[str, Any]:
+    """The artifact as an MCP Resource (resources/list) and, typed, as a `resource_link`."""
+    doc: dict[str, Any] = {
+        "uri": artifact.uri,
+        "name": artifact.name,
+        "description": f"Artifact {artifact.name!r} of run {project_id(artifact.run_id)}",
+    }
+    contents = artifact_resource_contents(artifact)
+    if len(contents) == 1:
+        doc["mimeType"] = contents[0]["mimeType"]
+    return doc
+
+
+def artifact_content(artifact: RunArtifact, *, embed: bool) -> list[dict[str, Any]]:
+    """The content items one artifact adds to a CallToolResult (module docstring)."""
+    items: list[dict[str, Any]] = [{"type": "resource_link", **artifact_resource_doc(artifact)}]
+    for part in artifact.parts:
+        media = part.get("mediaType")
+        if isinstance(part.get("raw"), str) and isinstance(media, str):
+            kind = media.split("/", 1)[0].lower()
+            if kind in ("image", "audio"):
+                items.append({"type": kind, "data": part["raw"], "mimeType": media})
+    if embed:
+        items.extend({"type": "resource", "resource": contents} for contents in artifact_resource_contents(artifact))
+    return items
+
+
+def call_tool_result(run: Run, artifacts: Sequence[RunArtifact] = ()) -> dict[str, Any]:
+    """A terminal run as CallToolResult: completed -> isError false; failed/cancelled -> isError true.
+
+    `artifacts`: the run's, in order (apps.mcp.resources.run_artifacts); each adds its items after
+    the text item, whatever the outcome (an artifact made before a failure is still the run's)."""
     if run.status == RunStatus.COMPLETED:
         outputs = run.outputs if isinstance(run.outputs, dict) else {}
-        content = [{"type": "text", "text": json.dumps(outputs, sort_keys=True)}]
+        # A string `text` output is the run's answer in words: it is the text item, as a human (and
+        # the conformance suite's `greet`) reads it; otherwise the outputs as JSON. Either way the
+        # outputs themselves are the structuredContent.
+        text = outputs.get("text")
+        content: list[dict[str, Any]] = [
+            {"type": "text", "text": text if isinstance(text, str) else json.dumps(outputs, sort_keys=True)}
+        ]
         structured: Any = outputs
         is_error = False
     elif run.status == RunStatus.FAILED:
@@ -57,6 +179,10 @@ def call_tool_result(run: Run) -> dict[str, Any]:
         content = [{"type": "text", "text": "The run was cancelled."}]
         structured = {"cancelled": True}
         is_error = True
+    if artifacts:
+        embedded = embedded_node_ids(run.definition)
+        for artifact in artifacts:
+            content.extend(artifact_content(artifact, embed=artifact.node_id in embedded))
     return {
         "resultType": "complete",
         "content": content,
@@ -94,10 +220,23 @@ def form_schema(resume_schema: dict[str, Any]) -> dict[str, Any] | None:
     return schema
 
 
-def input_request(interrupt: Interrupt, *, form: bool, url: bool) -> dict[str, Any] | None:
-    """The elicitation for one interrupt, or None when the client declared no mode that fits."""
+# Interrupt payload keys of apps/mcp/client_nodes.py, and the client request each one asks.
+_CLIENT_REQUESTS: dict[str, str] = {"sampling": "sampling/createMessage", "roots": "roots/list"}
+
+
+def input_request(
+    interrupt: Interrupt, *, form: bool, url: bool, client: Mapping[str, Any] | None = None
+) -> dict[str, Any] | None:
+    """The client request for one interrupt (an elicitation, or the sampling / roots request of
+    apps/mcp/client_nodes.py when `client`, the declared capabilities, names that capability), or
+    None when the client declared nothing that fits."""
     payload = interrupt.payload or {}
     data = payload.get("data") or {}
+    for key, method in _CLIENT_REQUESTS.items():
+        if key in data:
+            if not isinstance((client or {}).get(key), dict):
+                return None
+            return {"method": method, "params": dict(data[key])}
     if interrupt.kind == InterruptKind.CREDENTIAL:
         if not url or not data.get("connectUrl"):
             return None
@@ -124,6 +263,9 @@ def resume_value_from(interrupt: Interrupt, response: Any) -> Any | None:
     """
     if not isinstance(response, dict):
         return None
+    data = (interrupt.payload or {}).get("data") or {}
+    if any(key in data for key in _CLIENT_REQUESTS):
+        return response  # a CreateMessageResult / ListRootsResult: the node's resume schema judges it
     action = response.get("action")
     if action not in ("accept", "decline", "cancel"):
         return None
@@ -141,9 +283,24 @@ def resume_value_from(interrupt: Interrupt, response: Any) -> Any | None:
     return None
 
 
-def task_doc(run: Run, *, open_interrupt: Interrupt | None, form: bool, url: bool, detailed: bool) -> dict[str, Any]:
-    """The Task (CreateTaskResult) or DetailedTask (GetTaskResult) projection of a run."""
-    status = TASK_STATUS_BY_RUN_STATUS[run.status]
+def task_doc(
+    run: Run,
+    *,
+    open_interrupt: Interrupt | None,
+    form: bool,
+    url: bool,
+    detailed: bool,
+    artifacts: Sequence[RunArtifact] = (),
+    client: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The Task (CreateTaskResult) or DetailedTask (GetTaskResult) projection of a run; `artifacts`
+    (the run's) go into a completed task's result; `client`: the declared capabilities.
+
+    A run the host itself failed (`internal_error`: a node raised, not the workflow's own failure)
+    is the task status `failed` with a JSON-RPC error, the one case the map reserves it for; every
+    other failed run is `completed` with a CallToolResult isError true."""
+    host_fault = run.status == RunStatus.FAILED and (run.error or {}).get("code") == HOST_FAULT_CODE
+    status = "failed" if host_fault else TASK_STATUS_BY_RUN_STATUS[run.status]
     doc: dict[str, Any] = {
         "taskId": project_id(run.run_id),
         "status": status,
@@ -156,9 +313,11 @@ def task_doc(run: Run, *, open_interrupt: Interrupt | None, form: bool, url: boo
     if not detailed:
         return doc
     if status == "input_required" and open_interrupt is not None:
-        request = input_request(open_interrupt, form=form, url=url)
+        request = input_request(open_interrupt, form=form, url=url, client=client)
         if request is not None:
             doc["inputRequests"] = {open_interrupt.interrupt_id: request}
+    elif status == "failed":
+        doc["error"] = {"code": INTERNAL_ERROR, "message": "Internal error"}
     elif status == "completed":
-        doc["result"] = call_tool_result(run)
+        doc["result"] = call_tool_result(run, artifacts)
     return doc

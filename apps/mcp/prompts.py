@@ -1,19 +1,100 @@
-"""`prompts/list` and `prompts/get`: the prompts declared on the caller's workflows and agents.
+"""`prompts/list` and `prompts/get`: the caller's tenant's prompts (apps/agents `Prompt`).
 
-SCAFFOLD: being built (issue 20); every entry point below is replaced.
+The mount translates; apps/agents decides. Argument values are inserted as plain text in one pass
+(`prompt_messages_render`); an unknown prompt and another tenant's answer the same -32602 bytes
+(interop.md §Isolation), because the argument checks run only once the prompt is found.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Any
 
-from apps.mcp.errors import method_not_found
+from apps.agents.models import Prompt
+from apps.agents.selectors import (
+    prompt_arguments_read,
+    prompt_get_readable,
+    prompt_list_readable,
+    prompt_messages_render,
+)
+from apps.core.errors import OpenWopError
+from apps.mcp.errors import invalid_params, mcp_error_from
 from apps.mcp.exchange import Exchange
+from apps.mcp.projection import server_meta
+
+PROMPTS_TTL_MS = 30_000
+PROMPTS_PAGE_SIZE = 50
+_CURSOR_PREFIX = "prompts:"
+
+
+def prompt_doc(prompt: Prompt) -> dict[str, Any]:
+    """A Prompt as `prompts/list` shows it; completion `values` stay on the host."""
+    doc: dict[str, Any] = {"name": prompt.name}
+    if prompt.title:
+        doc["title"] = prompt.title
+    if prompt.description:
+        doc["description"] = prompt.description
+    if prompt.arguments:
+        doc["arguments"] = [
+            {key: argument[key] for key in ("name", "title", "description", "required") if key in argument}
+            for argument in prompt.arguments
+        ]
+    return doc
+
+
+def cursor_mint(last_name: str) -> str:
+    return base64.urlsafe_b64encode((_CURSOR_PREFIX + last_name).encode()).decode().rstrip("=")
+
+
+def cursor_open(cursor: Any) -> str:
+    """The name a `nextCursor` continues after; anything we did not mint is -32602."""
+    try:
+        if not isinstance(cursor, str):
+            raise ValueError
+        decoded = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except (ValueError, binascii.Error):
+        raise invalid_params("Invalid cursor") from None
+    if not decoded.startswith(_CURSOR_PREFIX):
+        raise invalid_params("Invalid cursor")
+    return decoded[len(_CURSOR_PREFIX) :]
 
 
 def prompts_list(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
-    raise method_not_found("prompts/list")
+    """One page of the caller's prompts by name; the list depends on the caller: private."""
+    cursor = params.get("cursor")
+    after = cursor_open(cursor) if cursor is not None else None
+    page = prompt_list_readable(subject=exchange.subject, after=after, limit=PROMPTS_PAGE_SIZE + 1)
+    result: dict[str, Any] = {
+        "resultType": "complete",
+        "prompts": [prompt_doc(p) for p in page[:PROMPTS_PAGE_SIZE]],
+        "ttlMs": PROMPTS_TTL_MS,
+        "cacheScope": "private",
+        "_meta": server_meta(),
+    }
+    if len(page) > PROMPTS_PAGE_SIZE:
+        result["nextCursor"] = cursor_mint(page[PROMPTS_PAGE_SIZE - 1].name)
+    return result
 
 
 def prompt_get(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
-    raise method_not_found("prompts/get")
+    """The prompt's messages with the caller's arguments filled in. GetPromptResult carries no
+    caching hints in 2026-07-28 (SEP-2549 names list and read results only)."""
+    name = params.get("name")
+    if not isinstance(name, str) or not name:
+        raise invalid_params("params.name must name a prompt")
+    arguments = params.get("arguments")
+    arguments = {} if arguments is None else arguments
+    if not isinstance(arguments, dict):
+        raise invalid_params("params.arguments must be an object")
+    try:
+        prompt = prompt_get_readable(subject=exchange.subject, name=name)
+        values = prompt_arguments_read(prompt=prompt, arguments=arguments)
+    except OpenWopError as exc:
+        raise mcp_error_from(exc) from None
+    result: dict[str, Any] = {"resultType": "complete"}
+    if prompt.description:
+        result["description"] = prompt.description
+    result["messages"] = prompt_messages_render(prompt=prompt, values=values)
+    result["_meta"] = server_meta()
+    return result

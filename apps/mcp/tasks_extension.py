@@ -16,6 +16,7 @@ from apps.core.ids import split_bound_id, unproject_id
 from apps.mcp.errors import invalid_params, missing_capability, unknown_task
 from apps.mcp.exchange import TASKS_EXTENSION, Exchange
 from apps.mcp.projection import resume_value_from, server_meta, task_doc
+from apps.mcp.resources import run_artifacts
 from apps.runs.models import Run
 from apps.runs.selectors import interrupt_get_readable, run_get_readable, run_open_interrupt
 from apps.runs.services import interrupt_resolve, run_cancel
@@ -47,6 +48,8 @@ def task_get(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
         form=exchange.elicitation_form,
         url=exchange.elicitation_url,
         detailed=True,
+        client=exchange.capabilities,
+        artifacts=run_artifacts(run) if run.is_terminal else (),
     )
     return {"resultType": "complete", **doc, "_meta": server_meta()}
 

@@ -18,23 +18,26 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
+from mcp.shared.inbound import validate_mcp_param_headers
 
-from apps.agents.models import Workflow
+from apps.agents.models import TaskSupport, Workflow
 from apps.agents.selectors import workflow_get_readable_cached, workflow_list_readable
 from apps.core.errors import Conflict, NotFound, OpenWopError, ValidationFailed
 from apps.core.invalidation import TOPIC_CARD, acached
 from apps.facets.services import facet_ensure
+from apps.mcp.client_nodes import CLIENT_CAPABILITY_BY_KIND
 from apps.mcp.errors import (
+    McpError,
     invalid_params,
     invalid_request_state,
     mcp_error_from,
     missing_capability,
     mrtr_rounds_exceeded,
 )
-from apps.mcp.exchange import Exchange
+from apps.mcp.exchange import TASKS_EXTENSION, Exchange
+from apps.mcp.notifications import RunFinish
 from apps.mcp.projection import (
     RUN_ID_META_KEY,
-    call_tool_result,
     input_request,
     resume_value_from,
     server_meta,
@@ -42,6 +45,7 @@ from apps.mcp.projection import (
     tool_error_result,
 )
 from apps.mcp.request_state import request_state_mint, request_state_open, request_state_redeem
+from apps.mcp.resources import atool_result_of
 from apps.mcp.waiting import run_wait
 from apps.runs.lean import run_create_lean
 from apps.runs.models import Interrupt, Run, RunStatus, RunTransport
@@ -70,6 +74,7 @@ def tool_doc(workflow: Workflow) -> dict[str, Any]:
         doc["title"] = workflow.name
     if workflow.description:
         doc["description"] = workflow.description
+    doc["execution"] = {"taskSupport": workflow.task_support}
     return doc
 
 
@@ -128,7 +133,14 @@ async def tool_call_begin(exchange: Exchange, params: dict[str, Any]) -> Finish:
         if isinstance(started, dict):
             return settled(started)  # refused before any run exists
         committed, run_id, round = started, started.run_id, 0
-    return lambda: _answer(exchange, name, arguments, run_id, round, committed=committed)
+    # The step, with its run: a transport may tell the run's events on the request's stream (notifications.py).
+    return RunFinish(
+        step=lambda: _answer(exchange, name, arguments, run_id, round, committed=committed),
+        subject=subject,
+        run_id=run_id,
+        committed=committed,
+        continued=token is not None,
+    )
 
 
 async def _owned(subject: Subject, step: Callable[[], T]) -> T:
@@ -167,7 +179,7 @@ def _call_start(exchange: Exchange, name: str, arguments: dict[str, Any]) -> Run
         workflow = workflow_get_readable_cached(subject=subject, workflow_id=name)
     except NotFound:
         raise invalid_params(f"Unknown tool: {name}") from None
-    refusal = _capability_refusal(exchange, workflow)
+    refusal = _capability_refusal(exchange, workflow, arguments)
     if refusal is not None:
         return refusal
     trace = exchange.trace
@@ -207,7 +219,7 @@ async def _call_start_lean(exchange: Exchange, name: str, arguments: dict[str, A
         )
     except NotFound:
         raise invalid_params(f"Unknown tool: {name}") from None
-    refusal = _capability_refusal(exchange, workflow)
+    refusal = _capability_refusal(exchange, workflow, arguments)
     if refusal is not None:
         return refusal
     trace = exchange.trace
@@ -224,14 +236,32 @@ async def _call_start_lean(exchange: Exchange, name: str, arguments: dict[str, A
         raise mcp_error_from(exc) from None
 
 
-def _capability_refusal(exchange: Exchange, workflow: Workflow) -> dict[str, Any] | None:
+def _capability_refusal(exchange: Exchange, workflow: Workflow, arguments: dict[str, Any]) -> dict[str, Any] | None:
     """Before any run exists: input this client cannot give is refused, never half-started.
 
-    A form interrupt needs declared form elicitation (-32021); a credential interrupt needs URL
-    mode, and without it the answer is a tool error, never a form fallback (reference a.6). A
-    handshake-era exchange has no MRTR at all: any interrupting tool is a tool error there.
+    First the `Mcp-Param-*` headers of the tool's `x-mcp-header` parameters must mirror the
+    arguments (SEP-2243; -32020, HTTP 400, like the other routing headers). A tool whose task
+    support is `required` needs the tasks extension declared (-32021 naming it); a sampling node
+    or roots node needs that client capability. A form interrupt needs declared form elicitation (-32021); a credential
+    interrupt needs URL mode, and without it the answer is a tool error, never a form fallback
+    (reference a.6). A handshake-era exchange has no MRTR at all: any interrupting tool is a tool
+    error there.
     """
+    if exchange.param_headers is not None:
+        rejection = validate_mcp_param_headers(workflow.input_schema, arguments, exchange.param_headers)
+        if rejection is not None:
+            raise McpError(rejection.code, rejection.message)
+    if workflow.task_support == TaskSupport.REQUIRED and not exchange.tasks_declared:
+        if exchange.handshake:
+            return tool_error_result(
+                f"Tool {workflow.workflow_id} runs only as a task; call it over MCP 2026-07-28 with the "
+                f"{TASKS_EXTENSION} extension."
+            )
+        raise missing_capability({"extensions": {TASKS_EXTENSION: {}}})
     kinds = {node.get("kind") for node in (workflow.definition or {}).get("nodes", []) if isinstance(node, dict)}
+    for kind, capability in CLIENT_CAPABILITY_BY_KIND.items():
+        if kind in kinds and not isinstance(exchange.capabilities.get(capability), dict):
+            raise missing_capability({capability: {}})
     if exchange.handshake and kinds & {"approval", "input", "credential"}:
         return tool_error_result(
             f"Tool {workflow.workflow_id} may ask for approval, input or an account connection, which MCP "
@@ -277,12 +307,12 @@ async def _answer(
     again, so it is answered without reading it back."""
     subject = exchange.subject
     if committed is not None and committed.is_terminal:
-        return call_tool_result(committed)
+        return await atool_result_of(committed)
     try:
         if exchange.tasks_declared:
             run = await _terminal_within(subject, run_id, TASK_GRACE_SECONDS)
             if run.is_terminal:
-                return call_tool_result(run)
+                return await atool_result_of(run)
             return {
                 "resultType": "task",
                 **task_doc(run, open_interrupt=None, form=False, url=False, detailed=False),
@@ -297,9 +327,11 @@ async def _answer(
     except OpenWopError as exc:
         raise mcp_error_from(exc) from None
     if run.is_terminal:
-        return call_tool_result(run)
+        return await atool_result_of(run)
     assert interrupt is not None
-    request = input_request(interrupt, form=exchange.elicitation_form, url=exchange.elicitation_url)
+    request = input_request(
+        interrupt, form=exchange.elicitation_form, url=exchange.elicitation_url, client=exchange.capabilities
+    )
     if request is None:
         return tool_error_result("The run needs input this client cannot provide; it is still waiting.")
     max_rounds = (await sync_to_async(facet_ensure)(protocol="mcp")).mrtr_max_rounds

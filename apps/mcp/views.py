@@ -14,6 +14,11 @@ a keep-alive comment every SSE_KEEPALIVE_SECONDS (proxies drop idle connections)
 JSON-RPC response as a `message` event. Refusals never stream: they happen before the wait
 (tools.tool_call_begin) and keep their HTTP status. Quick answers stay plain JSON.
 
+Log and progress: a `tools/call` whose `_meta` carries `io.modelcontextprotocol/logLevel` or
+`progressToken`, from a client that accepts `text/event-stream`, is answered as an SSE stream at
+once: its run's `notifications/message` / `notifications/progress` as the run's events commit
+(apps/mcp/notifications.py), then the response. Without either, nothing of that runs.
+
 Cancellation: Django's ASGI handler cancels this view when the server reports `http.disconnect`,
 which surfaces as CancelledError inside `tools/call`'s wait (tools.py cancels the run there).
 Once the view has returned its response nothing it started can be cancelled by the connection.
@@ -26,8 +31,8 @@ import contextlib
 import contextvars
 import json
 import logging
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from asgiref.sync import sync_to_async
@@ -57,6 +62,7 @@ from apps.mcp.handshake import (
     session_exchange_open,
     session_unknown,
 )
+from apps.mcp.notifications import NotificationAsk, RunFinish, notification_ask, run_notifications
 from apps.mcp.sessions import session_end
 from apps.mcp.tools import Finish
 from apps.tenants.selectors import asubject_from_authorization_cached, subject_from_authorization
@@ -65,6 +71,7 @@ from apps.tenants.subject import Subject
 logger = logging.getLogger(__name__)
 SSE_AFTER_SECONDS = 1.0
 SSE_KEEPALIVE_SECONDS = 15.0
+T = TypeVar("T")
 
 
 def _json(payload: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None) -> HttpResponse:
@@ -187,7 +194,9 @@ async def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
         return _error(request_id, exc)
     except OpenWopError as exc:
         return _error(request_id, mcp_error_from(exc))
-    return await _respond(request, request_id, finish)
+    # Only a tools/call's `_meta` may ask for its run's log or progress (notifications.py).
+    ask = notification_ask(body.get("params")) if body["method"] == "tools/call" else None
+    return await _respond(request, request_id, finish, ask)
 
 
 def _outcome(request_id: Any, task: asyncio.Future[dict[str, Any]]) -> tuple[dict[str, Any], int, dict[str, str]]:
@@ -210,14 +219,14 @@ def _outcome(request_id: Any, task: asyncio.Future[dict[str, Any]]) -> tuple[dic
     return {"jsonrpc": "2.0", "id": request_id, "error": error.error_object()}, error.http_status, error.headers
 
 
-async def _cancel(task: asyncio.Future[dict[str, Any]]) -> None:
+async def _cancel(task: asyncio.Future[Any]) -> None:
     """Cancel the step and let it finish cancelling (its run is cancelled with it)."""
     task.cancel()
     with contextlib.suppress(BaseException):
         await task
 
 
-async def _respond(request: HttpRequest, request_id: Any, finish: Finish) -> HttpResponseBase:
+def _detached(request: HttpRequest, step: Callable[[], Awaitable[T]]) -> asyncio.Future[T]:
     # A fresh context: the view may run under a sync middleware's thread executor that quits when
     # the view returns, and a streamed step outlives the view (its sync_to_async reads would fail).
     # Its own thread too (apps/core/db_threads.py): without it every waiting step of the process
@@ -225,10 +234,17 @@ async def _respond(request: HttpRequest, request_id: Any, finish: Finish) -> Htt
     if is_lean(request):
         # Served by the door (apps/doors): the request already has its own thread context, which
         # lives until the answer (streamed or not) is sent; the step shares it.
-        task = asyncio.ensure_future(finish())
-    else:
-        task = asyncio.get_running_loop().create_task(in_own_db_thread(finish), context=contextvars.Context())
+        return asyncio.ensure_future(step())
+    return asyncio.get_running_loop().create_task(in_own_db_thread(step), context=contextvars.Context())
+
+
+async def _respond(
+    request: HttpRequest, request_id: Any, finish: Finish, ask: NotificationAsk | None = None
+) -> HttpResponseBase:
+    task = _detached(request, finish)
     streamable = "text/event-stream" in request.headers.get("Accept", "")
+    if ask is not None and streamable and isinstance(finish, RunFinish):
+        return await _respond_notified(request, request_id, finish, ask, task)
     try:
         await release_db_connection_if_used()
         await asyncio.wait({task}, timeout=SSE_AFTER_SECONDS if streamable else None)
@@ -256,3 +272,68 @@ async def _sse(request_id: Any, task: asyncio.Future[dict[str, Any]]) -> AsyncIt
     finally:
         if not task.done():
             await _cancel(task)
+
+
+def _sse_message(message: dict[str, Any]) -> bytes:
+    return b"event: message\ndata: " + json.dumps(message, separators=(",", ":")).encode() + b"\n\n"
+
+
+async def _respond_notified(
+    request: HttpRequest, request_id: Any, finish: RunFinish, ask: NotificationAsk, task: asyncio.Future[dict[str, Any]]
+) -> HttpResponseBase:
+    """A tools/call that asked for its run's log or progress: an SSE stream at once, the run's
+    notifications as its events commit, then the response (2026-07-28 streamable HTTP: only
+    notifications related to the request, then its response)."""
+    queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+    async def pump() -> None:
+        try:
+            async for message in run_notifications(finish=finish, ask=ask, answered=task):
+                queue.put_nowait(message)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # telling the run is best effort; the response is not
+            logger.exception("MCP notifications of run %s failed", finish.run_id)
+        finally:
+            queue.put_nowait(None)
+
+    pumping = _detached(request, pump)
+    try:
+        await release_db_connection_if_used()
+    except asyncio.CancelledError:
+        await _cancel(task)
+        await _cancel(pumping)
+        raise
+    return StreamingHttpResponse(
+        sse_counted(_sse_notified(request_id, task, pumping, queue)),  # openwop_sse_streams_open
+        content_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+async def _sse_notified(
+    request_id: Any,
+    task: asyncio.Future[dict[str, Any]],
+    pumping: asyncio.Future[Any],
+    queue: asyncio.Queue[dict[str, Any] | None],
+) -> AsyncIterator[bytes]:
+    """As `_sse`, with the run's notifications before the response; a disconnect cancels both."""
+    try:
+        yield b": the tool is running\n\n"
+        while True:
+            try:
+                message = await asyncio.wait_for(queue.get(), SSE_KEEPALIVE_SECONDS)
+            except TimeoutError:
+                yield b": keep-alive\n\n"
+                continue
+            if message is None:
+                break
+            yield _sse_message(message)
+        while not (await asyncio.wait({task}, timeout=SSE_KEEPALIVE_SECONDS))[0]:
+            yield b": keep-alive\n\n"
+        response, _, _ = _outcome(request_id, task)
+        yield _sse_message(response)
+    finally:
+        if not task.done():
+            await _cancel(task)
+        if not pumping.done():
+            await _cancel(pumping)

@@ -408,7 +408,10 @@ class CredentialNode(NodeKind):
 
 @register_node_kind
 class ArtifactNode(NodeKind):
-    """Emits one artifact (`artifact.created`): text, data, or a file (base64 bytes)."""
+    """Emits one artifact (`artifact.created`): text, data, or a file (base64 bytes).
+
+    `embed: true` asks an MCP CallToolResult to carry the artifact's contents as an embedded
+    `resource` item, besides its `resource_link` (apps/mcp/projection.py); the artifact is the same."""
 
     kind = "artifact"
     inline_safe = True
@@ -428,6 +431,7 @@ class ArtifactNode(NodeKind):
                 "required": ["filename", "mediaType", "bytes"],
                 "additionalProperties": False,
             },
+            "embed": {"type": "boolean"},
         },
         "required": ["name"],
         "oneOf": [{"required": ["text"]}, {"required": ["data"]}, {"required": ["file"]}],
@@ -449,3 +453,31 @@ class ArtifactNode(NodeKind):
             part = {"raw": file["bytes"], "mediaType": file["mediaType"], "filename": file["filename"]}
         artifact = Artifact(artifact_id=mint_opaque(), name=config["name"], parts=[part])
         return Completed(outputs={"artifactId": artifact.artifact_id}, artifacts=(artifact,))
+
+
+# Syslog severities (RFC 5424 §6.2.1), least severe first: MCP logging's `LoggingLevel`.
+LOG_LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+
+@register_node_kind
+class LogNode(NodeKind):
+    """Records `config.message` at `config.level` (a syslog severity) and completes at once.
+
+    The message is the workflow author's fixed text, never rendered from the run's inputs: it is
+    what a door may show a caller who asked for the run's log (MCP `notifications/message`,
+    apps/mcp/notifications.py reads it from the run's definition). The node's outputs are empty."""
+
+    kind = "log"
+    inline_safe = True
+    config_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "level": {"enum": list(LOG_LEVELS)},
+            "message": {"type": "string", "minLength": 1, "maxLength": 1000},
+        },
+        "required": ["level", "message"],
+        "additionalProperties": False,
+    }
+
+    def execute(self, ctx: NodeContext) -> NodeResult:
+        return Completed(outputs={})

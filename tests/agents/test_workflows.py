@@ -6,7 +6,12 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from apps.agents.fixtures import FIXTURE_WORKFLOWS, MCP_CONFORMANCE_FIXTURES
+from apps.agents.fixtures import (
+    FIXTURE_WORKFLOWS,
+    MCP_CONFORMANCE_FIXTURES,
+    MCP_CONTENT_FIXTURES,
+    MCP_STREAM_FIXTURES,
+)
 from apps.agents.models import Workflow
 from apps.agents.services import workflow_create, workflow_fixtures_seed
 from apps.core.errors import ValidationFailed
@@ -26,6 +31,8 @@ FIXTURE_IDS = sorted([
     "conformance-noop",
     "echo",
     *MCP_CONFORMANCE_FIXTURES,  # the tools the MCP conformance suite calls by name
+    *MCP_CONTENT_FIXTURES,  # conformance-artifact and the suite's rich-content tools
+    *MCP_STREAM_FIXTURES,  # the suite's logging and progress tools
 ])
 
 

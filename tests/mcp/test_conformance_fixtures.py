@@ -68,12 +68,16 @@ async def test_greet_text_and_error_fixtures(live_url: str, key: str) -> None:
         assert confirmed.is_error is False and confirmed.structured_content == {"answers": {"confirm": True}}
 
 
-async def test_missing_capability_names_form_elicitation(live_url: str, key: str) -> None:
-    async with mcp_client(live_url, key) as client:  # no elicitation callback: nothing declared
+async def test_missing_capability_names_what_each_tool_needs(live_url: str, key: str) -> None:
+    async with mcp_client(live_url, key) as client:  # no callbacks: nothing declared
         with pytest.raises(MCPError) as refused:
-            await client.call_tool("test_missing_capability", {})
+            await client.call_tool("test_missing_capability", {})  # a sampling node
+        with pytest.raises(MCPError) as form:
+            await client.call_tool("test_input_required_result_elicitation", {})  # an input node
     assert refused.value.error.code == -32021
-    assert refused.value.error.data == {"requiredCapabilities": {"elicitation": {"form": {}}}}
+    assert refused.value.error.data == {"requiredCapabilities": {"sampling": {}}}
+    assert form.value.error.code == -32021
+    assert form.value.error.data == {"requiredCapabilities": {"elicitation": {"form": {}}}}
 
 
 async def test_with_tasks_a_quick_tool_is_answered_directly_and_a_slow_one_is_a_task(live_url: str, key: str) -> None:

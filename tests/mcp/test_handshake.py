@@ -115,6 +115,23 @@ async def test_sdk_legacy_client_lists_and_calls_over_a_session(live_url: str, k
     assert await sync_to_async(_sessions)("acme") == []
 
 
+async def test_a_session_reads_prompts_resources_and_completions(live_url: str, keys: dict[str, str]) -> None:
+    await sync_to_async(_offer_in_thread)(ALL)
+    async with mcp_client(live_url, keys["acme"], mode="legacy") as client:
+        capabilities = client.server_capabilities
+        assert capabilities.prompts is not None and capabilities.resources is not None
+        assert capabilities.completions is not None
+        prompt = await client.get_prompt("test_prompt_with_arguments", {"arg1": "{{7*7}}", "arg2": "b"})
+        assert "{{7*7}}" in prompt.messages[0].content.text  # type: ignore[union-attr]
+        uris = [str(r.uri) for r in (await client.list_resources()).resources]
+        assert "test://static-text" in uris
+        read = await client.read_resource("test://static-text")
+        assert read.contents[0].text.startswith("This is the content")  # type: ignore[union-attr]
+        # A tool whose task support is required has no task at this revision: a tool error.
+        job = await client.call_tool("failing_job", {})
+        assert job.is_error is True and "runs only as a task" in job.content[0].text  # type: ignore[union-attr]
+
+
 async def test_sdk_auto_mode_still_picks_2026_07_28(live_url: str, keys: dict[str, str]) -> None:
     await sync_to_async(_offer_in_thread)(ALL)
     async with mcp_client(live_url, keys["acme"], mode="auto") as client:

@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='workflow',
             name='task_support',
-            field=models.CharField(choices=[('forbidden', 'forbidden'), ('optional', 'optional'), ('required', 'required')], default='optional', help_text='MCP: may a call become a task (optional), must it (required), or never (forbidden).', max_length=16),
+            field=models.CharField(choices=[('optional', 'optional'), ('required', 'required')], default='optional', help_text='MCP: may a call become a task (optional), or must it (required).', max_length=16),
         ),
     ]

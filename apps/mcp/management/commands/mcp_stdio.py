@@ -4,13 +4,16 @@ The same ladder and methods as HTTP, minus the routing headers (stdio has none).
 Subject of the API key named by the environment variable, resolved once at start: no key, no
 server. Requests run concurrently, so a `notifications/cancelled` naming one in flight cancels it
 (and, for `tools/call`, its run with `mcp-request-cancelled`); a cancelled request gets no answer.
-Logs go to stderr; stdout carries only JSON-RPC responses. When the operator offers a handshake-era
-revision, `initialize` opens the connection at that revision (the connection is the session).
+Logs go to stderr; stdout carries only JSON-RPC messages: the responses and, for a `tools/call`
+whose `_meta` asked for its run's log or progress, those notifications before its response
+(apps/mcp/notifications.py). When the operator offers a handshake-era revision, `initialize` opens
+the connection at that revision (the connection is the session).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -23,14 +26,16 @@ from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 
 from apps.core.errors import OpenWopError
 from apps.core.json_limits import json_loads_limited
-from apps.mcp.dispatch import dispatch, exchange_open
+from apps.mcp.dispatch import dispatch, dispatch_begin, exchange_open
 from apps.mcp.errors import McpError, mcp_error_from
+from apps.mcp.exchange import Exchange
 from apps.mcp.handshake import (
     connection_exchange,
     handshake_dispatch_begin,
     handshake_revisions_offered,
     initialize_decide,
 )
+from apps.mcp.notifications import NotificationAsk, RunFinish, notification_ask, run_notifications
 from apps.tenants.selectors import subject_from_api_key
 from apps.tenants.subject import Subject
 
@@ -101,7 +106,35 @@ class StdioServer:
             exchange = await sync_to_async(connection_exchange)(self.subject, version, version, params, None)
             return await (await handshake_dispatch_begin(exchange, method, params))()
         exchange = await exchange_open(body=message, subject=self.subject, headers=None, origin=None)
+        ask = notification_ask(params) if method == "tools/call" else None
+        if ask is not None:
+            return await self.answer_notified(exchange, params, ask)
         return await dispatch(exchange, method, params)
+
+    async def answer_notified(self, exchange: Exchange, params: Any, ask: NotificationAsk) -> dict[str, Any]:
+        """`tools/call` writing its run's notifications as they commit, all before its response;
+        a cancelled request sends nothing more."""
+        finish = await dispatch_begin(exchange, "tools/call", params)
+        if not isinstance(finish, RunFinish):
+            return await finish()  # refused before any run: nothing to tell
+        step = asyncio.ensure_future(finish())
+
+        async def pump() -> None:
+            async for notification in run_notifications(finish=finish, ask=ask, answered=step):
+                await self.write(notification)
+
+        pumping = asyncio.ensure_future(pump())
+        try:
+            await asyncio.wait({step})
+            with contextlib.suppress(Exception):  # telling the run is best effort; the response is not
+                await pumping
+        except asyncio.CancelledError:
+            for future in (step, pumping):
+                future.cancel()
+                with contextlib.suppress(BaseException):
+                    await future
+            raise
+        return step.result()
 
     async def handle(self, request_id: Any, message: dict[str, Any]) -> None:
         try:
