@@ -123,6 +123,18 @@ def headers_check(*, body: Mapping[str, Any], envelope: Envelope, headers: Mappi
 MCP_PARAM_HEADER_PREFIX = "mcp-param-"
 
 
+def name_and_arguments(params: Mapping[str, Any], noun: str) -> tuple[str, dict[str, Any]]:
+    """`params.name` and `params.arguments` of a tools/call or prompts/get (-32602 when malformed)."""
+    name = params.get("name")
+    if not isinstance(name, str) or not name:
+        raise invalid_params(f"params.name must name a {noun}")
+    arguments = params.get("arguments")
+    arguments = {} if arguments is None else arguments
+    if not isinstance(arguments, dict):
+        raise invalid_params("params.arguments must be an object")
+    return name, arguments
+
+
 def param_headers_read(headers: Mapping[str, str] | None) -> dict[str, str] | None:
     """The `Mcp-Param-*` headers of an HTTP request (the names already lower-cased)."""
     if headers is None:

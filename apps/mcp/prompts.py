@@ -20,7 +20,7 @@ from apps.agents.selectors import (
 )
 from apps.core.errors import OpenWopError
 from apps.mcp.errors import invalid_params, mcp_error_from
-from apps.mcp.exchange import Exchange
+from apps.mcp.exchange import Exchange, name_and_arguments
 from apps.mcp.projection import server_meta
 
 PROMPTS_TTL_MS = 30_000
@@ -80,13 +80,7 @@ def prompts_list(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
 def prompt_get(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
     """The prompt's messages with the caller's arguments filled in. GetPromptResult carries no
     caching hints in 2026-07-28 (SEP-2549 names list and read results only)."""
-    name = params.get("name")
-    if not isinstance(name, str) or not name:
-        raise invalid_params("params.name must name a prompt")
-    arguments = params.get("arguments")
-    arguments = {} if arguments is None else arguments
-    if not isinstance(arguments, dict):
-        raise invalid_params("params.arguments must be an object")
+    name, arguments = name_and_arguments(params, "prompt")
     try:
         prompt = prompt_get_readable(subject=exchange.subject, name=name)
         values = prompt_arguments_read(prompt=prompt, arguments=arguments)

@@ -34,7 +34,7 @@ from apps.mcp.errors import (
     missing_capability,
     mrtr_rounds_exceeded,
 )
-from apps.mcp.exchange import TASKS_EXTENSION, Exchange
+from apps.mcp.exchange import TASKS_EXTENSION, Exchange, name_and_arguments
 from apps.mcp.notifications import RunFinish
 from apps.mcp.projection import (
     RUN_ID_META_KEY,
@@ -114,13 +114,7 @@ async def tool_call_begin(exchange: Exchange, params: dict[str, Any]) -> Finish:
     or while the run is created or continued; the step returned only waits for the run to answer,
     so HTTP may stream it (views.py). Once this returns, the run belongs to that step: cancelling
     it cancels the run."""
-    name = params.get("name")
-    if not isinstance(name, str) or not name:
-        raise invalid_params("params.name must name a tool")
-    arguments = params.get("arguments")
-    arguments = {} if arguments is None else arguments
-    if not isinstance(arguments, dict):
-        raise invalid_params("params.arguments must be an object")
+    name, arguments = name_and_arguments(params, "tool")
     subject = exchange.subject
     token = params.get("requestState")
     committed: Run | None = None
@@ -241,11 +235,11 @@ def _capability_refusal(exchange: Exchange, workflow: Workflow, arguments: dict[
 
     First the `Mcp-Param-*` headers of the tool's `x-mcp-header` parameters must mirror the
     arguments (SEP-2243; -32020, HTTP 400, like the other routing headers). A tool whose task
-    support is `required` needs the tasks extension declared (-32021 naming it); a sampling node
-    or roots node needs that client capability. A form interrupt needs declared form elicitation (-32021); a credential
-    interrupt needs URL mode, and without it the answer is a tool error, never a form fallback
-    (reference a.6). A handshake-era exchange has no MRTR at all: any interrupting tool is a tool
-    error there.
+    support is `required` needs the tasks extension declared (-32021 naming it); a sampling or
+    roots node needs that client capability (-32021). A form interrupt needs declared form
+    elicitation (-32021); a credential interrupt needs URL mode, and without it the answer is a
+    tool error, never a form fallback (reference a.6). A handshake-era exchange has no MRTR at
+    all: any interrupting tool is a tool error there.
     """
     if exchange.param_headers is not None:
         rejection = validate_mcp_param_headers(workflow.input_schema, arguments, exchange.param_headers)

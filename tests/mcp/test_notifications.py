@@ -185,29 +185,23 @@ def test_stdio_sends_the_same_notifications(live_env, live_worker, make_key) -> 
         rpc("tools/call", {"name": "test_logging_tool", "arguments": {}}, id=1, meta=_meta(**{LOG_LEVEL: "info"})),
         rpc("tools/call", {"name": "test_logging_tool", "arguments": {}}, id=2, meta=_meta()),
     ]
-    out = subprocess.run(
-        [sys.executable, "manage.py", "mcp_stdio", "--api-key-env", "OPENWOP_TEST_MCP_KEY"],
-        input="".join(json.dumps(line) + "\n" for line in lines[:1]),
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=str(ROOT),
-        timeout=60,
-        check=True,
-    ).stdout
+    def stdio(line: dict[str, Any]) -> str:
+        return subprocess.run(
+            [sys.executable, "manage.py", "mcp_stdio", "--api-key-env", "OPENWOP_TEST_MCP_KEY"],
+            input=json.dumps(line) + "\n",
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=str(ROOT),
+            timeout=60,
+            check=True,
+        ).stdout
+
+    out = stdio(lines[0])
     messages = [json.loads(line) for line in out.splitlines()]
     assert [m.get("method") for m in messages] == ["notifications/message"] * 3 + [None]
     assert messages[-1]["id"] == 1 and messages[-1]["result"]["isError"] is False
-    out = subprocess.run(
-        [sys.executable, "manage.py", "mcp_stdio", "--api-key-env", "OPENWOP_TEST_MCP_KEY"],
-        input=json.dumps(lines[1]) + "\n",
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=str(ROOT),
-        timeout=60,
-        check=True,
-    ).stdout
+    out = stdio(lines[1])
     assert [json.loads(line).get("id") for line in out.splitlines()] == [2]
 
 
