@@ -51,6 +51,8 @@ OPENWOP_EGRESS_ALLOW_CIDRS = env.list("OPENWOP_EGRESS_ALLOW_CIDRS", default=[])
 OPENWOP_METRICS_ALLOW_CIDRS = env.str("OPENWOP_METRICS_ALLOW_CIDRS", default="")
 # Per-tenant counts too (`openwop_tenant_*`, labelled with the tenant's slug): off by default.
 OPENWOP_METRICS_TENANT_LABELS = env.bool("OPENWOP_METRICS_TENANT_LABELS", default=False)
+# How long a retired card-signing key stays in /.well-known/jwks.json (apps/a2a/signing.py).
+OPENWOP_CARD_KEY_GRACE_SECONDS = env.float("OPENWOP_CARD_KEY_GRACE_SECONDS", default=7 * 24 * 3600)
 OPENWOP_EGRESS_CA_BUNDLE = env.str("OPENWOP_EGRESS_CA_BUNDLE", default="")
 # The hosts file the egress guard reads names from (apps/core/egress.py hosts_file_addresses).
 OPENWOP_EGRESS_HOSTS_FILE = env.str("OPENWOP_EGRESS_HOSTS_FILE", default="/etc/hosts")

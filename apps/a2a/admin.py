@@ -1,11 +1,31 @@
-"""Operators edit the host's A2A skill routing; the A2A message records are read-only evidence."""
+"""Operators edit the host's A2A skill routing and manage the card signing keys; the A2A message
+records and the key audit trail are read-only evidence.
+
+Signing keys (issue 21): the add form takes only the algorithm (the host generates the pair);
+activate and retire are actions calling the audited services (STYLE.md habit 15). No page ever
+renders a private key: the sealed column is in no form, list or read-only field.
+"""
 
 from __future__ import annotations
 
-from django.contrib import admin
-from django.http import HttpRequest
+import base64
+import json
+from typing import Any
 
-from apps.a2a.models import SkillRoute, TaskMessage
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from django.utils.html import format_html
+
+from apps.a2a.card import public_card_cached
+from apps.a2a.models import CardSigningKey, CardSigningKeyChange, CardSigningKeyState, SkillRoute, TaskMessage
+from apps.a2a.services import card_key_activate, card_key_generate, card_key_retire
+from apps.a2a.signing import card_sign, card_signing_key_active, grace_seconds, jwks_url, public_jwk_of
+from apps.a2a.wire import to_wire
+from apps.core.admin_read_only import ReadOnlyAdminMixin
+from apps.core.errors import OpenWopError
 
 
 @admin.register(SkillRoute)
@@ -30,3 +50,117 @@ class TaskMessageAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: TaskMessage | None = None) -> bool:
         return False
+
+
+class CardSigningKeyAddForm(forms.ModelForm):
+    """Only the algorithm: the key pair, its kid and its sealing are the host's to make."""
+
+    class Meta:
+        model = CardSigningKey
+        fields = ("algorithm",)
+
+
+def signed_card_preview() -> str:
+    """The public card as served now (signed when a key is active), with each signature's
+    protected header decoded, for the key changelist."""
+    card = to_wire(card_sign(public_card_cached()))
+    headers = []
+    for signature in card.get("signatures", []):
+        protected = signature["protected"]
+        headers.append(json.loads(base64.urlsafe_b64decode(protected + "=" * (-len(protected) % 4))))
+    return json.dumps({"protectedHeaders": headers, "card": card}, indent=2, sort_keys=True)
+
+
+@admin.register(CardSigningKey)
+class CardSigningKeyAdmin(admin.ModelAdmin):
+    """Generate (add form), activate, retire. Keys are never edited or deleted: a retired key's
+    row is its audit subject, and the JWKS drops it by itself once its grace window passed."""
+
+    list_display = ("kid", "algorithm", "state", "created_at", "activated_at", "retired_at", "in_jwks")
+    list_filter = ("state", "algorithm")
+    ordering = ("-created_at", "-id")
+    actions = ("activate_key", "retire_keys")
+    readonly_fields = (
+        "kid", "algorithm", "state", "public_key", "in_jwks", "created_at", "activated_at", "retired_at",
+    )  # fmt: skip
+    fields = readonly_fields
+    form = CardSigningKeyAddForm
+
+    def get_fields(self, request: HttpRequest, obj: CardSigningKey | None = None) -> Any:
+        return ("algorithm",) if obj is None else self.readonly_fields
+
+    def get_readonly_fields(self, request: HttpRequest, obj: CardSigningKey | None = None) -> Any:
+        return () if obj is None else self.readonly_fields
+
+    def has_change_permission(self, request: HttpRequest, obj: CardSigningKey | None = None) -> bool:
+        return obj is None and super().has_change_permission(request)  # detail pages are read-only
+
+    def has_delete_permission(self, request: HttpRequest, obj: CardSigningKey | None = None) -> bool:
+        return False
+
+    def has_manage_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("a2a.change_cardsigningkey")
+
+    @admin.display(description="Public key (JWK)")
+    def public_key(self, obj: CardSigningKey) -> str:
+        return format_html("<pre>{}</pre>", json.dumps(public_jwk_of(obj), indent=2, sort_keys=True))
+
+    @admin.display(description="In the JWKS", boolean=True)
+    def in_jwks(self, obj: CardSigningKey) -> bool:
+        if obj.state == CardSigningKeyState.ACTIVE:
+            return True
+        if obj.state != CardSigningKeyState.RETIRED or obj.activated_at is None or obj.retired_at is None:
+            return False
+        return (timezone.now() - obj.retired_at).total_seconds() < grace_seconds()
+
+    def save_model(self, request: HttpRequest, obj: CardSigningKey, form: Any, change: bool) -> None:
+        if change:
+            return  # nothing is editable (has_change_permission is False for a key)
+        created = card_key_generate(algorithm=obj.algorithm, actor=request.user.get_username())
+        obj.pk = created.pk
+        obj.refresh_from_db()
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        if request.method == "GET":
+            active = card_signing_key_active()
+            if active is None:
+                self.message_user(
+                    request,
+                    "No signing key is active: agent cards are served unsigned. Generate a key and activate it.",
+                    messages.WARNING,
+                )
+            else:
+                self.message_user(
+                    request, f"Agent cards are signed by kid {active.kid} ({active.algorithm}); JWKS: {jwks_url()}.",
+                    messages.INFO,
+                )  # fmt: skip
+        extra_context = {**(extra_context or {}), "signed_card_preview": signed_card_preview()}
+        return super().changelist_view(request, extra_context)
+
+    @admin.action(description="Activate the selected key (retires the active one)", permissions=["manage"])
+    def activate_key(self, request: HttpRequest, queryset: QuerySet[CardSigningKey]) -> None:
+        chosen = list(queryset.values_list("pk", flat=True)[:2])
+        if len(chosen) != 1:
+            self.message_user(request, "Select exactly one key to activate.", messages.ERROR)
+            return
+        try:
+            key = card_key_activate(key_pk=chosen[0], actor=request.user.get_username())
+        except OpenWopError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+            return
+        self.message_user(request, f"Key {key.kid} now signs every agent card.", messages.SUCCESS)
+
+    @admin.action(description="Retire the selected keys", permissions=["manage"])
+    def retire_keys(self, request: HttpRequest, queryset: QuerySet[CardSigningKey]) -> None:
+        for pk in queryset.values_list("pk", flat=True):
+            card_key_retire(key_pk=pk, actor=request.user.get_username())
+        self.message_user(request, f"Retired {queryset.count()} key(s).", messages.SUCCESS)
+
+
+@admin.register(CardSigningKeyChange)
+class CardSigningKeyChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """The audit trail of signing keys: read-only (append-only table)."""
+
+    list_display = ("at", "action", "kid", "actor")
+    list_filter = ("action",)
+    search_fields = ("kid", "actor")

@@ -24,3 +24,8 @@ class A2AConfig(AppConfig):
         from apps.core.request_limits import register_refusal_renderer
 
         register_refusal_renderer("/a2a", a2a_refusal)  # limits answer in A2A's wire, never the envelope
+
+        from apps.a2a.signing import card_signing_advertised
+        from apps.facets.discovery import register_extension
+
+        register_extension("openwop-host.cardSigning", card_signing_advertised)  # are the cards signed (issue 21)

@@ -9,6 +9,10 @@ is one skill per routed workflow, the default first. The card carries no per-age
 agent's name, version and description, every interface carrying the agent's `tenant: R`, and one
 skill per workflow routed to the agent for the caller. `capabilities.extendedAgentCard` is true
 exactly while per-agent cards are served (facet switch AND the `a2a.agent-cards` surface).
+
+Every served card (public, per-agent, at a moved path) carries `signatures[]` by the active
+signing key (apps/a2a/signing.py) when one is active; it is signed once per card version, when the
+cached form below is built, never per request.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from google.protobuf import json_format
 from apps.a2a.models import SkillRoute
 from apps.a2a.selectors import skill_routes_enabled
 from apps.a2a.services import skill_routes_ensure
+from apps.a2a.signing import card_sign, card_signing_key_active
 from apps.a2a.wire import to_wire
 from apps.agents.selectors import InventoryEntry, agent_by_a2a_tenant
 from apps.core.invalidation import TOPIC_CARD, acached, cached
@@ -162,11 +167,13 @@ class CardDocument(NamedTuple):
 
 
 def card_document_of(card: AgentCard, routes: list[SkillRoute], facet: Facet) -> CardDocument:
-    """The served form of the public card: canonical JSON, a content ETag, and the newest change
-    of its sources as Last-Modified."""
-    body = json.dumps(to_wire(card), sort_keys=True, separators=(",", ":")).encode()
+    """The served form of the public card: signed by the active key (if any), canonical JSON, a
+    content ETag (a new key is new bytes), and the newest change of its sources as Last-Modified."""
+    body = json.dumps(to_wire(card_sign(card)), sort_keys=True, separators=(",", ":")).encode()
     etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
-    changed = max([facet.updated_at, *(route.updated_at for route in routes)])
+    key = card_signing_key_active()
+    signed_since = [key.activated_at] if key is not None and key.activated_at is not None else []
+    changed = max([facet.updated_at, *(route.updated_at for route in routes), *signed_since])
     return CardDocument(body=body, etag=etag, last_modified=changed.timestamp())
 
 
@@ -222,4 +229,20 @@ def agent_card_cached(*, subject: Subject, a2a_tenant: str) -> AgentCard | None:
         card = cached(TOPIC_CARD, _card_key("agent", subject.tenant, a2a_tenant), build)
     except _NoSuchAgent:
         return None
+    return _copy(card)
+
+
+def served_card_cached(*, subject: Subject, entry: InventoryEntry | None) -> AgentCard:
+    """GetExtendedAgentCard's answer, signed (apps/a2a/signing.py) once per card version: the
+    agent's card for the entry the caller's `tenant: R` resolved to, else the host card. Keyed by
+    the caller's tenant and R, as `agent_card_cached` (the entry is resolved in that inventory)."""
+    if entry is None:
+        host = cached(TOPIC_CARD, _card_key("served-host"), lambda: card_sign(public_card_cached()))
+        return _copy(host)
+    assert entry.a2a_tenant is not None  # only routed agents have an R
+    card = cached(
+        TOPIC_CARD,
+        _card_key("served-agent", subject.tenant, entry.a2a_tenant),
+        lambda: card_sign(agent_card(host_card=public_card_cached(), entry=entry)),
+    )
     return _copy(card)

@@ -10,6 +10,8 @@ idempotency seed").
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.validators import RegexValidator
 from django.db import models
 
@@ -83,3 +85,98 @@ class TaskMessage(TenantOwnedModel):
 
     def __str__(self) -> str:
         return f"{self.run_id}:{self.message_id}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Agent card signing keys (A2A 1.0 §Agent Card signing; issue 21). Host-level: one signer for
+# every card this host serves. The key table is the signer's state; the change table its audit.
+
+
+class CardSigningAlgorithm(models.TextChoices):
+    """JWS `alg` values the host generates keys for (RFC 8037 EdDSA over Ed25519; RFC 7518 ES256)."""
+
+    EDDSA = "EdDSA", "Ed25519 (EdDSA)"
+    ES256 = "ES256", "P-256 (ES256)"
+
+
+class CardSigningKeyState(models.TextChoices):
+    """generated -> active -> retired, or generated -> retired. Retired is final: a key whose
+    private half may have leaked is never brought back."""
+
+    GENERATED = "generated", "generated (not signing yet)"
+    ACTIVE = "active", "active (signs every card)"
+    RETIRED = "retired", "retired"
+
+
+class CardSigningKey(models.Model):
+    """One JWS key pair for signing agent cards. The private key is a Fernet token of its PKCS#8
+    PEM (apps/a2a/signing.py, purpose `CARD_SIGNING_KEYS`); only `public_jwk` ever leaves the host.
+
+    At most one key is active (database constraint). The JWKS (`/.well-known/jwks.json`) lists the
+    active key and every retired key retired less than the grace window ago that once signed.
+    """
+
+    kid = models.CharField(max_length=64, unique=True, editable=False, help_text="RFC 7638 JWK thumbprint.")
+    algorithm = models.CharField(max_length=8, choices=CardSigningAlgorithm.choices)
+    state = models.CharField(max_length=16, choices=CardSigningKeyState.choices, default=CardSigningKeyState.GENERATED)
+    public_jwk = models.JSONField(editable=False, help_text="kty, crv, x[, y]: the public half only.")
+    private_key_sealed = models.BinaryField(editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    activated_at = models.DateTimeField(null=True, blank=True, editable=False)
+    retired_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["state"], condition=models.Q(state="active"), name="card_signing_key_one_active"
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(state="active") | models.Q(activated_at__isnull=False),
+                name="card_signing_key_active_has_activated_at",
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(state="retired") | models.Q(retired_at__isnull=False),
+                name="card_signing_key_retired_has_retired_at",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kid} ({self.algorithm}, {self.state})"
+
+
+class CardSigningKeyAction(models.TextChoices):
+    GENERATE = "generate", "generate"
+    ACTIVATE = "activate", "activate"
+    RETIRE = "retire", "retire"
+
+
+class CardSigningKeyChangeRefused(RuntimeError):
+    """An attempt to edit or delete an audit row (STYLE.md habit 6: audit tables are append-only)."""
+
+
+class CardSigningKeyChange(models.Model):
+    """One audited change of a signing key: who, which key, the action, its state before and
+    after (never key material). Append-only (trigger in migration 0004)."""
+
+    key = models.ForeignKey(CardSigningKey, on_delete=models.PROTECT, related_name="+")
+    kid = models.CharField(max_length=64)
+    actor = models.CharField(max_length=200, help_text="Who: the operator's username, or the system.")
+    action = models.CharField(max_length=16, choices=CardSigningKeyAction.choices)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField()
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.kid} by {self.actor}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise CardSigningKeyChangeRefused("card signing key changes are append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise CardSigningKeyChangeRefused("card signing key changes are append-only")

@@ -47,7 +47,7 @@ from google.protobuf.empty_pb2 import Empty
 from google.protobuf.message import Message as ProtoMessage
 
 from apps.a2a import lean
-from apps.a2a.card import A2AFeatures, agent_card, public_card_current
+from apps.a2a.card import A2AFeatures, served_card_cached
 from apps.a2a.errors import invalid_params
 from apps.a2a.selectors import task_page, task_page_size, task_run_readable, task_view_of
 from apps.a2a.services import (
@@ -422,10 +422,9 @@ async def subscribe(call: Call, request: SubscribeToTaskRequest) -> StreamPlan:
 
 
 def _extended_card_sync(call: Call) -> AgentCard:
-    host_card, _, _ = public_card_current()
-    if call.agent is None:
-        return host_card  # no `tenant`: the authenticated host card, equal to the public one
-    return agent_card(host_card=host_card, entry=call.agent)
+    # No `tenant`: the authenticated host card, equal to the public one. Signed once per card
+    # version and kept per process (apps/a2a/card.py), never signed per request.
+    return served_card_cached(subject=call.subject, entry=call.agent)
 
 
 async def get_extended_card(call: Call, request: GetExtendedAgentCardRequest) -> AgentCard:

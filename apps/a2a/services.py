@@ -21,15 +21,24 @@ from a2a.utils.errors import (
     UnsupportedOperationError,
 )
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from apps.a2a.errors import invalid_params
-from apps.a2a.models import SkillRoute, TaskMessage
+from apps.a2a.models import (
+    CardSigningKey,
+    CardSigningKeyAction,
+    CardSigningKeyChange,
+    CardSigningKeyState,
+    SkillRoute,
+    TaskMessage,
+)
 from apps.a2a.selectors import task_message_find, task_run_readable
+from apps.a2a.signing import key_material_generate
 from apps.a2a.wire import context_id_of, to_wire
 from apps.agents.fixtures import FIXTURE_WORKFLOWS
 from apps.agents.selectors import InventoryEntry
 from apps.core.errors import Conflict, Forbidden, NotFound, OpenWopError, ValidationFailed
-from apps.core.invalidation import TOPIC_CARD, cached
+from apps.core.invalidation import TOPIC_CARD, cached, invalidate_on_commit
 from apps.runs.models import Run
 from apps.runs.selectors import run_open_interrupt
 from apps.runs.services import interrupt_resolve, run_cancel, run_create
@@ -260,3 +269,88 @@ def task_cancel(*, subject: Subject, task_id: str) -> Run:
 def _unexpected(exc: OpenWopError) -> A2AError:
     logger.warning("a2a: unexpected run error %s", exc.code)
     return InternalError()
+
+
+# ---------------------------------------------------------------------------------------------
+# Card signing keys (issue 21). Each change and its audit row commit together (STYLE.md habit 6);
+# the key table's trigger empties every process's card caches, this process's on commit already.
+
+
+def _card_key_state(key: CardSigningKey) -> dict[str, Any]:
+    """What the audit row records of a key: never its key material."""
+    return {
+        "kid": key.kid,
+        "algorithm": key.algorithm,
+        "state": key.state,
+        "activatedAt": key.activated_at.isoformat() if key.activated_at else None,
+        "retiredAt": key.retired_at.isoformat() if key.retired_at else None,
+    }
+
+
+def _card_key_audit(*, key: CardSigningKey, actor: str, action: str, before: dict[str, Any] | None) -> None:
+    CardSigningKeyChange.objects.create(
+        key=key, kid=key.kid, actor=actor, action=action, before=before, after=_card_key_state(key)
+    )
+
+
+def card_key_generate(*, algorithm: str, actor: str) -> CardSigningKey:
+    """A new key pair (generated, not yet signing), its private half sealed. Not durable: the
+    admin's add form calls it inside its own transaction."""
+    material = key_material_generate(algorithm=algorithm)
+    with transaction.atomic():
+        key = CardSigningKey.objects.create(
+            kid=material.kid,
+            algorithm=algorithm,
+            public_jwk=material.public_jwk,
+            private_key_sealed=material.private_key_sealed,
+        )
+        _card_key_audit(key=key, actor=actor, action=CardSigningKeyAction.GENERATE, before=None)
+    return key
+
+
+def _card_key_retire_locked(key: CardSigningKey, *, actor: str, at: Any) -> None:
+    before = _card_key_state(key)
+    key.state = CardSigningKeyState.RETIRED
+    key.retired_at = at
+    key.save(update_fields=["state", "retired_at"])
+    _card_key_audit(key=key, actor=actor, action=CardSigningKeyAction.RETIRE, before=before)
+
+
+def card_key_activate(*, key_pk: int, actor: str) -> CardSigningKey:
+    """Make the key the one that signs every card; the key active until now is retired in the same
+    transaction (and stays in the JWKS for the grace window). A retired key is never reactivated."""
+    with transaction.atomic(durable=True):
+        # Every key row locked in one order: two concurrent activations serialize here.
+        keys = {k.pk: k for k in CardSigningKey.objects.select_for_update().order_by("pk")}
+        key = keys.get(key_pk)
+        if key is None:
+            raise NotFound("No such card signing key.")
+        if key.state == CardSigningKeyState.ACTIVE:
+            return key
+        if key.state == CardSigningKeyState.RETIRED:
+            raise ValidationFailed(f"The key {key.kid} is retired; generate a new key instead.")
+        now = timezone.now()
+        for previous in keys.values():
+            if previous.state == CardSigningKeyState.ACTIVE:
+                _card_key_retire_locked(previous, actor=actor, at=now)
+        before = _card_key_state(key)
+        key.state = CardSigningKeyState.ACTIVE
+        key.activated_at = now
+        key.save(update_fields=["state", "activated_at"])
+        _card_key_audit(key=key, actor=actor, action=CardSigningKeyAction.ACTIVATE, before=before)
+        invalidate_on_commit(TOPIC_CARD)
+    return key
+
+
+def card_key_retire(*, key_pk: int, actor: str) -> CardSigningKey:
+    """Stop signing with the key (if it was active, cards go out unsigned until another key is
+    activated); it stays in the JWKS for the grace window. Retiring a retired key changes nothing."""
+    with transaction.atomic(durable=True):
+        key = CardSigningKey.objects.select_for_update().filter(pk=key_pk).first()
+        if key is None:
+            raise NotFound("No such card signing key.")
+        if key.state == CardSigningKeyState.RETIRED:
+            return key
+        _card_key_retire_locked(key, actor=actor, at=timezone.now())
+        invalidate_on_commit(TOPIC_CARD)
+    return key

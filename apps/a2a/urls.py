@@ -12,6 +12,7 @@ from apps.a2a import views
 
 urlpatterns: list[URLPattern] = [
     path(".well-known/agent-card.json", views.agent_card, name="a2a-agent-card"),
+    path(".well-known/jwks.json", views.card_jwks, name="a2a-card-jwks"),  # the cards' `jku`
     re_path(r"^a2a/jsonrpc/?$", views.jsonrpc_endpoint, name="a2a-jsonrpc"),
     re_path(r"^a2a/rest/(?P<route>.*)$", views.rest_endpoint, name="a2a-rest"),
     re_path(r"^a2a(?:/(?P<rest>.*))?$", views.a2a_unknown, name="a2a-unknown"),

@@ -46,6 +46,7 @@ from django.core.handlers.exception import response_for_exception
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.utils.http import http_date
 from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_safe
 from google.protobuf import json_format
 from google.protobuf.message import Message as ProtoMessage
 
@@ -61,6 +62,7 @@ from apps.a2a.errors import (
 from apps.a2a.lean import TaskDoc
 from apps.a2a.operations import Call, StreamPlan
 from apps.a2a.selectors import card_path_configured
+from apps.a2a.signing import jwks_document
 from apps.a2a.streams import jsonrpc_frame, rest_frame, task_stream
 from apps.a2a.wire import to_wire
 from apps.core.async_db import async_db_enabled
@@ -513,5 +515,25 @@ async def agent_card(request: HttpRequest) -> HttpResponseBase:
         response = HttpResponse(body, content_type="application/json")
     response["ETag"] = etag
     response["Last-Modified"] = http_date(changed)
+    response["Cache-Control"] = f"public, max-age={CARD_MAX_AGE}"
+    return response
+
+
+# ---------------------------------------------------------------------------------------------
+# The JWKS the cards' signatures name (`jku`; apps/a2a/signing.py)
+
+
+@require_safe
+def card_jwks(request: HttpRequest) -> HttpResponseBase:
+    """`GET /.well-known/jwks.json`: public, the active key and the retired keys within grace.
+
+    Cacheable as briefly as the card (a client refetches it when a card names an unknown kid).
+    A REST-wire path like `/.well-known/openwop`: its 405 is the OpenWOP envelope's."""
+    body, etag = jwks_document()
+    if _etag_hit(request.headers.get("If-None-Match"), etag):
+        response = HttpResponse(status=304)
+    else:
+        response = HttpResponse(body, content_type="application/jwk-set+json")
+    response["ETag"] = etag
     response["Cache-Control"] = f"public, max-age={CARD_MAX_AGE}"
     return response

@@ -12,6 +12,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 
 from apps.a2a.card import agent_card, public_card_current
+from apps.a2a.signing import card_sign
 from apps.a2a.wire import to_wire
 from apps.agents.models import Agent, AgentChange, Prompt, Workflow
 from apps.agents.selectors import agent_get_readable
@@ -43,7 +44,8 @@ def agent_card_preview(agent: Agent) -> str | None:
         return None
     if entry.a2a_tenant is None:
         return None
-    return json.dumps(to_wire(agent_card(host_card=host_card, entry=entry)), indent=2, sort_keys=True)
+    signed = card_sign(agent_card(host_card=host_card, entry=entry))  # as served: signed when a key is active
+    return json.dumps(to_wire(signed), indent=2, sort_keys=True)
 
 
 @admin.register(Workflow)

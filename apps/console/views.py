@@ -25,6 +25,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from apps.a2a.signing import card_signing_status
 from apps.console import selectors
 from apps.console.login_throttle import login_failed, login_refused_for, login_succeeded
 from apps.console.models import TenantMembership
@@ -186,7 +187,13 @@ def key_revoke(request: HttpRequest, membership: TenantMembership, prefix: str) 
 @member_required
 def agents(request: HttpRequest, membership: TenantMembership) -> HttpResponse:
     subject = selectors.console_subject(membership)
-    return _page(request, membership, "console/agents.html", agents=selectors.agents(subject=subject))
+    return _page(
+        request,
+        membership,
+        "console/agents.html",
+        agents=selectors.agents(subject=subject),
+        signing=card_signing_status(),  # the cards' signature, as discovery says it
+    )
 
 
 @require_GET

@@ -23,9 +23,10 @@ empties the matching cache in every process:
 
 Topics and the tables whose triggers empty them: `apikey` (sha256 of the raw key -> Subject):
 tenants_apikey, tenants_tenant; `facet` (protocol -> Facet): facets_facet; `card` (the public
-card document and per-agent cards): facets_facet, a2a_skillroute, agents_agent, agents_workflow,
-tenants_tenant. The readers are `tenants.selectors.subject_from_authorization_cached`,
-`facets.services.facet_cached` and `a2a.card.card_document_cached` (each with an async twin).
+card document and per-agent cards, signed, and the JWKS): facets_facet, a2a_skillroute,
+agents_agent, agents_workflow, tenants_tenant, a2a_cardsigningkey. The readers are
+`tenants.selectors.subject_from_authorization_cached`, `facets.services.facet_cached` and
+`a2a.card.card_document_cached` (each with an async twin).
 
 What "the next request" means: a request that starts after the notification reached the process.
 PostgreSQL signals the listening backends before the writer's COMMIT returns, so the window is the

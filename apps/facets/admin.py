@@ -23,6 +23,7 @@ from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from apps.a2a.card import public_card_current
+from apps.a2a.signing import card_sign
 from apps.a2a.wire import to_wire
 from apps.core.admin_read_only import ReadOnlyAdminMixin
 from apps.core.errors import ValidationFailed
@@ -54,7 +55,8 @@ def served_documents_after(protocol: str, changes: dict[str, Any], actor: str) -
     with transaction.atomic():
         if changes:
             facet_update(protocol=protocol, changes=changes, actor=actor)  # type: ignore[arg-type]
-        documents = {"discovery": discovery_document(), "agentCard": to_wire(public_card_current()[0])}
+        card = card_sign(public_card_current()[0])  # as served: signed when a key is active
+        documents = {"discovery": discovery_document(), "agentCard": to_wire(card)}
         transaction.set_rollback(True)
     return documents
 

@@ -3,6 +3,7 @@ facet preview commits nothing, and actions without an audit table of their own l
 
 from __future__ import annotations
 
+import html
 import json
 
 import pytest
@@ -10,7 +11,9 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import User
 from django.test import Client
 
+from apps.a2a.services import card_key_activate, card_key_generate
 from apps.agents.services import agent_create, agent_publish, workflow_fixtures_seed
+from apps.facets.admin import served_documents_after
 from apps.facets.models import Facet, FacetChange
 from apps.facets.services import facet_ensure
 from apps.tenants.models import ApiKey
@@ -37,6 +40,23 @@ def test_agent_change_page_previews_the_served_card(operator_client: Client) -> 
     agent_publish(agent=agent, actor="t")
     page = operator_client.get(url).content.decode()
     assert 'class="agent-card-preview"' in page and "Helpful Hal" in page and "conformance-noop" in page
+
+
+@pytest.mark.django_db(transaction=True)  # the key services commit durably
+def test_card_previews_show_the_signature_once_a_key_is_active(operator_client: Client) -> None:
+    facet_ensure(protocol="a2a")
+    tenant = tenant_get_or_create(slug="acme")[0]
+    workflow_fixtures_seed(tenant=tenant)
+    agent = agent_create(tenant=tenant, actor="t", agent_id="helper", persona="Hal", roster=["conformance-noop"])
+    agent_publish(agent=agent, actor="t")
+    url = f"/admin/agents/agent/{agent.pk}/change/"
+    assert "signatures" not in html.unescape(operator_client.get(url).content.decode())
+    key = card_key_activate(key_pk=card_key_generate(algorithm="EdDSA", actor="t").pk, actor="t")
+    page = html.unescape(operator_client.get(url).content.decode())
+    assert '"signatures"' in page and '"protected"' in page  # the per-agent card as served: signed
+    [signature] = served_documents_after("a2a", {}, "t")["agentCard"]["signatures"]  # the facet page's preview
+    assert signature["protected"] and signature["signature"]
+    assert key.kid in html.unescape(operator_client.get("/admin/a2a/cardsigningkey/").content.decode())
 
 
 def test_facet_preview_returns_errors_or_documents_and_commits_nothing(operator_client: Client) -> None:

@@ -11,6 +11,7 @@ from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
 
+from apps.a2a.services import card_key_activate, card_key_generate
 from apps.agents.services import agent_create, agent_publish, workflow_fixtures_seed
 from apps.console.models import TenantMembership
 from apps.core import egress
@@ -46,6 +47,16 @@ def test_agents_page_lists_card_urls(acme_client) -> None:  # type: ignore[no-un
     page = client.get("/console/agents/").content.decode()
     assert f"{settings.OPENWOP_PUBLIC_URL}/.well-known/agent-card.json" in page
     assert "/a2a/rest/" in page and "/extendedAgentCard" in page and "conformance-noop" in page
+
+
+@pytest.mark.django_db(transaction=True)  # the key services commit durably
+def test_agents_page_says_whether_cards_are_signed(acme_client) -> None:  # type: ignore[no-untyped-def]
+    client, _ = acme_client
+    facet_ensure(protocol="a2a")
+    assert "Cards are not signed" in client.get("/console/agents/").content.decode()
+    key = card_key_activate(key_pk=card_key_generate(algorithm="ES256", actor="t").pk, actor="t")
+    page = client.get("/console/agents/").content.decode()
+    assert "Cards are signed (JWS, ES256, key" in page and key.kid in page and "/.well-known/jwks.json" in page
 
 
 def test_runs_page_streams_live_status(acme_client) -> None:  # type: ignore[no-untyped-def]
