@@ -2,13 +2,16 @@
 within [floor, preferred], send one message, follow its task to an end (reference b.2).
 
 Wire shapes are a2a-sdk's protobuf types rendered with json_format; the HTTP goes through
-`peer_send` (the egress guard), never through an SDK client with its own connection pool.
+`peer_send` (the egress guard), never through an SDK client with its own connection pool. The
+card's signatures are checked (apps.peers.card_signatures) as soon as it is fetched, before its
+offers or endpoints are used and before any message is sent.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from a2a.types import (
@@ -26,6 +29,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message as ProtoMessage
 from google.protobuf.struct_pb2 import Struct, Value
 
+from apps.peers.card_signatures import card_signatures_check
 from apps.peers.outbound import (
     PEER_ERROR,
     PEER_PROTOCOL_ERROR,
@@ -119,12 +123,17 @@ def a2a_call(
     card_holder: dict[str, AgentCard | None] = {}
 
     def offers_of(candidate: str) -> list[str]:
-        reply = peer_send(outbound, "GET", card_url_of(outbound.peer_url),
-                          headers={"A2A-Version": candidate, "Accept": "application/json"})
+        card_url = card_url_of(outbound.peer_url)
+        reply = peer_send(outbound, "GET", card_url, headers={"A2A-Version": candidate, "Accept": "application/json"})
         if reply.status != 200 or not isinstance(reply.document, dict):
             raise PeerFailure(PEER_PROTOCOL_ERROR, "The peer's agent card could not be read.",
                               {"status": reply.status})
-        offers, card_holder["card"] = card_offers(reply.document)
+        offers, card = card_offers(reply.document)
+        # Issue 21: the card is trusted (its offers, its endpoint) only once its signatures pass
+        # the credential's policy; a refusal fails the node before any message is sent.
+        card_signatures_check(trust=outbound.card_trust, tenant=str(outbound.run.tenant_id), card_url=card_url,
+                              document=reply.document, card=card, fetch_jwks=lambda jku: _jwks_of(outbound, jku))
+        card_holder["card"] = card
         return offers
 
     agreement = negotiate(outbound, protocol="a2a", requested=requested, offers_of=offers_of, probe=probe)
@@ -145,6 +154,13 @@ def a2a_call(
     else:
         raise PeerFailure(PEER_PROTOCOL_ERROR, "The peer's SendMessage answer is neither a task nor a message.")
     return {"negotiatedVersion": version, "peerDigest": outbound.peer_digest, "result": doc}
+
+
+def _jwks_of(outbound: Outbound, jku: str) -> Any:
+    """The JWKS at `jku` (already checked to be on the card's origin), through the egress guard.
+    Public material: fetched without the peer credential."""
+    reply = peer_send(replace(outbound, authorization=None), "GET", jku, headers={"Accept": "application/json"})
+    return reply.document if reply.status == 200 else None
 
 
 def _jsonrpc_endpoint(card: AgentCard | None, version: str | None) -> str:

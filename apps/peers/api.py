@@ -2,7 +2,9 @@
 (`/conformance/seams/sample/{a2a,mcp}/invoke`). Thin views over services and selectors.
 
 credentialIds are opaque and name no tenant: another tenant's id and an unknown one take the same
-NotFound path (STYLE.md habit 5). A secret goes in once and never comes back out.
+NotFound path (STYLE.md habit 5). A secret goes in once and never comes back out. What the peer's
+agent card must prove (`cardSignaturePolicy`, `pinnedCardKey`, a public key) is set at creation or
+with PATCH (issue 21).
 """
 
 from __future__ import annotations
@@ -17,11 +19,21 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.core.errors import NotFound
+from apps.peers.models import CardSignaturePolicy
 from apps.peers.seams import conformance_seams_on, seam_invoke
 from apps.peers.selectors import peer_credential_doc, peer_credential_list
-from apps.peers.services import peer_credential_create, peer_credential_delete
+from apps.peers.services import UNCHANGED, peer_credential_create, peer_credential_delete, peer_credential_update
 from apps.runs.api import ClosedSerializer, StrictCharField
 from apps.tenants.authentication import request_subject
+
+
+def _card_signature_policy_field() -> serializers.ChoiceField:
+    return serializers.ChoiceField(choices=CardSignaturePolicy.values, required=False)
+
+
+def _pinned_card_key_field() -> serializers.JSONField:
+    # A JWK object, its JSON text or a PEM public key; checked (public only) by the service.
+    return serializers.JSONField(required=False, allow_null=True)
 
 
 class PeerCredentialCollectionApi(APIView):
@@ -34,6 +46,8 @@ class PeerCredentialCollectionApi(APIView):
         scheme = StrictCharField(required=False, max_length=32)
         # Field.label in the stubs; a declared field at runtime (see AgentInventoryEntrySerializer).
         label = StrictCharField(required=False, max_length=200, allow_blank=True)  # type: ignore[assignment]
+        cardSignaturePolicy = _card_signature_policy_field()
+        pinnedCardKey = _pinned_card_key_field()
 
     @extend_schema(operation_id="createPeerCredential", request=InputSerializer, responses={201: OpenApiTypes.OBJECT})
     def post(self, request: Request) -> Response:
@@ -46,6 +60,8 @@ class PeerCredentialCollectionApi(APIView):
             secret=data["secret"],
             scheme=data.get("scheme", "Bearer"),
             label=data.get("label", ""),
+            card_signature_policy=data.get("cardSignaturePolicy", CardSignaturePolicy.VERIFY_IF_PRESENT),
+            pinned_card_key=data.get("pinnedCardKey"),
         )
         return Response(peer_credential_doc(credential), status=201)
 
@@ -56,6 +72,26 @@ class PeerCredentialCollectionApi(APIView):
 
 
 class PeerCredentialDetailApi(APIView):
+    class UpdateSerializer(ClosedSerializer):
+        class Meta:
+            ref_name = "UpdatePeerCredentialRequest"
+
+        cardSignaturePolicy = _card_signature_policy_field()
+        pinnedCardKey = _pinned_card_key_field()  # null removes the pin
+
+    @extend_schema(operation_id="updatePeerCredential", request=UpdateSerializer, responses=OpenApiTypes.OBJECT)
+    def patch(self, request: Request, credential_id: str) -> Response:
+        body = self.UpdateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        credential = peer_credential_update(
+            subject=request_subject(request),
+            credential_id=credential_id,
+            card_signature_policy=data.get("cardSignaturePolicy", UNCHANGED),
+            pinned_card_key=data.get("pinnedCardKey", UNCHANGED),
+        )
+        return Response(peer_credential_doc(credential))
+
     @extend_schema(operation_id="deletePeerCredential", responses={204: None})
     def delete(self, request: Request, credential_id: str) -> Response:
         peer_credential_delete(subject=request_subject(request), credential_id=credential_id)

@@ -11,6 +11,15 @@ from django.db import models
 from apps.tenants.models import TenantOwnedModel
 
 
+class CardSignaturePolicy(models.TextChoices):
+    """What a peer's agent card must prove before anything is sent to it (issue 21, A2A 1.0 §Agent
+    Card signing: "a consuming host SHOULD verify before invoking and MAY refuse an unsigned card")."""
+
+    REQUIRE = "require", "Require a valid signature"
+    VERIFY_IF_PRESENT = "verify-if-present", "Verify a signature when the card carries one"
+    IGNORE = "ignore", "Do not check signatures"
+
+
 class PeerCredential(TenantOwnedModel):
     """One outbound credential: `Authorization: <scheme> <secret>` to one peer origin, and no other."""
 
@@ -19,6 +28,13 @@ class PeerCredential(TenantOwnedModel):
     scheme = models.CharField(max_length=32, default="Bearer")
     secret_sealed = models.BinaryField(editable=False, help_text="Fernet token (apps.core.sealing, peer purpose).")
     label = models.CharField(max_length=200, blank=True, default="")
+    card_signature_policy = models.CharField(
+        max_length=32, choices=CardSignaturePolicy.choices, default=CardSignaturePolicy.VERIFY_IF_PRESENT
+    )
+    pinned_card_key = models.JSONField(
+        null=True, blank=True, default=None,
+        help_text="A public JWK the peer's card must be signed with, instead of its jku (public material only).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta(TenantOwnedModel.Meta):
@@ -26,6 +42,10 @@ class PeerCredential(TenantOwnedModel):
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(origin__startswith="https://"), name="peer_credential_origin_https"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(card_signature_policy__in=CardSignaturePolicy.values),
+                name="peer_credential_card_signature_policy_valid",
             ),
         ]
 

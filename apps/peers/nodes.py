@@ -3,7 +3,9 @@ and `mcp.call` (call a tool on a peer MCP server).
 
 A workflow names the peer URL and, optionally, the `credentialId` of a credential its tenant
 registered for that origin (security-defaults §Onward hops: the run's own inbound credential is
-never forwarded). Config strings may take `{{input}}` placeholders, as `echo` does.
+never forwarded). That credential also says what the peer's agent card must prove
+(`cardSignaturePolicy`, a pinned key; without one: verify-if-present). Config strings may take
+`{{input}}` placeholders, as `echo` does.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from apps.core.errors import NotFound
 from apps.core.ids import split_bound_id
 from apps.peers.a2a_client import a2a_call
 from apps.peers.mcp_client import mcp_call
-from apps.peers.outbound import Outbound, PeerCancelled, PeerFailure
+from apps.peers.outbound import CardTrust, Outbound, PeerCancelled, PeerFailure
 from apps.peers.seams import conformance_seams_on
 from apps.peers.selectors import peer_authorization, peer_credential_get, peer_origin_of
 from apps.runs.models import Run
@@ -46,7 +48,7 @@ def _outbound(ctx: NodeContext, config: dict[str, Any]) -> Outbound:
     tenant_slug, _ = split_bound_id(ctx.run_id)
     tenant = Tenant.objects.get(slug=tenant_slug)
     run = Run.objects.for_tenant(tenant).get(run_id=ctx.run_id)
-    authorization = None
+    authorization, card_trust = None, CardTrust()
     if isinstance(config.get("credentialId"), str):
         try:
             credential = peer_credential_get(tenant_slug=tenant_slug, credential_id=config["credentialId"])
@@ -56,6 +58,7 @@ def _outbound(ctx: NodeContext, config: dict[str, Any]) -> Outbound:
             # A credential goes only to the origin it was registered for.
             raise PeerFailure("forbidden", "The credential is not registered for this peer.", {"field": "credentialId"})
         authorization = peer_authorization(credential)
+        card_trust = CardTrust(policy=credential.card_signature_policy, pinned_key=credential.pinned_card_key)
     return Outbound(
         run=run,
         peer_url=url,
@@ -63,6 +66,7 @@ def _outbound(ctx: NodeContext, config: dict[str, Any]) -> Outbound:
         timeout_seconds=int(config.get("timeoutMs", DEFAULT_TIMEOUT_MS)) / 1000,
         heartbeat=ctx.heartbeat,
         cancel_requested=ctx.cancel_requested,
+        card_trust=card_trust,
     )
 
 

@@ -54,6 +54,9 @@ PEER_URL_REJECTED = vendor_code("peer_url_rejected", 400)  # the egress guard re
 PEER_ERROR = vendor_code("peer_error", 502)  # the peer answered with a (non-version) error
 PEER_PROTOCOL_ERROR = vendor_code("peer_protocol_error", 502)  # the peer's answer is not the protocol
 PEER_TIMEOUT = vendor_code("peer_timeout", 504)  # the peer's task did not end within timeoutMs
+# The peer's agent card fails its credential's cardSignaturePolicy (issue 21): nothing was sent.
+PEER_CARD_UNSIGNED = vendor_code("peer_card_unsigned", 502)  # policy `require`, card has no signatures
+PEER_CARD_SIGNATURE_INVALID = vendor_code("peer_card_signature_invalid", 502)  # no signature verifies
 
 
 class PeerFailure(Exception):
@@ -69,6 +72,15 @@ class PeerCancelled(Exception):
 
 
 @dataclass(frozen=True)
+class CardTrust:
+    """What the peer's agent card must prove (the credential's `cardSignaturePolicy`), and the
+    public JWK the operator pinned for it, if any. Without a credential: verify-if-present."""
+
+    policy: str = "verify-if-present"
+    pinned_key: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class Outbound:
     """One outbound exchange on behalf of `run`."""
 
@@ -78,6 +90,7 @@ class Outbound:
     timeout_seconds: float = 30.0
     heartbeat: Callable[[], None] = lambda: None
     cancel_requested: Callable[[], bool] = lambda: False
+    card_trust: CardTrust = CardTrust()
     traceparent: str = field(init=False)
 
     def __post_init__(self) -> None:

@@ -33,10 +33,9 @@ def _tenant_pk(tenant_slug: str) -> int:
     return int(pk)
 
 
-def peer_credential_get(*, tenant_slug: str, credential_id: str) -> PeerCredential:
-    credential = (
-        PeerCredential.objects.for_tenant(_tenant_pk(tenant_slug)).filter(credential_id=credential_id).first()
-    )
+def peer_credential_get(*, tenant_slug: str, credential_id: str, for_update: bool = False) -> PeerCredential:
+    rows = PeerCredential.objects.for_tenant(_tenant_pk(tenant_slug)).filter(credential_id=credential_id)
+    credential = (rows.select_for_update() if for_update else rows).first()
     if credential is None:
         raise NotFound(NO_SUCH_CREDENTIAL)
     return credential
@@ -53,6 +52,9 @@ def peer_credential_doc(credential: PeerCredential) -> dict[str, Any]:
         "origin": credential.origin,
         "scheme": credential.scheme,
         "label": credential.label,
+        "cardSignaturePolicy": credential.card_signature_policy,
+        # Public material (checked to be a public key when set), so it may be shown.
+        "pinnedCardKey": credential.pinned_card_key,
         "createdAt": credential.created_at.isoformat().replace("+00:00", "Z"),
     }
 

@@ -1,8 +1,10 @@
-"""Writes for peer credentials: register (sealed; the secret is never returned), delete."""
+"""Writes for peer credentials: register (sealed; the secret is never returned), set what the peer's
+agent card must prove (`cardSignaturePolicy`, a pinned public key), delete."""
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from django.db import transaction
 
@@ -10,7 +12,8 @@ from apps.core.egress import egress_check_url
 from apps.core.errors import ValidationFailed
 from apps.core.ids import mint_opaque
 from apps.core.sealing import seal
-from apps.peers.models import PeerCredential
+from apps.peers.card_signatures import pinned_card_key_parse
+from apps.peers.models import CardSignaturePolicy, PeerCredential
 from apps.peers.selectors import PEER_CREDENTIALS, peer_credential_get, peer_origin_of
 from apps.tenants.models import Tenant
 from apps.tenants.subject import Subject
@@ -19,8 +22,32 @@ MAX_SECRET_LENGTH = 4096
 _SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]{0,31}$")  # an RFC 9110 token
 
 
+# A sentinel for "not given" in updates: None is a value there (it clears the pinned key).
+UNCHANGED: Any = object()
+
+
+def _card_signature_policy(value: object) -> str:
+    if value not in CardSignaturePolicy.values:
+        raise ValidationFailed(
+            f"cardSignaturePolicy must be one of {', '.join(CardSignaturePolicy.values)}.",
+            details={"field": "cardSignaturePolicy"},
+        )
+    return str(value)
+
+
+def _pinned_card_key(value: object) -> dict[str, Any] | None:
+    return None if value is None else pinned_card_key_parse(value)
+
+
 def peer_credential_create(
-    *, subject: Subject, url: str, secret: str, scheme: str = "Bearer", label: str = ""
+    *,
+    subject: Subject,
+    url: str,
+    secret: str,
+    scheme: str = "Bearer",
+    label: str = "",
+    card_signature_policy: str = CardSignaturePolicy.VERIFY_IF_PRESENT,
+    pinned_card_key: object = None,
 ) -> PeerCredential:
     """Register a credential for the origin of `url` (checked by the egress guard's grammar now;
     every use re-checks the destination at connect time)."""
@@ -29,6 +56,8 @@ def peer_credential_create(
         raise ValidationFailed("secret must be a non-empty single-line string.", details={"field": "secret"})
     if not isinstance(scheme, str) or not _SCHEME_RE.match(scheme):
         raise ValidationFailed("scheme must be an HTTP auth scheme token, e.g. Bearer.", details={"field": "scheme"})
+    policy = _card_signature_policy(card_signature_policy)
+    pinned = _pinned_card_key(pinned_card_key)
     with transaction.atomic(durable=True):
         return PeerCredential.objects.create(
             tenant=Tenant.objects.get(slug=subject.tenant),
@@ -37,7 +66,41 @@ def peer_credential_create(
             scheme=scheme,
             secret_sealed=seal(secret, purpose=PEER_CREDENTIALS),
             label=label[:200],
+            card_signature_policy=policy,
+            pinned_card_key=pinned,
         )
+
+
+def peer_credential_update(
+    *,
+    subject: Subject,
+    credential_id: str,
+    card_signature_policy: object = UNCHANGED,
+    pinned_card_key: object = UNCHANGED,
+) -> PeerCredential:
+    """Change what the peer's agent card must prove; `pinned_card_key=None` removes the pin."""
+    fields: dict[str, Any] = {}
+    if card_signature_policy is not UNCHANGED:
+        fields["card_signature_policy"] = _card_signature_policy(card_signature_policy)
+    if pinned_card_key is not UNCHANGED:
+        fields["pinned_card_key"] = _pinned_card_key(pinned_card_key)
+    with transaction.atomic(durable=True):
+        credential = peer_credential_get(tenant_slug=subject.tenant, credential_id=credential_id, for_update=True)
+        for name, value in fields.items():
+            setattr(credential, name, value)
+        if fields:
+            credential.save(update_fields=list(fields))
+        return credential
+
+
+def peer_credential_set_card_signature_policy(*, credential_pk: int, policy: str) -> PeerCredential:
+    """The admin's door (STYLE.md habit 15): an operator sets the policy of one credential."""
+    checked = _card_signature_policy(policy)
+    with transaction.atomic(durable=True):
+        credential = PeerCredential.unscoped_all_tenants.select_for_update().get(pk=credential_pk)
+        credential.card_signature_policy = checked
+        credential.save(update_fields=["card_signature_policy"])
+        return credential
 
 
 def peer_credential_delete(*, subject: Subject, credential_id: str) -> None:

@@ -3,6 +3,7 @@ and a low-level mcp SDK server whose tool keeps asking for input (the round-ceil
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,7 @@ from mcp.server import MCPServer
 from mcp.server.lowlevel import Server
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.routing import BaseRoute
 
 NO_REBINDING_CHECK = TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
@@ -46,7 +48,15 @@ class EchoAgent(AgentExecutor):
         return json_format.MessageToDict(self.messages[index].metadata)
 
 
-def a2a_agent_app(base_url: str, agent: EchoAgent) -> Starlette:
+def a2a_agent_app(
+    base_url: str,
+    agent: EchoAgent,
+    *,
+    card_hook: Callable[[AgentCard], AgentCard] | None = None,
+    extra_routes: Sequence[BaseRoute] = (),
+) -> Starlette:
+    """`card_hook` may change the card before it is served (sign it, tamper with it); `extra_routes`
+    serve more on the peer's origin (its JWKS)."""
     card = AgentCard(
         name="Echo peer",
         description="Echoes.",
@@ -59,8 +69,12 @@ def a2a_agent_app(base_url: str, agent: EchoAgent) -> Starlette:
         default_output_modes=["text/plain"],
         skills=[AgentSkill(id="echo", name="echo", description="Echo", tags=["echo"])],
     )
+    if card_hook is not None:
+        card = card_hook(card)
     handler = DefaultRequestHandlerV2(agent_executor=agent, task_store=InMemoryTaskStore(), agent_card=card)
-    return Starlette(routes=[*create_agent_card_routes(card), *create_jsonrpc_routes(handler, "/a2a")])
+    return Starlette(
+        routes=[*create_agent_card_routes(card), *create_jsonrpc_routes(handler, "/a2a"), *extra_routes]
+    )
 
 
 def mcp_adder_app() -> Any:
