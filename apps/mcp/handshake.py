@@ -16,6 +16,7 @@ tool error naming the run (it keeps waiting for REST or the console).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +29,7 @@ from apps.facets.versions import version_key
 from apps.mcp.dispatch import INSTRUCTIONS, dispatch
 from apps.mcp.errors import McpError, invalid_params, method_not_found
 from apps.mcp.exchange import Exchange, trace_context_read
+from apps.mcp.notifications import RunFinish
 from apps.mcp.projection import SERVER_NAME, SERVER_VERSION
 from apps.mcp.sessions import session_get, session_open
 from apps.mcp.tools import Finish, settled, tool_call_begin, tools_list_result
@@ -202,6 +204,8 @@ async def handshake_dispatch_begin(exchange: Exchange, method: str, params: Any)
         async def legacy_finish() -> dict[str, Any]:
             return legacy_result(await finish())
 
+        if isinstance(finish, RunFinish):  # still the run's step: its log and progress can be told
+            return dataclasses.replace(finish, step=legacy_finish)
         return legacy_finish
     if method in _READ_METHODS:
         return settled(legacy_result(await dispatch(exchange, method, params)))

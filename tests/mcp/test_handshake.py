@@ -7,6 +7,7 @@ MCP-Protocol-Version. Every exchange leaves one `negotiation.decided` record.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -130,6 +131,31 @@ async def test_a_session_reads_prompts_resources_and_completions(live_url: str, 
         # A tool whose task support is required has no task at this revision: a tool error.
         job = await client.call_tool("failing_job", {})
         assert job.is_error is True and "runs only as a task" in job.content[0].text  # type: ignore[union-attr]
+
+
+def test_a_session_call_with_a_progress_token_streams_its_progress(live_url: str, keys: dict[str, str]) -> None:
+    _offer(ALL)
+    session = _open(live_url, keys["acme"])
+    body = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "test_tool_with_progress", "arguments": {}, "_meta": {"progressToken": "p-7"}},
+    }
+    headers = {
+        "Authorization": f"Bearer {keys['acme']}",
+        "Mcp-Session-Id": session,
+        "MCP-Protocol-Version": "2025-11-25",
+        "Accept": "application/json, text/event-stream",
+    }
+    response = httpx.post(f"{live_url}/mcp", json=body, headers=headers, timeout=30)
+    assert response.headers["content-type"].startswith("text/event-stream")
+    messages = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ")]
+    progress = [m["params"] for m in messages if m.get("method") == "notifications/progress"]
+    assert [p["progress"] for p in progress] == [1, 2, 3] and {p["progressToken"] for p in progress} == {"p-7"}
+    final = messages[-1]
+    assert final["id"] == 7 and final["result"]["isError"] is False
+    assert "resultType" not in final["result"]  # the handshake-era shape
 
 
 async def test_sdk_auto_mode_still_picks_2026_07_28(live_url: str, keys: dict[str, str]) -> None:
