@@ -7,6 +7,8 @@ import hmac
 from dataclasses import dataclass
 from typing import Any
 
+from django.db.models import QuerySet
+
 from apps.agents.models import PROMPT_PLACEHOLDER_RE, Agent, Prompt, Workflow
 from apps.agents.routing_values import A2A_TENANT_RE, a2a_tenant_of
 from apps.core.errors import NotFound, ValidationFailed
@@ -112,10 +114,16 @@ def agent_by_a2a_tenant(*, subject: Subject, a2a_tenant: str) -> InventoryEntry 
 UNKNOWN_PROMPT_MESSAGE = "Unknown prompt"
 
 
+def _prompts_served(subject: Subject) -> QuerySet[Prompt]:
+    """The caller's prompts, less those declared on an unpublished agent: such an agent is
+    invisible everywhere (its prompts as much as its card)."""
+    return Prompt.objects.for_tenant(subject_tenant_pk(subject)).exclude(agent__published=False)
+
+
 def prompt_list_readable(*, subject: Subject, after: str | None, limit: int) -> list[Prompt]:
     """Up to `limit` of the caller's prompts by name, those named after `after` (keyset paging:
     a prompt added or removed between pages never shifts the next one)."""
-    prompts = Prompt.objects.for_tenant(subject_tenant_pk(subject)).order_by("name")
+    prompts = _prompts_served(subject).order_by("name")
     if after is not None:
         prompts = prompts.filter(name__gt=after)
     return list(prompts[:limit])
@@ -124,7 +132,7 @@ def prompt_list_readable(*, subject: Subject, after: str | None, limit: int) -> 
 def prompt_get_readable(*, subject: Subject, name: str) -> Prompt:
     """The caller's prompt, or NotFound: unknown and another tenant's prompts are one path, with
     one message (interop.md §Isolation; the MCP door answers -32602 with the same bytes)."""
-    prompt = Prompt.objects.for_tenant(subject_tenant_pk(subject)).filter(name=name).first()
+    prompt = _prompts_served(subject).filter(name=name).first()
     if prompt is None:
         raise NotFound(UNKNOWN_PROMPT_MESSAGE)  # never the name: the bytes must not vary by who asks
     return prompt

@@ -15,7 +15,8 @@ from django.db import connection
 from mcp.shared.exceptions import MCPError
 
 from apps.agents.fixture_prompts import FIXTURE_PROMPTS
-from apps.agents.services import prompt_create
+from apps.agents.models import Agent
+from apps.agents.services import agent_create, agent_publish, prompt_create
 from apps.mcp.prompts import PROMPTS_PAGE_SIZE
 from apps.tenants.models import Tenant
 from tests.mcp.conftest import rpc
@@ -250,3 +251,37 @@ async def test_completion_caps_values_at_one_hundred(live_url: str, key: str) ->
         )
     assert result.completion.values == [f"v{i:03d}" for i in range(100)]
     assert result.completion.total == 150 and result.completion.has_more is True
+
+
+def _agent_with_prompt(slug: str) -> Agent:
+    try:
+        tenant = Tenant.objects.get(slug=slug)
+        agent = agent_create(tenant=tenant, actor="t", agent_id="helper", persona="Hal", roster=["echo"])
+        prompt_create(tenant=tenant, agent=agent, **_greeting("helper-greeting"))
+        return agent
+    finally:
+        connection.close()
+
+
+def _publish(agent: Agent) -> None:
+    try:
+        agent_publish(agent=agent, actor="t")
+    finally:
+        connection.close()
+
+
+async def test_a_prompt_of_an_unpublished_agent_is_invisible_until_it_is_published(live_url: str, key: str) -> None:
+    agent = await sync_to_async(_agent_with_prompt)("acme")
+
+    async def names() -> list[str]:
+        async with mcp_client(live_url, key) as client:
+            return [prompt.name for prompt in (await client.list_prompts()).prompts]
+
+    assert "helper-greeting" not in await names()
+    hidden = _post(live_url, key, "prompts/get", {"name": "helper-greeting", "arguments": {"who": "x"}}, id=3)
+    unknown = _post(live_url, key, "prompts/get", {"name": "nobody-has-this", "arguments": {"who": "x"}}, id=4)
+    assert _without_id(hidden.content, 3) == _without_id(unknown.content, 4)
+    await sync_to_async(_publish)(agent)
+    assert "helper-greeting" in await names()
+    shown = _post(live_url, key, "prompts/get", {"name": "helper-greeting", "arguments": {"who": "x"}}, id=5)
+    assert shown.json()["result"]["messages"][0]["content"]["text"].startswith("Hello x,")
