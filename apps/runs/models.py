@@ -178,6 +178,15 @@ class RunEvent(TenantOwnedModel):
             models.UniqueConstraint(fields=["run", "sequence"], name="run_event_sequence_unique"),
             models.CheckConstraint(condition=models.Q(sequence__gte=1), name="run_event_sequence_from_one"),
         ]
+        indexes = [
+            # MCP resources/list and completion (apps/mcp/resources.py): a tenant's artifacts,
+            # newest first, without walking the rest of its log.
+            models.Index(
+                fields=["tenant", "id"],
+                name="run_event_artifacts",
+                condition=models.Q(type="artifact.created"),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.run_id}#{self.sequence} {self.type}"
