@@ -451,6 +451,7 @@ async def rest_endpoint(request: HttpRequest, route: str) -> HttpResponseBase:
     try:
         call = await _call_of(request)
         handler, task_ref, tenant = _rest_route(request.method or "GET", route)
+        request._openwop_rest_operation = handler.__name__  # type: ignore[attr-defined]  # metrics' label
         result = await handler(call, request, task_ref, tenant)
     except A2AError as error:
         return _rest_error(error)

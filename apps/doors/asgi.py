@@ -294,20 +294,12 @@ def _operation(request: DoorRequest, view: View, kwargs: dict[str, str]) -> tupl
     if path == CARD_PATH:
         return "a2a", "GetAgentCard"
     if "route" in kwargs:
-        return "a2a", _a2a_rest_operation(request.method or "GET", kwargs["route"])
+        # The HTTP+JSON view names the operation it routed to (a2a.views.rest_endpoint): routed once.
+        handler = getattr(request, "_openwop_rest_operation", None)
+        return "a2a", f"rest:{handler}" if isinstance(handler, str) else "other"
     body = getattr(request, "_openwop_json", None)
     name = body.get("method") if isinstance(body, dict) else None
     return "a2a", metrics.bounded(name if isinstance(name, str) else "", metrics.A2A_OPERATIONS)
-
-
-def _a2a_rest_operation(method: str, route: str) -> str:
-    from apps.a2a.views import _rest_route
-
-    try:
-        handler = _rest_route(method, route)[0]
-    except Exception:  # an unknown route: the view answered it as such
-        return "other"
-    return f"rest:{getattr(handler, '__name__', 'other')}"
 
 
 async def _serve(scope: Scope, receive: Receive, send: Send, view: View, kwargs: dict[str, str]) -> None:

@@ -70,6 +70,11 @@ async def test_each_door_moves_its_counters(live_url: str, live_worker: Any, mak
         assert events and events[-1].HasField("task")
     finally:
         await session.close()
+    # A2A HTTP+JSON: one GetTask and one path that names no operation (raw: the labels, not the client).
+    async with httpx.AsyncClient(base_url=live_url, headers={"Authorization": f"Bearer {key}"}) as raw:
+        got = await raw.get(f"/a2a/rest/tasks/{events[-1].task.id}", headers={"A2A-Version": "1.0"})
+        assert got.status_code == 200, got.text
+        assert (await raw.get("/a2a/rest/no-such-operation", headers={"A2A-Version": "1.0"})).status_code == 404
     # MCP: one tools/call through the mcp SDK client.
     async with mcp_client(live_url, key) as client:
         result = await client.call_tool("conformance-noop", {})
@@ -80,6 +85,8 @@ async def test_each_door_moves_its_counters(live_url: str, live_worker: Any, mak
     assert moved("openwop_requests_total", door="rest", operation="POST runs", outcome="ok") == 1
     assert moved("openwop_requests_total", door="a2a", operation="SendMessage", outcome="ok") == 1
     assert moved("openwop_requests_total", door="a2a", operation="GetAgentCard", outcome="ok") == 1
+    assert moved("openwop_requests_total", door="a2a", operation="rest:_rest_get", outcome="ok") == 1
+    assert moved("openwop_requests_total", door="a2a", operation="other", outcome="client_error") == 1
     assert moved("openwop_requests_total", door="mcp", operation="tools/call", outcome="ok") == 1
     for door, operation in (("rest", "POST runs"), ("a2a", "SendMessage"), ("mcp", "tools/call")):
         assert moved("openwop_request_duration_seconds_count", door=door, operation=operation) == 1
