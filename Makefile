@@ -5,6 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# The A2A gRPC binding `make run` starts beside the web server; the card lists it (OPENWOP_GRPC_*).
+GRPC_PORT ?= 50051
 TEST_WORKERS ?= auto
 export DJANGO_DEBUG ?= 1
 
@@ -32,6 +34,8 @@ setup: install .env
 	$(BIN)/python manage.py seed_demo
 	@test -s var/demo-api-key || $(BIN)/python manage.py create_api_key --tenant demo --label "make run demo key" > var/demo-api-key
 
+run: export OPENWOP_GRPC_ENABLED = 1
+run: export OPENWOP_GRPC_URL = $(HOST):$(GRPC_PORT)
 run: setup
 	@echo ""
 	@echo "openwop-host is starting on http://$(HOST):$(PORT)"
@@ -41,10 +45,13 @@ run: setup
 	@echo "  console     http://$(HOST):$(PORT)/console/  ($(BIN)/python manage.py console_member_create --tenant demo --username <name>)"
 	@echo "  demo key    $$(cat var/demo-api-key)   (tenant demo: Authorization: Bearer <key>)"
 	@echo "  more keys   $(BIN)/python manage.py create_api_key --tenant <slug>"
+	@echo "  A2A gRPC    $(HOST):$(GRPC_PORT)  (log var/grpc.log)"
 	@echo "  worker log  var/worker.log"
 	@echo ""
 	@$(BIN)/celery -A openwop_host worker --pool threads --concurrency 16 --loglevel info > var/worker.log 2>&1 & \
-	  worker=$$!; trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \
+	  worker=$$!; \
+	  $(BIN)/python manage.py grpc_serve --bind $(HOST) --port $(GRPC_PORT) > var/grpc.log 2>&1 & \
+	  grpc=$$!; trap 'kill $$worker $$grpc 2>/dev/null' EXIT INT TERM; \
 	  $(BIN)/uvicorn openwop_host.asgi:application --host $(HOST) --port $(PORT) \
 	    --loop uvloop --http httptools --lifespan off --no-proxy-headers
 

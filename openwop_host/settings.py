@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -46,6 +47,19 @@ ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhos
 
 # The origin written into cards and facets (no trailing slash).
 OPENWOP_PUBLIC_URL = env.str("OPENWOP_PUBLIC_URL", default="http://127.0.0.1:8000").rstrip("/")
+
+# The A2A gRPC binding (`manage.py grpc_serve`, apps/a2a/grpc_server.py). The card lists a GRPC
+# interface (at OPENWOP_GRPC_URL, `host:port` as gRPC clients dial it) only while
+# OPENWOP_GRPC_ENABLED says the deployment runs grpc_serve: `make run` and docker/ set it, since
+# they start it. TLS on the port when both a PEM certificate chain and its key are given.
+OPENWOP_GRPC_ENABLED = env.bool("OPENWOP_GRPC_ENABLED", default=False)
+OPENWOP_GRPC_BIND = env.str("OPENWOP_GRPC_BIND", default="127.0.0.1")
+OPENWOP_GRPC_PORT = env.int("OPENWOP_GRPC_PORT", default=50051)
+OPENWOP_GRPC_URL = env.str(
+    "OPENWOP_GRPC_URL", default=f"{urlsplit(OPENWOP_PUBLIC_URL).hostname or '127.0.0.1'}:{OPENWOP_GRPC_PORT}"
+)
+OPENWOP_GRPC_TLS_CERT = env.str("OPENWOP_GRPC_TLS_CERT", default="")
+OPENWOP_GRPC_TLS_KEY = env.str("OPENWOP_GRPC_TLS_KEY", default="")
 OPENWOP_EGRESS_ALLOW_CIDRS = env.list("OPENWOP_EGRESS_ALLOW_CIDRS", default=[])
 # Who may read GET /metrics (apps/core/metrics.py): loopback when empty; else these networks only.
 OPENWOP_METRICS_ALLOW_CIDRS = env.str("OPENWOP_METRICS_ALLOW_CIDRS", default="")

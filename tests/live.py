@@ -164,3 +164,22 @@ def start_celery_worker(env: dict[str, str], log_dir: Path, *, name: str = "w1",
         log_dir / f"celery-{name}.log",
     )
     return live
+
+
+def start_grpc(env: dict[str, str], log_dir: Path) -> tuple[LiveProcess, str]:
+    """`manage.py grpc_serve` (as `make run` starts it) on a free loopback port, once it listens.
+
+    `--port 0`: the server binds a free port itself and logs it, so no port is picked here and
+    raced for (start_web's reason for `--fd`; grpc has no equivalent)."""
+    log_path = log_dir / f"grpc-{time.monotonic_ns()}.log"
+    live = _spawn([sys.executable, "manage.py", "grpc_serve", "--bind", "127.0.0.1", "--port", "0"], env, log_path)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if live.proc.poll() is not None:
+            raise RuntimeError(f"the gRPC server exited early:\n{live.log()}")
+        for line in live.log().splitlines():
+            if line.startswith("A2A gRPC serving on "):  # grpc:// or, with TLS, grpcs://
+                return live, line.rsplit("://", 1)[1].strip()
+        time.sleep(0.1)
+    live.stop(kill=True)
+    raise RuntimeError(f"the gRPC server did not listen within 60 s:\n{live.log()}")

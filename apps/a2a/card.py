@@ -2,8 +2,9 @@
 
 `capabilities` equal the facets as discovery advertises them (a facet flag counts only when the
 surface is served), `supportedInterfaces[].protocolVersion` values equal `a2a.versions` (JSONRPC
-first, then HTTP+JSON), `securitySchemes` is the bearer scheme actually enforced, and `skills[]`
-is one skill per routed workflow, the default first. The card carries no per-agent `tenant`.
+first, then HTTP+JSON, then GRPC while grpc_serve is configured to run), `securitySchemes` is the
+bearer scheme actually enforced, and `skills[]` is one skill per routed workflow, the default first.
+The card carries no per-agent `tenant`.
 
 `agent_card` is the per-agent projection (interop.md §Per-agent cards): the host card with the
 agent's name, version and description, every interface carrying the agent's `tenant: R`, and one
@@ -73,6 +74,12 @@ def features_current() -> A2AFeatures:
     return features_of(facet_ensure(protocol="a2a"))
 
 
+def grpc_interface_url() -> str | None:
+    """Where the card says the gRPC binding is (`host:port`), or None while this deployment does
+    not serve it (`OPENWOP_GRPC_ENABLED`: `make run` and docker/ set it, they start grpc_serve)."""
+    return settings.OPENWOP_GRPC_URL if settings.OPENWOP_GRPC_ENABLED else None
+
+
 def _ordered_versions(features: A2AFeatures) -> list[str]:
     rest = [v for v in features.versions if v != features.preferred_version]
     return [features.preferred_version, *rest] if features.preferred_version in features.versions else rest
@@ -85,6 +92,12 @@ def public_card(*, features: A2AFeatures, routes: list[SkillRoute]) -> AgentCard
         for version in _ordered_versions(features)
         for binding, path in (("JSONRPC", JSONRPC_PATH), ("HTTP+JSON", REST_PATH))
     ]
+    grpc_url = grpc_interface_url()
+    if grpc_url is not None:  # after JSON-RPC and HTTP+JSON: a client preferring the card's order keeps them
+        interfaces += [
+            {"url": grpc_url, "protocolBinding": "GRPC", "protocolVersion": version}
+            for version in _ordered_versions(features)
+        ]
     document = {
         "name": "openwop-host",
         "description": "An OpenWOP v2 host. Each skill runs one workflow of the caller's tenant as a task.",
@@ -182,7 +195,8 @@ def _card_key(kind: str, *parts: Hashable) -> Hashable:
         surfaces.is_served(name)
         for name in (surfaces.A2A_STREAMING, surfaces.A2A_PUSH, surfaces.A2A_DURABLE_TASKS, surfaces.A2A_AGENT_CARDS)
     )
-    return (kind, settings.OPENWOP_PUBLIC_URL, settings.SPECTACULAR_SETTINGS["VERSION"], served, *parts)
+    origins = (settings.OPENWOP_PUBLIC_URL, grpc_interface_url())
+    return (kind, *origins, settings.SPECTACULAR_SETTINGS["VERSION"], served, *parts)
 
 
 def _card_document_build() -> CardDocument:

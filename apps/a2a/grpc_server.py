@@ -1,0 +1,341 @@
+"""The A2A 1.0 gRPC binding: the a2a-sdk's generated `A2AService`, served by `manage.py grpc_serve`.
+
+The third door onto the same operations as JSON-RPC and HTTP+JSON (views.py): every RPC is
+admitted by the same limits (apps.core.rate_limits: the caller's request rate, its open streams),
+authenticated from the `authorization: Bearer` metadata (one fixed refusal for every bad
+credential), negotiated from `a2a-version` (`negotiation_decide` writes the `negotiation.decided`
+record, refusals included), then handed to operations.py. Errors are the ones views.py maps
+(apps/a2a/errors.py): the gRPC status its row names, with `grpc-status-details-bin` holding a
+`google.rpc.Status` whose details carry exactly one `google.rpc.ErrorInfo` (interop.md §A2A error
+details), so an unknown and a foreign task answer the same bytes (interop.md §Isolation).
+
+Database work: each RPC runs in its own `ThreadSensitiveContext` (apps.core.db_threads), so its
+`sync_to_async` steps share one thread and one connection, given back when the RPC ends; nothing
+holds a transaction across an await or a streamed message (STYLE.md habit 9).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeAlias, TypeVar
+
+import grpc
+from a2a.types import (
+    AgentCard,
+    CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest,
+    GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest,
+    ListTasksResponse,
+    SendMessageRequest,
+    SendMessageResponse,
+    StreamResponse,
+    SubscribeToTaskRequest,
+    Task,
+    TaskPushNotificationConfig,
+    a2a_pb2_grpc,
+)
+from a2a.utils.errors import A2AError, InternalError, VersionNotSupportedError
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from google.protobuf import json_format
+from google.protobuf.empty_pb2 import Empty
+from google.rpc import error_details_pb2, status_pb2
+
+from apps.a2a import operations
+from apps.a2a.card import features_of
+from apps.a2a.errors import A2A_DOMAIN, ERROR_INFO_TYPE, AuthenticationRequired, error_details, error_row
+from apps.a2a.operations import Call, StreamPlan
+from apps.a2a.refusals import _ROWS as REFUSAL_ROWS
+from apps.a2a.streams import rest_frame, task_stream
+from apps.core.db_threads import release_db_connection
+from apps.core.errors import OpenWopError
+from apps.core.overload import is_overload
+from apps.core.rate_limits import (
+    LimitSettings,
+    caller_key,
+    request_admit_async,
+    stream_slot_acquire,
+    stream_slot_release,
+)
+from apps.core.request_limits import STREAM_RETRY_AFTER_SECONDS, Refusal, overload_refusal
+from apps.facets.negotiation import inbound_peer_origin, negotiation_decide
+from apps.facets.services import facet_cached
+from apps.tenants.selectors import subject_from_authorization_cached
+
+logger = logging.getLogger(__name__)
+
+DETAILS_KEY = "grpc-status-details-bin"
+T = TypeVar("T")
+Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors: google.rpc.Status with one ErrorInfo (the gRPC column of apps/a2a/errors.py's rows)
+
+
+class GrpcRefused(Exception):
+    """An answer that is a gRPC status: its code, message and serialized google.rpc.Status."""
+
+    def __init__(self, code: grpc.StatusCode, message: str, status: bytes) -> None:
+        super().__init__(message)
+        self.code, self.message, self.status = code, message, status
+
+
+def _status_bytes(code: grpc.StatusCode, message: str, details: list[dict[str, Any]]) -> bytes:
+    status = status_pb2.Status(code=code.value[0], message=message)
+    for detail in details:
+        if detail["@type"] == ERROR_INFO_TYPE:
+            info = error_details_pb2.ErrorInfo(
+                reason=detail["reason"], domain=detail["domain"], metadata=detail["metadata"]
+            )
+            status.details.add().Pack(info)
+        else:
+            violations = {"fieldViolations": detail["fieldViolations"]}
+            bad_request = json_format.ParseDict(violations, error_details_pb2.BadRequest(), ignore_unknown_fields=True)
+            status.details.add().Pack(bad_request)
+    return status.SerializeToString(deterministic=True)
+
+
+def refused_for_error(error: A2AError) -> GrpcRefused:
+    code = grpc.StatusCode[error_row(error).grpc_status]
+    return GrpcRefused(code, error.message, _status_bytes(code, error.message, error_details(error)))
+
+
+def refused_for_limit(refusal: Refusal) -> GrpcRefused:
+    """A refusal before dispatch (rate, streams) or an overloaded host: refusals.py's gRPC column."""
+    _, _, status_name, reason = REFUSAL_ROWS[refusal.kind]
+    code = grpc.StatusCode[status_name]
+    metadata = {} if refusal.kind == "overloaded" else {"limit": str(refusal.limit)}
+    if refusal.retry_after is not None:
+        metadata["retryAfterSeconds"] = str(refusal.retry_after)
+    details = [{"@type": ERROR_INFO_TYPE, "reason": reason, "domain": A2A_DOMAIN, "metadata": metadata}]
+    return GrpcRefused(code, refusal.message, _status_bytes(code, refusal.message, details))
+
+
+def _refused_for(exc: BaseException) -> GrpcRefused:
+    if isinstance(exc, GrpcRefused):
+        return exc
+    if isinstance(exc, A2AError):
+        return refused_for_error(exc)
+    if isinstance(exc, Exception) and is_overload(exc):
+        return refused_for_limit(overload_refusal())
+    logger.exception("a2a grpc: unhandled error", exc_info=exc)
+    return refused_for_error(InternalError())
+
+
+async def _abort(context: Context, refused: GrpcRefused) -> None:
+    """Ends the RPC with the status (ServicerContext.abort raises)."""
+    await context.abort(refused.code, refused.message, ((DETAILS_KEY, refused.status),))
+
+
+# ---------------------------------------------------------------------------------------------
+# Admit, authenticate, negotiate (views.py `_caller`, from metadata instead of headers)
+
+
+def _metadata(context: Context, key: str) -> str | None:
+    for item in context.invocation_metadata() or ():
+        if item.key == key and isinstance(item.value, str):
+            return item.value
+    return None
+
+
+def caller_of(*, authorization: str | None, requested: str | None, origin: str | None) -> Call:
+    """views.py `_caller` for a gRPC exchange: the same Subject, facet read, decision and record."""
+    try:
+        subject = subject_from_authorization_cached(authorization)
+    except OpenWopError:
+        raise AuthenticationRequired() from None  # same bytes for missing, malformed, unknown, revoked
+    facet = facet_cached(protocol="a2a")  # read once: the decision and the features agree
+    decision = negotiation_decide(
+        protocol="a2a",
+        requested=requested.strip() if requested and requested.strip() else None,
+        peer_origin=inbound_peer_origin(origin_header=origin, subject=subject),
+        subject=subject,
+        run=None,  # inbound exchanges are not a run's; the record is the caller's host event
+        facet=facet,
+    )
+    if not decision.accepted:
+        raise VersionNotSupportedError(
+            f"A2A version {decision.requested!r} is not supported.",
+            data={"supportedVersions": ",".join(decision.supported)},
+        )
+    return Call(subject=subject, features=features_of(facet))
+
+
+async def _admitted(authorization: str | None, *, stream: bool) -> str | None:
+    """The request-limits middleware's checks for one RPC; the stream slot's bucket when one is held."""
+    limits = LimitSettings.current()
+    bucket = caller_key(authorization)
+    if bucket is None:
+        return None
+    retry_after = await request_admit_async(bucket, limits)
+    if retry_after is not None:
+        message = f"More than {limits.requests} requests in {limits.window_seconds} s for this credential."
+        raise refused_for_limit(Refusal("rate_limited", message, limits.requests, retry_after))
+    if not stream:
+        return None
+    if not await sync_to_async(stream_slot_acquire, thread_sensitive=False)(bucket, limits):
+        message = f"This credential already holds {limits.streams} open streams."
+        raise refused_for_limit(Refusal("streams_exhausted", message, limits.streams, STREAM_RETRY_AFTER_SECONDS))
+    return bucket
+
+
+async def _call_of(context: Context) -> Call:
+    return await sync_to_async(caller_of)(
+        authorization=_metadata(context, "authorization"),
+        requested=_metadata(context, "a2a-version"),
+        origin=_metadata(context, "origin"),
+    )
+
+
+async def _unary(context: Context, operation: Callable[[Call], Awaitable[T]]) -> T:
+    refused: GrpcRefused | None = None
+    async with ThreadSensitiveContext():
+        try:
+            await _admitted(_metadata(context, "authorization"), stream=False)
+            return await operation(await _call_of(context))
+        except Exception as exc:  # a client gone away (CancelledError) is not answered
+            refused = _refused_for(exc)
+        finally:
+            await release_db_connection()
+    assert refused is not None  # the try returned otherwise
+    await _abort(context, refused)
+    raise AssertionError("unreachable: abort raises")  # pragma: no cover
+
+
+def _stream_response(chunk: bytes) -> StreamResponse | None:
+    """One SSE event of `task_stream` (framed by `rest_frame`, i.e. a StreamResponse in ProtoJSON)
+    back as the message; comments (`: stream open`, heartbeats) are None."""
+    for line in chunk.decode("utf-8").splitlines():
+        if line.startswith("data: "):
+            return json_format.ParseDict(json.loads(line[6:]), StreamResponse(), ignore_unknown_fields=True)
+    return None
+
+
+async def _streamed(context: Context, operation: Callable[[Call], Awaitable[Any]]) -> AsyncIterator[StreamResponse]:
+    """A server-streaming RPC from the same StreamPlan and log reader as the SSE bindings."""
+    refused: GrpcRefused | None = None
+    bucket: str | None = None
+    async with ThreadSensitiveContext():
+        try:
+            bucket = await _admitted(_metadata(context, "authorization"), stream=True)
+            plan = await operation(await _call_of(context))
+            await release_db_connection()  # nothing is held while the stream waits on the log
+            if isinstance(plan, StreamPlan):
+                stream = task_stream(
+                    run=plan.run,
+                    first=plan.first,
+                    position=plan.position,
+                    frame=rest_frame,
+                    end_when_interrupted=plan.end_when_interrupted,
+                )
+                try:
+                    async for chunk in stream:
+                        response = _stream_response(chunk)
+                        if response is not None:
+                            yield response
+                finally:
+                    with contextlib.suppress(Exception):
+                        await stream.aclose()  # type: ignore[attr-defined]
+            elif isinstance(plan, Task):  # an operation that answered without a stream: its one event
+                yield StreamResponse(task=plan)
+            else:
+                raise InternalError()
+        except Exception as exc:
+            refused = _refused_for(exc)
+        finally:
+            if bucket is not None:
+                await sync_to_async(stream_slot_release, thread_sensitive=False)(bucket)
+            await release_db_connection()
+    if refused is not None:
+        await _abort(context, refused)
+
+
+# ---------------------------------------------------------------------------------------------
+# The service
+
+
+async def _send(call: Call, request: SendMessageRequest) -> SendMessageResponse:
+    result = await operations.send_message(call, request, streaming=False)
+    assert isinstance(result, Task)
+    return SendMessageResponse(task=result)
+
+
+async def _get(call: Call, request: GetTaskRequest) -> Task:
+    task = await operations.get_task(call, request)
+    assert isinstance(task, Task)  # a gRPC Call is never lean: the proto Task, not its wire doc
+    return task
+
+
+class A2AGrpcService(a2a_pb2_grpc.A2AServiceServicer):
+    """Every method: admit, authenticate + negotiate, the operation, or the mapped status."""
+
+    async def SendMessage(self, request: SendMessageRequest, context: Context) -> SendMessageResponse:
+        return await _unary(context, lambda call: _send(call, request))
+
+    async def SendStreamingMessage(
+        self, request: SendMessageRequest, context: Context
+    ) -> AsyncIterator[StreamResponse]:
+        async for response in _streamed(context, lambda call: operations.send_message(call, request, streaming=True)):
+            yield response
+
+    async def GetTask(self, request: GetTaskRequest, context: Context) -> Task:
+        return await _unary(context, lambda call: _get(call, request))
+
+    async def ListTasks(self, request: ListTasksRequest, context: Context) -> ListTasksResponse:
+        return await _unary(context, lambda call: operations.list_tasks(call, request))
+
+    async def CancelTask(self, request: CancelTaskRequest, context: Context) -> Task:
+        return await _unary(context, lambda call: operations.cancel_task(call, request))
+
+    async def SubscribeToTask(self, request: SubscribeToTaskRequest, context: Context) -> AsyncIterator[StreamResponse]:
+        async for response in _streamed(context, lambda call: operations.subscribe(call, request)):
+            yield response
+
+    async def CreateTaskPushNotificationConfig(
+        self, request: TaskPushNotificationConfig, context: Context
+    ) -> TaskPushNotificationConfig:
+        return await _unary(context, lambda call: operations.push_config_create(call, request))
+
+    async def GetTaskPushNotificationConfig(
+        self, request: GetTaskPushNotificationConfigRequest, context: Context
+    ) -> TaskPushNotificationConfig:
+        return await _unary(context, lambda call: operations.push_config_get(call, request))
+
+    async def ListTaskPushNotificationConfigs(
+        self, request: ListTaskPushNotificationConfigsRequest, context: Context
+    ) -> ListTaskPushNotificationConfigsResponse:
+        return await _unary(context, lambda call: operations.push_config_list(call, request))
+
+    async def GetExtendedAgentCard(self, request: GetExtendedAgentCardRequest, context: Context) -> AgentCard:
+        return await _unary(context, lambda call: operations.get_extended_card(call, request))
+
+    async def DeleteTaskPushNotificationConfig(
+        self, request: DeleteTaskPushNotificationConfigRequest, context: Context
+    ) -> Empty:
+        return await _unary(context, lambda call: operations.push_config_delete(call, request))
+
+
+def grpc_server_build(*, bind: str, port: int, tls: tuple[bytes, bytes] | None) -> tuple[grpc.aio.Server, int]:
+    """An aio server with the A2A service on `bind:port` (TLS with (cert chain, key) when given);
+    returns it with the bound port (0 picks a free one). The receive limit is the HTTP body limit."""
+    from django.conf import settings
+
+    limit = int(getattr(settings, "OPENWOP_MAX_BODY_BYTES", 0))
+    options = [("grpc.max_receive_message_length", limit)] if limit > 0 else []
+    server = grpc.aio.server(options=options)
+    a2a_pb2_grpc.add_A2AServiceServicer_to_server(A2AGrpcService(), server)
+    address = f"[{bind}]:{port}" if ":" in bind else f"{bind}:{port}"
+    if tls is None:
+        bound = server.add_insecure_port(address)
+    else:
+        credentials = grpc.ssl_server_credentials([(tls[1], tls[0])])
+        bound = server.add_secure_port(address, credentials)
+    return server, bound
