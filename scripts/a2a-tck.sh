@@ -7,10 +7,10 @@
 # with its dependencies installed in a virtualenv (`python3 -m venv /path/to/a2a-tck/.venv &&
 # /path/to/a2a-tck/.venv/bin/pip install -e /path/to/a2a-tck`; TCK_PYTHON names another one).
 # This script starts a host like `make run` does (migrate, seed_demo, a demo key, a Celery worker,
-# Daphne) on a free port, with a fresh SQLite database under a temporary OPENWOP_VAR_DIR unless
+# uvicorn, and the gRPC binding on a second free port) on a free port, with a fresh SQLite database under a temporary OPENWOP_VAR_DIR unless
 # DATABASE_URL is set (then that database is migrated and used: give it an empty one). The TCK
-# sends no credentials, so scripts/a2a_tck_auth.py (a pytest plugin) gives its HTTP clients the
-# demo key as a bearer. Reports land in the TCK checkout's reports/ directory.
+# sends no credentials, so scripts/a2a_tck_auth.py (a pytest plugin) gives its HTTP clients and its
+# gRPC channels the demo key as a bearer. Reports land in the TCK checkout's reports/ directory.
 set -euo pipefail
 
 if [[ $# -lt 1 || ! -f "$1/run_tck.py" ]]; then
@@ -28,7 +28,10 @@ TCK_PYTHON=${TCK_PYTHON:-$TCK_DIR/.venv/bin/python}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/a2a-tck.XXXXXX")
 PORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 BASE="http://127.0.0.1:$PORT"
+GRPC_PORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 export DJANGO_DEBUG=1 OPENWOP_VAR_DIR="$WORK" OPENWOP_PUBLIC_URL="$BASE"
+# The gRPC binding runs beside the web server, and the card lists it (the TCK's third transport).
+export OPENWOP_GRPC_ENABLED=1 OPENWOP_GRPC_URL="127.0.0.1:$GRPC_PORT"
 export OPENWOP_CELERY_QUEUE="a2a-tck-$PORT"  # never share a queue with another host on a shared broker
 cd "$ROOT"
 
@@ -46,6 +49,8 @@ KEY=$("$PY" manage.py create_api_key --tenant demo --label "a2a-tck run" 2>/dev/
 
 "$ROOT/.venv/bin/celery" -A openwop_host worker --pool threads --concurrency 16 \
   -Q "$OPENWOP_CELERY_QUEUE" --loglevel info > "$WORK/worker.log" 2>&1 &
+pids+=($!)
+"$PY" manage.py grpc_serve --bind 127.0.0.1 --port "$GRPC_PORT" > "$WORK/grpc.log" 2>&1 &
 pids+=($!)
 "$ROOT/.venv/bin/uvicorn" openwop_host.asgi:application --host 127.0.0.1 --port "$PORT" --loop uvloop --http httptools --lifespan off --no-proxy-headers > "$WORK/web.log" 2>&1 &
 pids+=($!)

@@ -28,12 +28,52 @@ def _with_bearer(init: Any, token: str) -> Any:
     return wrapped
 
 
+def _grpc_with_bearer(token: str) -> None:
+    """Every gRPC channel the TCK opens (`grpc.insecure_channel`) sends `authorization: Bearer`
+    with each call, unless the call names its own."""
+    try:
+        import grpc
+    except ImportError:  # a TCK without its gRPC transport
+        return
+
+    class _Bearer(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):  # type: ignore[misc]
+        def _details(self, details: Any) -> Any:
+            metadata = list(details.metadata or ())
+            if not any(key == "authorization" for key, _ in metadata):
+                metadata.append(("authorization", f"Bearer {token}"))
+            return details._replace(metadata=metadata) if hasattr(details, "_replace") else _Details(details, metadata)
+
+        def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+            return continuation(self._details(details), request)
+
+        def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+            return continuation(self._details(details), request)
+
+    class _Details(grpc.ClientCallDetails):  # type: ignore[misc]
+        def __init__(self, details: Any, metadata: list[tuple[str, str]]) -> None:
+            self.method = details.method
+            self.timeout = details.timeout
+            self.metadata = metadata
+            self.credentials = details.credentials
+            self.wait_for_ready = getattr(details, "wait_for_ready", None)
+            self.compression = getattr(details, "compression", None)
+
+    insecure_channel = grpc.insecure_channel
+
+    @functools.wraps(insecure_channel)
+    def channel(*args: Any, **kwargs: Any) -> Any:
+        return grpc.intercept_channel(insecure_channel(*args, **kwargs), _Bearer())
+
+    grpc.insecure_channel = channel
+
+
 def pytest_configure(config: Any) -> None:
     token = os.environ.get("A2A_TCK_BEARER", "")
     if not token:
         raise RuntimeError("A2A_TCK_BEARER is not set: the host refuses unauthenticated A2A requests.")
     httpx.Client.__init__ = _with_bearer(httpx.Client.__init__, token)  # type: ignore[method-assign]
     httpx.AsyncClient.__init__ = _with_bearer(httpx.AsyncClient.__init__, token)  # type: ignore[method-assign]
+    _grpc_with_bearer(token)
     try:
         from tck.webhook.server import WebhookReceiver  # the TCK checkout is the working directory
     except ImportError:
