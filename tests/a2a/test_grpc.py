@@ -304,7 +304,7 @@ async def test_bad_version_is_refused_with_its_record(keys: dict[str, str], grpc
     assert [(r.payload["outcome"], r.payload.get("requested")) for r in records] == [("refused", "0.3")]
 
 
-def test_tls_when_certificate_and_key_are_set(live_env, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_tls_when_certificate_and_key_are_set(live_env, tmp_path, transactional_db) -> None:  # type: ignore[no-untyped-def]
     env, var_dir = live_env
     authority = trustme.CA()
     server_cert = authority.issue_cert("127.0.0.1")
@@ -324,6 +324,21 @@ def test_tls_when_certificate_and_key_are_set(live_env, tmp_path) -> None:  # ty
             with pytest.raises(grpc.RpcError) as caught:
                 stub.GetTask(GetTaskRequest(id="acme/x"), metadata=(("a2a-version", "1.0"),), timeout=30)
         assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED  # served, over TLS
+    finally:
+        live.stop()
+
+
+def test_the_request_rate_limit_answers_resource_exhausted(live_env, transactional_db) -> None:  # type: ignore[no-untyped-def]
+    """The same limit as the HTTP bindings, per credential, before authentication decides anything."""
+    env, var_dir = live_env
+    live, address = start_grpc({**env, "OPENWOP_RATE_LIMIT_REQUESTS": "2"}, var_dir)
+    try:
+        credential = f"rate-{uuid.uuid4().hex}"
+        codes = [asyncio.run(_raw_error(address, credential, GetTaskRequest(id="acme/x"))) for _ in range(3)]
+        assert [c.code() for c in codes] == [grpc.StatusCode.UNAUTHENTICATED] * 2 + [grpc.StatusCode.RESOURCE_EXHAUSTED]
+        _, _, info = _details(codes[2])
+        assert info.reason == "RATE_LIMIT_EXCEEDED" and info.metadata["limit"] == "2"
+        assert int(info.metadata["retryAfterSeconds"]) > 0
     finally:
         live.stop()
 
