@@ -12,7 +12,7 @@ from django.test import Client
 
 from apps.agents.models import Prompt, Workflow
 from apps.agents.selectors import prompt_get_readable, prompt_messages_render
-from apps.agents.services import agent_create, prompt_create, workflow_fixtures_seed
+from apps.agents.services import agent_create, agent_publish, prompt_create, workflow_fixtures_seed
 from apps.tenants.models import Tenant
 from apps.tenants.services import tenant_get_or_create
 from apps.tenants.subject import Subject
@@ -101,6 +101,7 @@ def test_admin_saves_a_good_prompt_and_edits_it(operator_client: Client, acme: T
     assert prompt.agent == agent and prompt.arguments == GOOD_ARGUMENTS and prompt.messages == GOOD_MESSAGES
 
     reader = Subject(issuer="t", subject_id="t", tenant="acme", kind="user")
+    agent_publish(agent=agent, actor="t")  # a prompt of an unpublished agent is served to nobody
     served = prompt_get_readable(subject=reader, name="summarise")
     assert prompt_messages_render(prompt=served, values={"topic": "runs"})[0]["content"]["text"] == (
         "Summarise runs briefly."

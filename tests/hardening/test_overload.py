@@ -17,7 +17,7 @@ import psycopg
 from django.db import connection
 
 from apps.tenants.models import ApiKey
-from tests.live import pooled_env, requires_pool, start_web, wait_until
+from tests.live import pooled_env, requires_pool, start_grpc, start_web, wait_until
 
 A2A = {"A2A-Version": "1.0", "Content-Type": "application/json"}
 MCP_VERSION = "2026-07-28"
@@ -99,3 +99,52 @@ def test_a_saturated_pool_answers_503_with_retry_after_on_every_door(live_env, t
     finally:
         locker.close()
         web.stop()
+
+
+@requires_pool
+def test_a_saturated_grpc_server_answers_unavailable_with_retry_after(live_env, transactional_db, make_key) -> None:  # type: ignore[no-untyped-def]
+    """The gRPC binding in the same saturation: UNAVAILABLE, one ErrorInfo, retryAfterSeconds."""
+    import asyncio
+
+    import grpc
+    from a2a.types import GetTaskRequest, a2a_pb2_grpc
+    from google.rpc import error_details_pb2, status_pb2
+
+    env, var_dir = live_env
+    live, address = start_grpc(pooled_env(env, size=1, timeout=1), var_dir)
+    key = make_key("acme")
+    metadata = (("authorization", f"Bearer {key}"), ("a2a-version", "1.0"))
+
+    async def get_task() -> grpc.aio.AioRpcError | None:
+        async with grpc.aio.insecure_channel(address) as channel:
+            try:
+                await a2a_pb2_grpc.A2AServiceStub(channel).GetTask(GetTaskRequest(id="acme/none"), metadata=metadata)
+            except grpc.aio.AioRpcError as error:
+                return error
+        return None
+
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    locker = psycopg.connect(**params, autocommit=False)
+    try:
+        with locker.cursor() as cursor:
+            cursor.execute(f'LOCK TABLE "{ApiKey._meta.db_table}" IN ACCESS EXCLUSIVE MODE')
+        holder: dict[str, grpc.aio.AioRpcError | None] = {}
+        first = threading.Thread(target=lambda: holder.update(error=asyncio.run(get_task())))
+        first.start()
+        wait_until(lambda: _sessions_waiting_on_a_lock() == 1, "the first RPC waiting on the lock", timeout=30)
+        refused = asyncio.run(get_task())
+        assert refused is not None and refused.code() == grpc.StatusCode.UNAVAILABLE, refused
+        status = status_pb2.Status.FromString(dict(refused.trailing_metadata())["grpc-status-details-bin"])
+        [detail] = status.details
+        info = error_details_pb2.ErrorInfo()
+        assert detail.Unpack(info) and info.reason == "INTERNAL_ERROR"
+        assert info.metadata["retryAfterSeconds"] == "1"
+        locker.commit()  # the lock goes: the waiting RPC completes with its own answer (no such task)
+        first.join(timeout=60)
+        assert holder["error"] is not None and holder["error"].code() == grpc.StatusCode.NOT_FOUND
+        assert "Traceback" not in live.log()
+    finally:
+        locker.close()
+        live.stop()
