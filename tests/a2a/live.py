@@ -3,16 +3,30 @@ live server, per-principal sdk clients, and database reads from async tests."""
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
 from a2a.client import Client, ClientConfig, ClientFactory
-from a2a.types import AgentCard
+from a2a.types import (
+    AgentCard,
+    GetTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageConfiguration,
+    SendMessageRequest,
+    StreamResponse,
+    Task,
+    TaskState,
+)
 from asgiref.sync import sync_to_async
 from django.db import connections
 from google.protobuf import json_format
+from google.protobuf.struct_pb2 import Struct
 
 T = TypeVar("T")
 CARD_PATH = "/.well-known/agent-card.json"
@@ -62,3 +76,47 @@ class Session:
     async def close(self) -> None:
         for http in self._http:
             await http.aclose()
+
+
+# --- messages and tasks through any binding's a2a-sdk Client (test_live_sdk.py, test_grpc.py) ------
+
+TERMINAL = {TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED}
+
+
+def user_message(
+    *, prefix: str, text: str | None = None, data: Any = None, skill: str | None = None, **fields: Any
+) -> Message:
+    """A user message with a fresh messageId (`prefix-<uuid>`): text and/or data parts, and the
+    OpenWOP skill to route to in its metadata."""
+    message = Message(role=Role.ROLE_USER, message_id=f"{prefix}-{uuid.uuid4()}", **fields)
+    if text is not None:
+        message.parts.append(Part(text=text))
+    if data is not None:
+        message.parts.append(json_format.ParseDict({"data": data}, Part()))
+    if skill is not None:
+        metadata = Struct()
+        metadata.update({"openwop": {"skillId": skill}})
+        message.metadata.CopyFrom(metadata)
+    return message
+
+
+async def send(client: Client, message: Message, *, immediately: bool = False) -> list[StreamResponse]:
+    request = SendMessageRequest(message=message)
+    if immediately:
+        request.configuration.CopyFrom(SendMessageConfiguration(return_immediately=True))
+    return [event async for event in client.send_message(request)]
+
+
+async def only_task(client: Client, message: Message, *, immediately: bool = False) -> Task:
+    [event] = await send(client, message, immediately=immediately)
+    assert event.HasField("task"), event
+    return event.task
+
+
+async def until_terminal(client: Client, task_id: str) -> Task:
+    for _ in range(600):
+        task = await client.get_task(GetTaskRequest(id=task_id))
+        if task.status.state in TERMINAL:
+            return task
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"task {task_id} did not end")

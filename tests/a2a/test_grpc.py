@@ -20,13 +20,8 @@ from a2a.types import (
     ListTaskPushNotificationConfigsRequest,
     ListTasksRequest,
     Message,
-    Part,
-    Role,
-    SendMessageConfiguration,
-    SendMessageRequest,
     StreamResponse,
     SubscribeToTaskRequest,
-    Task,
     TaskState,
     a2a_pb2_grpc,
 )
@@ -34,7 +29,6 @@ from a2a.utils.errors import A2AError, TaskNotFoundError, UnsupportedOperationEr
 from django.test import Client as HttpClient
 from django.test import override_settings
 from google.protobuf import json_format
-from google.protobuf.struct_pb2 import Struct
 from google.rpc import error_details_pb2, status_pb2
 
 from apps.a2a.card import public_card_current
@@ -46,10 +40,9 @@ from apps.audit.models import HostEvent
 from apps.runs.models import Run
 from apps.tenants.models import Tenant
 from tests.a2a.conftest import Caller
-from tests.a2a.live import db_read
+from tests.a2a.live import db_read, only_task, send, until_terminal, user_message
 from tests.live import LiveProcess, start_grpc
 
-TERMINAL = {TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED}
 DETAILS_KEY = "grpc-status-details-bin"
 
 
@@ -137,38 +130,8 @@ async def clients(card: AgentCard, keys: dict[str, str]) -> AsyncIterator[dict[s
 
 
 def _message(*, text: str | None = None, data: Any = None, skill: str | None = None, **fields: Any) -> Message:
-    message = Message(role=Role.ROLE_USER, message_id=f"grpc-{uuid.uuid4()}", **fields)
-    if text is not None:
-        message.parts.append(Part(text=text))
-    if data is not None:
-        message.parts.append(json_format.ParseDict({"data": data}, Part()))
-    if skill is not None:
-        metadata = Struct()
-        metadata.update({"openwop": {"skillId": skill}})
-        message.metadata.CopyFrom(metadata)
-    return message
+    return user_message(prefix="grpc", text=text, data=data, skill=skill, **fields)
 
-
-async def _send(client: Client, message: Message, *, immediately: bool = False) -> list[StreamResponse]:
-    request = SendMessageRequest(message=message)
-    if immediately:
-        request.configuration.CopyFrom(SendMessageConfiguration(return_immediately=True))
-    return [event async for event in client.send_message(request)]
-
-
-async def _only_task(client: Client, message: Message, *, immediately: bool = False) -> Task:
-    [event] = await _send(client, message, immediately=immediately)
-    assert event.HasField("task"), event
-    return event.task
-
-
-async def _until_terminal(client: Client, task_id: str) -> Task:
-    for _ in range(600):
-        task = await client.get_task(GetTaskRequest(id=task_id))
-        if task.status.state in TERMINAL:
-            return task
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"task {task_id} did not end")
 
 
 async def _raw_error(address: str, key: str, request: GetTaskRequest, version: str = "1.0") -> grpc.aio.AioRpcError:
@@ -201,7 +164,7 @@ async def test_card_lists_grpc_after_jsonrpc_and_http_json(card: AgentCard, grpc
 async def test_send_get_list_cancel_and_isolation(clients: dict[str, Clients]) -> None:
     acme, globex = clients["acme"].client(), clients["globex"].client()
 
-    echoed = await _only_task(acme, _message(data={"greeting": "hi"}, skill="echo", context_id="ctx-grpc"))
+    echoed = await only_task(acme, _message(data={"greeting": "hi"}, skill="echo", context_id="ctx-grpc"))
     assert echoed.status.state == TaskState.TASK_STATE_COMPLETED
     assert echoed.id.startswith("acme/") and echoed.context_id == "ctx-grpc"
     assert json_format.MessageToDict(echoed.artifacts[-1].parts[0].data) == {"greeting": "hi"}
@@ -209,13 +172,13 @@ async def test_send_get_list_cancel_and_isolation(clients: dict[str, Clients]) -
     assert run.transport == "a2a"
     assert (await acme.get_task(GetTaskRequest(id=echoed.id))).status.state == TaskState.TASK_STATE_COMPLETED
 
-    slow = await _only_task(acme, _message(data={"waitMs": 120000}, skill="conformance-cancellable"), immediately=True)
+    slow = await only_task(acme, _message(data={"waitMs": 120000}, skill="conformance-cancellable"), immediately=True)
     assert slow.status.state in (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
     cancelled = await acme.cancel_task(CancelTaskRequest(id=slow.id))
     assert cancelled.status.state in (TaskState.TASK_STATE_WORKING, TaskState.TASK_STATE_CANCELED)
-    assert (await _until_terminal(acme, slow.id)).status.state == TaskState.TASK_STATE_CANCELED
+    assert (await until_terminal(acme, slow.id)).status.state == TaskState.TASK_STATE_CANCELED
 
-    theirs = await _only_task(globex, _message(text="hello", skill="echo", context_id="ctx-grpc"))
+    theirs = await only_task(globex, _message(text="hello", skill="echo", context_id="ctx-grpc"))
     first = await acme.list_tasks(ListTasksRequest(page_size=1))
     assert len(first.tasks) == 1 and first.next_page_token and first.total_size == 2
     rest = await acme.list_tasks(ListTasksRequest(page_size=1, page_token=first.next_page_token))
@@ -240,7 +203,7 @@ async def test_streaming_send_and_resubscribe(clients: dict[str, Clients]) -> No
     acme = clients["acme"]
     streaming, plain = acme.client(streaming=True), acme.client()
 
-    events = await _send(streaming, _message(text="stream me"))
+    events = await send(streaming, _message(text="stream me"))
     assert events[0].HasField("task")
     task_id = events[0].task.id
     assert all(e.HasField("status_update") and e.status_update.task_id == task_id for e in events[1:])
@@ -258,7 +221,7 @@ async def test_streaming_send_and_resubscribe(clients: dict[str, Clients]) -> No
     watcher = asyncio.create_task(watch())
     await asyncio.wait_for(attached.wait(), 60)
     assert received[0].HasField("task") and received[0].task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
-    await _only_task(plain, _message(data={"action": "accept"}, task_id=task_id))
+    await only_task(plain, _message(data={"action": "accept"}, task_id=task_id))
     await asyncio.wait_for(watcher, 60)
     assert received[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
     assert [e.artifact_update.artifact.artifact_id for e in received if e.HasField("artifact_update")] == ["outputs"]
@@ -269,7 +232,7 @@ async def test_streaming_send_and_resubscribe(clients: dict[str, Clients]) -> No
 
 async def test_push_configs_and_extended_card(clients: dict[str, Clients]) -> None:
     acme, globex = clients["acme"].client(), clients["globex"].client()
-    mine = await _only_task(acme, _message(text="x", skill="echo"))
+    mine = await only_task(acme, _message(text="x", skill="echo"))
     listed = await acme.list_task_push_notification_configs(ListTaskPushNotificationConfigsRequest(task_id=mine.id))
     assert list(listed.configs) == []
     with pytest.raises(TaskNotFoundError):
@@ -282,7 +245,7 @@ async def test_foreign_task_is_byte_identical_to_unknown(
     clients: dict[str, Clients], keys: dict[str, str], grpc_address: str
 ) -> None:
     # A blocking send: the task is settled, so no worker is still writing when the test ends.
-    theirs = await _only_task(clients["globex"].client(), _message(text="x", skill="echo"))
+    theirs = await only_task(clients["globex"].client(), _message(text="x", skill="echo"))
     unknown = await _raw_error(grpc_address, keys["acme"], GetTaskRequest(id=f"globex/{uuid.uuid4().hex}"))
     foreign = await _raw_error(grpc_address, keys["acme"], GetTaskRequest(id=theirs.id))
     assert unknown.code() == foreign.code() == grpc.StatusCode.NOT_FOUND

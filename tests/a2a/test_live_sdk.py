@@ -4,71 +4,31 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 from typing import Any
 
 import pytest
-from a2a.client import Client
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
     Message,
-    Part,
-    Role,
-    SendMessageConfiguration,
-    SendMessageRequest,
     StreamResponse,
     SubscribeToTaskRequest,
-    Task,
     TaskState,
 )
 from a2a.utils.errors import TaskNotFoundError, UnsupportedOperationError
 from google.protobuf import json_format
-from google.protobuf.struct_pb2 import Struct
 
 from apps.audit.models import HostEvent
 from apps.runs.models import Run
-from tests.a2a.live import Session, db_read
+from tests.a2a.live import Session, db_read, only_task, send, until_terminal, user_message
 
 BINDINGS = ["JSONRPC", "HTTP+JSON"]
-TERMINAL = {TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED}
 
 
 def _message(*, text: str | None = None, data: Any = None, skill: str | None = None, **fields: Any) -> Message:
-    message = Message(role=Role.ROLE_USER, message_id=f"live-{uuid.uuid4()}", **fields)
-    if text is not None:
-        message.parts.append(Part(text=text))
-    if data is not None:
-        value = json_format.ParseDict({"data": data}, Part())
-        message.parts.append(value)
-    if skill is not None:
-        metadata = Struct()
-        metadata.update({"openwop": {"skillId": skill}})
-        message.metadata.CopyFrom(metadata)
-    return message
+    return user_message(prefix="live", text=text, data=data, skill=skill, **fields)
 
-
-async def _send(client: Client, message: Message, *, immediately: bool = False) -> list[StreamResponse]:
-    request = SendMessageRequest(message=message)
-    if immediately:
-        request.configuration.CopyFrom(SendMessageConfiguration(return_immediately=True))
-    return [event async for event in client.send_message(request)]
-
-
-async def _only_task(client: Client, message: Message, *, immediately: bool = False) -> Task:
-    [event] = await _send(client, message, immediately=immediately)
-    assert event.HasField("task"), event
-    return event.task
-
-
-async def _until_terminal(client: Client, task_id: str) -> Task:
-    for _ in range(600):
-        task = await client.get_task(GetTaskRequest(id=task_id))
-        if task.status.state in TERMINAL:
-            return task
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"task {task_id} did not end")
 
 
 @pytest.mark.parametrize("sessions", BINDINGS, indirect=True)
@@ -76,7 +36,7 @@ async def test_send_get_list_cancel_and_isolation(sessions: dict[str, Session]) 
     acme, globex = sessions["acme"].client(), sessions["globex"].client()
 
     # Blocking send: answered once the run is terminal, outputs as an artifact.
-    echoed = await _only_task(acme, _message(data={"greeting": "hi"}, skill="echo", context_id="ctx-live"))
+    echoed = await only_task(acme, _message(data={"greeting": "hi"}, skill="echo", context_id="ctx-live"))
     assert echoed.status.state == TaskState.TASK_STATE_COMPLETED
     assert echoed.id.startswith("acme/") and echoed.context_id == "ctx-live"
     outputs = json_format.MessageToDict(echoed.artifacts[-1].parts[0].data)
@@ -86,18 +46,18 @@ async def test_send_get_list_cancel_and_isolation(sessions: dict[str, Session]) 
     assert run.transport == "a2a"
 
     # returnImmediately, then cancel a long-running task.
-    slow = await _only_task(acme, _message(data={"waitMs": 120000}, skill="conformance-cancellable"), immediately=True)
+    slow = await only_task(acme, _message(data={"waitMs": 120000}, skill="conformance-cancellable"), immediately=True)
     assert slow.status.state in (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
     cancelled = await acme.cancel_task(CancelTaskRequest(id=slow.id))
     assert cancelled.status.state in (TaskState.TASK_STATE_WORKING, TaskState.TASK_STATE_CANCELED)
-    assert (await _until_terminal(acme, slow.id)).status.state == TaskState.TASK_STATE_CANCELED
+    assert (await until_terminal(acme, slow.id)).status.state == TaskState.TASK_STATE_CANCELED
 
     # A failing workflow is FAILED with a status message, not an error.
-    failed = await _only_task(acme, _message(text="x", skill="conformance-failure"))
+    failed = await only_task(acme, _message(text="x", skill="conformance-failure"))
     assert failed.status.state == TaskState.TASK_STATE_FAILED and failed.status.message.parts[0].text
 
     # ListTasks: paging, filters, artifacts only on request, and only the caller's tenant.
-    theirs = await _only_task(globex, _message(text="hello", skill="echo", context_id="ctx-live"))
+    theirs = await only_task(globex, _message(text="hello", skill="echo", context_id="ctx-live"))
     first = await acme.list_tasks(ListTasksRequest(page_size=2))
     assert len(first.tasks) == 2 and first.next_page_token and first.total_size == 3
     rest = await acme.list_tasks(ListTasksRequest(page_size=2, page_token=first.next_page_token))
@@ -132,27 +92,27 @@ async def test_multi_turn_approval_and_auth_required(sessions: dict[str, Session
     acme = sessions["acme"].client()
 
     # The default skill is the approval fixture: a blocking send stops at INPUT_REQUIRED.
-    waiting = await _only_task(acme, _message(text="please approve"))
+    waiting = await only_task(acme, _message(text="please approve"))
     assert waiting.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
     interrupt = json_format.MessageToDict(waiting.metadata)["openwop"]["interrupt"]
     assert interrupt["kind"] == "approval" and interrupt["interruptId"].startswith("acme/")
 
     # The follow-up names only the task: the answer carries the task's contextId.
-    done = await _only_task(acme, _message(data={"action": "accept", "comment": "ok"}, task_id=waiting.id))
+    done = await only_task(acme, _message(data={"action": "accept", "comment": "ok"}, task_id=waiting.id))
     assert done.id == waiting.id and done.context_id == waiting.context_id
     assert done.status.state == TaskState.TASK_STATE_COMPLETED
     assert len(done.history) == 2
 
     # A retained terminal task takes no more messages.
     with pytest.raises(UnsupportedOperationError):
-        await _send(acme, _message(data={"action": "accept"}, task_id=waiting.id))
+        await send(acme, _message(data={"action": "accept"}, task_id=waiting.id))
 
     # The credential fixture is AUTH_REQUIRED, with connectUrl in the status message.
-    auth = await _only_task(acme, _message(text="connect", skill="conformance-credential"))
+    auth = await only_task(acme, _message(text="connect", skill="conformance-credential"))
     assert auth.status.state == TaskState.TASK_STATE_AUTH_REQUIRED
     connect = json_format.MessageToDict(auth.status.message.parts[1].data)
     assert connect["provider"] == "conformance" and connect["connectUrl"]
-    resumed = await _only_task(acme, _message(data={"action": "accept"}, task_id=auth.id))
+    resumed = await only_task(acme, _message(data={"action": "accept"}, task_id=auth.id))
     assert resumed.status.state == TaskState.TASK_STATE_COMPLETED
 
 
@@ -163,7 +123,7 @@ async def test_streaming_send_and_subscribe(sessions: dict[str, Session]) -> Non
 
     # SendStreamingMessage: the Task first, then status updates, ending at the interrupt.
     # (How many updates follow depends on how far the worker got before the first read.)
-    events = await _send(streaming, _message(text="stream me"))
+    events = await send(streaming, _message(text="stream me"))
     assert events[0].HasField("task")
     task_id, context_id = events[0].task.id, events[0].task.context_id
     updates = [e.status_update for e in events[1:]]
@@ -186,7 +146,7 @@ async def test_streaming_send_and_subscribe(sessions: dict[str, Session]) -> Non
     watcher = asyncio.create_task(watch())
     await asyncio.wait_for(attached.wait(), 60)
     assert received[0].HasField("task") and received[0].task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
-    await _only_task(plain, _message(data={"action": "accept"}, task_id=task_id))
+    await only_task(plain, _message(data={"action": "accept"}, task_id=task_id))
     await asyncio.wait_for(watcher, 60)
     kinds = [e.WhichOneof("payload") for e in received]
     assert kinds[0] == "task" and kinds[-1] == "status_update"
