@@ -59,6 +59,12 @@ FIXTURE_PROMPTS: dict[str, dict[str, Any]] = {
             _user_text("Please process the embedded resource above."),
         ],
     },
+    "test_input_required_result_prompt": {
+        "title": "Prompt that asks for its context",
+        "description": "Its required argument, when left out, is asked for by elicitation (MRTR).",
+        "arguments": [{"name": "context", "description": "What context should the prompt use?", "required": True}],
+        "messages": [_user_text("Answer with this context in mind: {{context}}")],
+    },
     "test_prompt_with_image": {
         "title": "Prompt with an image",
         "description": "A prompt carrying a PNG image.",

@@ -83,6 +83,10 @@ def prompt_get(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
     name, arguments = name_and_arguments(params, "prompt")
     try:
         prompt = prompt_get_readable(subject=exchange.subject, name=name)
+        arguments = {**arguments, **_answered(prompt, params.get("inputResponses"))}
+        missing = _missing(prompt, arguments)
+        if missing and exchange.elicitation_form and not exchange.handshake and not _refused(params):
+            return _ask_for(prompt, missing)
         values = prompt_arguments_read(prompt=prompt, arguments=arguments)
     except OpenWopError as exc:
         raise mcp_error_from(exc) from None
@@ -92,3 +96,51 @@ def prompt_get(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
     result["messages"] = prompt_messages_render(prompt=prompt, values=values)
     result["_meta"] = server_meta()
     return result
+
+
+# --- missing required arguments, asked for by MRTR (2026-07-28: prompts/get may answer
+# InputRequiredResult). No run and no interrupt stands behind a prompt, so the one input request
+# has a fixed key and the retry needs no requestState: it repeats the name and the arguments it
+# had, with the answer in `inputResponses`. Without declared form elicitation: -32602, as before.
+
+ARGUMENTS_INPUT_KEY = "prompt-arguments"
+
+
+def _missing(prompt: Prompt, arguments: dict[str, Any]) -> list[dict[str, Any]]:
+    return [a for a in prompt.arguments if a.get("required") and a["name"] not in arguments]
+
+
+def _ask_for(prompt: Prompt, missing: list[dict[str, Any]]) -> dict[str, Any]:
+    properties = {
+        a["name"]: {"type": "string", **({"description": a["description"]} if a.get("description") else {})}
+        for a in missing
+    }
+    request = {
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": f"The prompt {prompt.title or prompt.name} needs: {', '.join(sorted(properties))}.",
+            "requestedSchema": {"type": "object", "properties": properties, "required": sorted(properties)},
+        },
+    }
+    return {"resultType": "input_required", "inputRequests": {ARGUMENTS_INPUT_KEY: request}, "_meta": server_meta()}
+
+
+def _answered(prompt: Prompt, responses: Any) -> dict[str, str]:
+    """The argument values an accepted ElicitResult gave (only declared names, only strings);
+    anything else answers nothing, so the argument is still missing."""
+    response = responses.get(ARGUMENTS_INPUT_KEY) if isinstance(responses, dict) else None
+    if not isinstance(response, dict) or response.get("action") != "accept":
+        return {}
+    content = response.get("content")
+    declared = {a["name"] for a in prompt.arguments}
+    if not isinstance(content, dict):
+        return {}
+    return {key: value for key, value in content.items() if key in declared and isinstance(value, str)}
+
+
+def _refused(params: dict[str, Any]) -> bool:
+    """The user declined or cancelled the form: not asked again (the missing argument is -32602)."""
+    responses = params.get("inputResponses")
+    response = responses.get(ARGUMENTS_INPUT_KEY) if isinstance(responses, dict) else None
+    return isinstance(response, dict) and response.get("action") in ("decline", "cancel")

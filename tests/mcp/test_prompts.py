@@ -285,3 +285,38 @@ async def test_a_prompt_of_an_unpublished_agent_is_invisible_until_it_is_publish
     assert "helper-greeting" in await names()
     shown = _post(live_url, key, "prompts/get", {"name": "helper-greeting", "arguments": {"who": "x"}}, id=5)
     assert shown.json()["result"]["messages"][0]["content"]["text"].startswith("Hello x,")
+
+
+async def _ask_context(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    assert isinstance(params, types.ElicitRequestFormParams)
+    assert params.requested_schema["required"] == ["context"]
+    return types.ElicitResult(action="accept", content={"context": "{{7*7}} stays text"})
+
+
+async def test_a_missing_required_argument_is_asked_for_when_the_client_can_answer(live_url: str, key: str) -> None:
+    async with mcp_client(live_url, key, elicitation_callback=_ask_context) as client:
+        prompt = await client.get_prompt("test_input_required_result_prompt")  # the SDK answers the form
+    assert prompt.messages[0].content.text == "Answer with this context in mind: {{7*7}} stays text"  # type: ignore[union-attr]
+    # By hand: the first answer is an InputRequiredResult with the form; the retry renders.
+    params = {"name": "test_input_required_result_prompt", "arguments": {}}
+    body = rpc("prompts/get", params, id=1, capabilities={"elicitation": {"form": {}}})
+    headers = {
+        "Authorization": f"Bearer {key}",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "prompts/get",
+        "Mcp-Name": "test_input_required_result_prompt",
+    }
+    first = httpx.post(f"{live_url}/mcp", json=body, headers=headers, timeout=30).json()["result"]
+    assert first["resultType"] == "input_required"
+    [(input_key, request)] = first["inputRequests"].items()
+    assert request["method"] == "elicitation/create" and request["params"]["mode"] == "form"
+    answer = {input_key: {"action": "accept", "content": {"context": "ctx"}}}
+    body["params"]["inputResponses"] = answer
+    done = httpx.post(f"{live_url}/mcp", json=body, headers=headers, timeout=30).json()["result"]
+    assert done["resultType"] == "complete" and done["messages"][0]["content"]["text"].endswith("ctx")
+    # A declined form is not asked again; without elicitation the missing argument is -32602.
+    body["params"]["inputResponses"] = {input_key: {"action": "decline"}}
+    declined = httpx.post(f"{live_url}/mcp", json=body, headers=headers, timeout=30).json()
+    assert declined["error"]["code"] == INVALID_PARAMS
+    plain = _post(live_url, key, "prompts/get", params, id=2).json()
+    assert plain["error"]["code"] == INVALID_PARAMS
