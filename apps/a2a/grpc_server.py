@@ -42,20 +42,18 @@ from a2a.types import (
     TaskPushNotificationConfig,
     a2a_pb2_grpc,
 )
-from a2a.utils.errors import A2AError, InternalError, VersionNotSupportedError
+from a2a.utils.errors import A2AError, InternalError
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from google.protobuf import json_format
 from google.protobuf.empty_pb2 import Empty
 from google.rpc import error_details_pb2, status_pb2
 
 from apps.a2a import operations
-from apps.a2a.card import features_of
-from apps.a2a.errors import A2A_DOMAIN, ERROR_INFO_TYPE, AuthenticationRequired, error_details, error_row
+from apps.a2a.errors import A2A_DOMAIN, ERROR_INFO_TYPE, error_details, error_row
 from apps.a2a.operations import Call, StreamPlan
-from apps.a2a.refusals import _ROWS as REFUSAL_ROWS
+from apps.a2a.refusals import REFUSAL_ROWS
 from apps.a2a.streams import rest_frame, task_stream
 from apps.core.db_threads import release_db_connection
-from apps.core.errors import OpenWopError
 from apps.core.overload import is_overload
 from apps.core.rate_limits import (
     LimitSettings,
@@ -65,9 +63,6 @@ from apps.core.rate_limits import (
     stream_slot_release,
 )
 from apps.core.request_limits import STREAM_RETRY_AFTER_SECONDS, Refusal, overload_refusal
-from apps.facets.negotiation import inbound_peer_origin, negotiation_decide
-from apps.facets.services import facet_cached
-from apps.tenants.selectors import subject_from_authorization_cached
 
 logger = logging.getLogger(__name__)
 
@@ -146,29 +141,6 @@ def _metadata(context: Context, key: str) -> str | None:
     return None
 
 
-def caller_of(*, authorization: str | None, requested: str | None, origin: str | None) -> Call:
-    """views.py `_caller` for a gRPC exchange: the same Subject, facet read, decision and record."""
-    try:
-        subject = subject_from_authorization_cached(authorization)
-    except OpenWopError:
-        raise AuthenticationRequired() from None  # same bytes for missing, malformed, unknown, revoked
-    facet = facet_cached(protocol="a2a")  # read once: the decision and the features agree
-    decision = negotiation_decide(
-        protocol="a2a",
-        requested=requested.strip() if requested and requested.strip() else None,
-        peer_origin=inbound_peer_origin(origin_header=origin, subject=subject),
-        subject=subject,
-        run=None,  # inbound exchanges are not a run's; the record is the caller's host event
-        facet=facet,
-    )
-    if not decision.accepted:
-        raise VersionNotSupportedError(
-            f"A2A version {decision.requested!r} is not supported.",
-            data={"supportedVersions": ",".join(decision.supported)},
-        )
-    return Call(subject=subject, features=features_of(facet))
-
-
 async def _admitted(authorization: str | None, *, stream: bool) -> str | None:
     """The request-limits middleware's checks for one RPC; the stream slot's bucket when one is held."""
     limits = LimitSettings.current()
@@ -188,9 +160,10 @@ async def _admitted(authorization: str | None, *, stream: bool) -> str | None:
 
 
 async def _call_of(context: Context) -> Call:
-    return await sync_to_async(caller_of)(
+    requested = (_metadata(context, "a2a-version") or "").strip()
+    return await sync_to_async(operations.call_open)(
         authorization=_metadata(context, "authorization"),
-        requested=_metadata(context, "a2a-version"),
+        requested=requested or None,
         origin=_metadata(context, "origin"),
     )
 

@@ -39,6 +39,7 @@ from a2a.utils.errors import (
     PushNotificationNotSupportedError,
     TaskNotFoundError,
     UnsupportedOperationError,
+    VersionNotSupportedError,
 )
 from a2a.utils.proto_utils import validate_proto_required_fields
 from asgiref.sync import sync_to_async
@@ -47,8 +48,8 @@ from google.protobuf.empty_pb2 import Empty
 from google.protobuf.message import Message as ProtoMessage
 
 from apps.a2a import lean
-from apps.a2a.card import A2AFeatures, served_card_cached
-from apps.a2a.errors import invalid_params
+from apps.a2a.card import A2AFeatures, features_of, served_card_cached
+from apps.a2a.errors import AuthenticationRequired, invalid_params
 from apps.a2a.selectors import task_page, task_page_size, task_run_readable, task_view_of
 from apps.a2a.services import (
     agent_skill_resolve,
@@ -63,10 +64,13 @@ from apps.a2a.tck import TCK_WORKFLOW_ID, tck_route, tck_scenario
 from apps.a2a.wire import TERMINAL_STATES, TaskView, task_from_view
 from apps.agents.selectors import InventoryEntry, agent_by_a2a_tenant
 from apps.core.egress import EgressRefused, egress_check_url
-from apps.core.errors import NotFound, ValidationFailed
+from apps.core.errors import NotFound, OpenWopError, ValidationFailed
+from apps.facets.negotiation import Decision, inbound_peer_origin, negotiation_decide
+from apps.facets.services import facet_cached
 from apps.push import services as push_services
 from apps.push.limits import push_backlog_check
 from apps.runs.models import TERMINAL_STATUSES, WAITING_STATUSES, Run
+from apps.tenants.selectors import subject_from_authorization_cached
 from apps.tenants.subject import Subject
 
 CONTEXT_ID_MAX = 256
@@ -82,6 +86,37 @@ class Call:
     agent: InventoryEntry | None = None
     # Served by the door itself on PostgreSQL (apps/doors): reads may use the event loop's pool.
     lean: bool = False
+
+
+def version_accepted(decision: Decision) -> None:
+    """A refused negotiation as the A2A error every binding answers (-32009 and its rows)."""
+    if not decision.accepted:
+        raise VersionNotSupportedError(
+            f"A2A version {decision.requested!r} is not supported.",
+            data={"supportedVersions": ",".join(decision.supported)},
+        )
+
+
+def call_open(*, authorization: str | None, requested: str | None, origin: str | None) -> Call:
+    """The exchange's Call through the ORM, for every binding that is not the lean door (JSON-RPC
+    and HTTP+JSON through Django's handler, gRPC): the Subject (one refusal for every bad
+    credential), the facet read once (the decision and the features agree), the decision and its
+    `negotiation.decided` record (the caller's host event: an inbound exchange is no run's)."""
+    try:
+        subject = subject_from_authorization_cached(authorization)
+    except OpenWopError:
+        raise AuthenticationRequired() from None  # same bytes for missing, malformed, unknown, revoked
+    facet = facet_cached(protocol="a2a")
+    decision = negotiation_decide(
+        protocol="a2a",
+        requested=requested,
+        peer_origin=inbound_peer_origin(origin_header=origin, subject=subject),
+        subject=subject,
+        run=None,
+        facet=facet,
+    )
+    version_accepted(decision)
+    return Call(subject=subject, features=features_of(facet))
 
 
 UNKNOWN_TENANT_MESSAGE = "The tenant names no agent of the caller."

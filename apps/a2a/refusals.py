@@ -19,7 +19,7 @@ from apps.a2a.errors import A2A_DOMAIN, ERROR_INFO_TYPE
 from apps.core.request_limits import Refusal
 
 # kind -> (JSON-RPC code, HTTP status, gRPC status, ErrorInfo reason)
-_ROWS: dict[str, tuple[int, int, str, str]] = {
+REFUSAL_ROWS: dict[str, tuple[int, int, str, str]] = {
     "payload_too_large": (-32600, 413, "INVALID_ARGUMENT", "INVALID_REQUEST"),
     "json_too_deep": (-32700, 400, "INVALID_ARGUMENT", "PARSE_ERROR"),
     "rate_limited": (-32000, 429, "RESOURCE_EXHAUSTED", "RATE_LIMIT_EXCEEDED"),
@@ -29,7 +29,7 @@ _ROWS: dict[str, tuple[int, int, str, str]] = {
 
 
 def a2a_refusal(request: HttpRequest, refusal: Refusal) -> HttpResponseBase:
-    code, http_status, grpc_status, reason = _ROWS[refusal.kind]
+    code, http_status, grpc_status, reason = REFUSAL_ROWS[refusal.kind]
     details: list[dict[str, Any]] = [
         {
             "@type": ERROR_INFO_TYPE,

@@ -38,7 +38,6 @@ from a2a.utils.errors import (
     InvalidRequestError,
     JSONParseError,
     MethodNotFoundError,
-    VersionNotSupportedError,
 )
 from a2a.utils.proto_utils import parse_params
 from asgiref.sync import sync_to_async
@@ -72,9 +71,9 @@ from apps.core.json_limits import json_loads_limited, request_json
 from apps.core.overload import is_overload
 from apps.core.sse import sse_response
 from apps.doors.request import is_lean
-from apps.facets.negotiation import Decision, inbound_peer_origin, negotiation_decide, negotiation_decide_batched
-from apps.facets.services import afacet_cached, facet_cached
-from apps.tenants.selectors import asubject_from_authorization_cached, subject_from_authorization_cached
+from apps.facets.negotiation import inbound_peer_origin, negotiation_decide_batched
+from apps.facets.services import afacet_cached
+from apps.tenants.selectors import asubject_from_authorization_cached
 from apps.tenants.subject import Subject
 
 logger = logging.getLogger(__name__)
@@ -97,30 +96,12 @@ def _peer_origin(request: HttpRequest, subject: Subject) -> str:
     return inbound_peer_origin(origin_header=request.headers.get("Origin"), subject=subject)
 
 
-def _accepted(decision: Decision) -> None:
-    if not decision.accepted:
-        raise VersionNotSupportedError(
-            f"A2A version {decision.requested!r} is not supported.",
-            data={"supportedVersions": ",".join(decision.supported)},
-        )
-
-
 def _caller(request: HttpRequest) -> Call:
-    try:
-        subject = subject_from_authorization_cached(request.headers.get("Authorization"))
-    except OpenWopError:
-        raise AuthenticationRequired() from None  # same bytes for missing, malformed, unknown, revoked
-    facet = facet_cached(protocol="a2a")  # read once: the decision and the features agree
-    decision = negotiation_decide(
-        protocol="a2a",
+    return operations.call_open(
+        authorization=request.headers.get("Authorization"),
         requested=_requested_version(request),
-        peer_origin=_peer_origin(request, subject),
-        subject=subject,
-        run=None,  # inbound exchanges are not a run's; the record is the caller's host event
-        facet=facet,
+        origin=request.headers.get("Origin"),
     )
-    _accepted(decision)
-    return Call(subject=subject, features=features_of(facet))
 
 
 async def _call_of(request: HttpRequest) -> Call:
@@ -142,7 +123,7 @@ async def _call_of(request: HttpRequest) -> Call:
         subject=subject,
         facet=facet,
     )
-    _accepted(decision)
+    operations.version_accepted(decision)
     return Call(subject=subject, features=features_of(facet), lean=True)
 
 

@@ -39,6 +39,17 @@ def _sessions_waiting_on_a_lock() -> int:
         return int(cursor.fetchone()[0])
 
 
+def _api_keys_locked() -> psycopg.Connection:  # type: ignore[type-arg]
+    """A session of the test's own holding the API-key table locked until it commits."""
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    locker = psycopg.connect(**params, autocommit=False)
+    with locker.cursor() as cursor:
+        cursor.execute(f'LOCK TABLE "{ApiKey._meta.db_table}" IN ACCESS EXCLUSIVE MODE')
+    return locker
+
+
 @requires_pool
 def test_a_saturated_pool_answers_503_with_retry_after_on_every_door(live_env, transactional_db, make_key) -> None:  # type: ignore[no-untyped-def]
     env, var_dir = live_env
@@ -46,13 +57,8 @@ def test_a_saturated_pool_answers_503_with_retry_after_on_every_door(live_env, t
     web, base_url = start_web(own_env, var_dir)
     key, other_tenant_key = make_key("acme"), make_key("globex")
     auth = {"Authorization": f"Bearer {key}"}
-    params = connection.get_connection_params()
-    params.pop("cursor_factory", None)
-    params.pop("context", None)
-    locker = psycopg.connect(**params, autocommit=False)
+    locker = _api_keys_locked()
     try:
-        with locker.cursor() as cursor:
-            cursor.execute(f'LOCK TABLE "{ApiKey._meta.db_table}" IN ACCESS EXCLUSIVE MODE')
         holder: dict[str, httpx.Response] = {}
 
         def hold() -> None:  # takes the pool's one connection and waits on the lock
@@ -123,13 +129,8 @@ def test_a_saturated_grpc_server_answers_unavailable_with_retry_after(live_env, 
                 return error
         return None
 
-    params = connection.get_connection_params()
-    params.pop("cursor_factory", None)
-    params.pop("context", None)
-    locker = psycopg.connect(**params, autocommit=False)
+    locker = _api_keys_locked()
     try:
-        with locker.cursor() as cursor:
-            cursor.execute(f'LOCK TABLE "{ApiKey._meta.db_table}" IN ACCESS EXCLUSIVE MODE')
         holder: dict[str, grpc.aio.AioRpcError | None] = {}
         first = threading.Thread(target=lambda: holder.update(error=asyncio.run(get_task())))
         first.start()
