@@ -86,6 +86,11 @@ FIXTURE_WORKFLOWS: dict[str, dict[str, Any]] = {
 
 
 
+def _branch(node: dict[str, Any]) -> dict[str, Any]:
+    """A node as a parallel node's branch: its kind and config (the branch has its own id)."""
+    return {"kind": node["kind"], "config": node["config"]}
+
+
 def _ask(node_id: str, question: str, properties: dict[str, Any]) -> dict[str, Any]:
     """An input node whose answer is a flat form (so MCP can ask it by form elicitation)."""
     return {
@@ -275,6 +280,62 @@ MCP_CONFORMANCE_FIXTURES: dict[str, dict[str, Any]] = {
                     "config": {"output": {"text": "Computed after {{seconds}} s.", "label": "{{label}}"}},
                 },
             ]
+        },
+    },
+    "test_input_required_result_multiple_inputs": {
+        "name": "MCP conformance: three questions at once",
+        "description": "Asks the user's name, the client's model and its roots in one round (a parallel node), "
+        "then completes with all three answers.",
+        "input_schema": _ANY_OBJECT,
+        "definition": {
+            "nodes": [
+                {
+                    "id": "gather",
+                    "kind": "parallel",
+                    "config": {
+                        "branches": [
+                            {"id": "user_name", **_branch(_ask("name", "What is your name?", _NAME))},
+                            {"id": "greeting", "kind": "sampling",
+                             "config": {"prompt": "Generate a greeting", "maxTokens": 50}},
+                            {"id": "client_roots", "kind": "roots", "config": {}},
+                        ]
+                    },
+                }
+            ]
+        },
+    },
+    "multi_input": {
+        "name": "MCP conformance: two questions at once",
+        "description": "Asks two questions by form elicitation at the same time; completes once both are answered.",
+        "input_schema": _ANY_OBJECT,
+        "definition": {
+            "nodes": [
+                {
+                    "id": "both",
+                    "kind": "parallel",
+                    "config": {
+                        "branches": [
+                            {"id": "first", **_branch(_ask("first", "Who signs first?", _NAME))},
+                            {"id": "second", **_branch(_ask("second", "Who signs second?", _NAME))},
+                        ]
+                    },
+                }
+            ]
+        },
+    },
+    "test_tool_with_task": {
+        "name": "MCP conformance: input, then a task",
+        "description": "Task support required. Asks the user's name by MRTR first; once answered it becomes a "
+        "task that works for a moment, then greets them.",
+        "input_schema": _ANY_OBJECT,
+        "task_support": "required",
+        "definition": {
+            "inputBeforeTask": True,
+            "nodes": [
+                _ask("user_name", "What is your name?", _NAME),
+                {"id": "work", "kind": "delay", "config": {"delayMs": 1500}},
+                {"id": "greet", "kind": "echo", "config": {"output": {"text": "Hello, {{user_name.answers.name}}!"}}},
+            ],
         },
     },
     "confirm_delete": {

@@ -254,6 +254,20 @@ def input_request(
     return {"method": "elicitation/create", "params": {"mode": "form", "message": message, "requestedSchema": schema}}
 
 
+def input_requests(
+    interrupts: Sequence[Interrupt], *, form: bool, url: bool, client: Mapping[str, Any] | None = None
+) -> dict[str, dict[str, Any]] | None:
+    """The `inputRequests` map for every open interrupt, keyed by interruptId; None when any one
+    of them cannot be asked of this client (the run cannot go on without it)."""
+    requests: dict[str, dict[str, Any]] = {}
+    for interrupt in interrupts:
+        request = input_request(interrupt, form=form, url=url, client=client)
+        if request is None:
+            return None
+        requests[interrupt.interrupt_id] = request
+    return requests
+
+
 def resume_value_from(interrupt: Interrupt, response: Any) -> Any | None:
     """An ElicitResult as the interrupt's resume value; None when it carries no usable answer.
 
@@ -283,10 +297,26 @@ def resume_value_from(interrupt: Interrupt, response: Any) -> Any | None:
     return None
 
 
+def answers_of(run: Run, open_interrupts: Sequence[Interrupt], responses: Any) -> dict[str, Any]:
+    """The resume values `inputResponses` gives the run's open interrupts, by interrupt key: keys
+    naming nothing open on this run are ignored (SEP-2663), and so is a response with no usable
+    answer (the interrupt stays open)."""
+    if not isinstance(responses, Mapping):
+        return {}
+    answers: dict[str, Any] = {}
+    for interrupt in open_interrupts:
+        if interrupt.run_id != run.pk or interrupt.interrupt_id not in responses:
+            continue
+        value = resume_value_from(interrupt, responses[interrupt.interrupt_id])
+        if value is not None:
+            answers[interrupt.node_id] = value
+    return answers
+
+
 def task_doc(
     run: Run,
     *,
-    open_interrupt: Interrupt | None,
+    open_interrupts: Sequence[Interrupt],
     form: bool,
     url: bool,
     detailed: bool,
@@ -294,7 +324,9 @@ def task_doc(
     client: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The Task (CreateTaskResult) or DetailedTask (GetTaskResult) projection of a run; `artifacts`
-    (the run's) go into a completed task's result; `client`: the declared capabilities.
+    (the run's) go into a completed task's result; `client`: the declared capabilities;
+    `open_interrupts`: what an input_required task waits on (several at once for a parallel node),
+    each an entry of `inputRequests` keyed by its interruptId.
 
     A run the host itself failed (`internal_error`: a node raised, not the workflow's own failure)
     is the task status `failed` with a JSON-RPC error, the one case the map reserves it for; every
@@ -312,10 +344,10 @@ def task_doc(
     }
     if not detailed:
         return doc
-    if status == "input_required" and open_interrupt is not None:
-        request = input_request(open_interrupt, form=form, url=url, client=client)
-        if request is not None:
-            doc["inputRequests"] = {open_interrupt.interrupt_id: request}
+    if status == "input_required" and open_interrupts:
+        requests = input_requests(open_interrupts, form=form, url=url, client=client)
+        if requests:
+            doc["inputRequests"] = requests
     elif status == "failed":
         doc["error"] = {"code": INTERNAL_ERROR, "message": "Internal error"}
     elif status == "completed":

@@ -16,6 +16,7 @@ import hashlib
 import hmac
 import json
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +36,7 @@ REQUEST_STATE_TTL = dt.timedelta(minutes=15)
 @dataclass(frozen=True, slots=True)
 class RequestState:
     run_id: str
-    interrupt_id: str
+    interrupt_ids: tuple[str, ...]  # what the round asked: one interrupt, or a parallel node's several
     round: int
     nonce: str
     expires_at: dt.datetime
@@ -64,7 +65,7 @@ def arguments_digest(tool: str, arguments: dict[str, Any]) -> str:
 
 
 def request_state_mint(
-    *, subject: Subject, tool: str, arguments: dict[str, Any], run_id: str, interrupt_id: str, round: int
+    *, subject: Subject, tool: str, arguments: dict[str, Any], run_id: str, interrupt_ids: Sequence[str], round: int
 ) -> str:
     expires_at = timezone.now() + REQUEST_STATE_TTL
     payload = {
@@ -72,7 +73,7 @@ def request_state_mint(
         "sub": _subject_key(subject),
         "req": arguments_digest(tool, arguments),
         "run": run_id,
-        "int": interrupt_id,
+        "int": list(interrupt_ids),
         "rnd": round,
         "exp": int(expires_at.timestamp()),
         "n": secrets.token_urlsafe(24),
@@ -100,7 +101,7 @@ def request_state_open(*, token: Any, subject: Subject, tool: str, arguments: di
         raise invalid_request_state()
     return RequestState(
         run_id=str(payload["run"]),
-        interrupt_id=str(payload["int"]),
+        interrupt_ids=tuple(map(str, asked)) if isinstance(asked := payload["int"], list) else (str(asked),),
         round=int(payload["rnd"]),
         nonce=str(payload["n"]),
         expires_at=expires_at,

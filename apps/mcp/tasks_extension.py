@@ -15,11 +15,11 @@ from apps.core.errors import Conflict, NotFound, ValidationFailed
 from apps.core.ids import split_bound_id, unproject_id
 from apps.mcp.errors import invalid_params, missing_capability, unknown_task
 from apps.mcp.exchange import TASKS_EXTENSION, Exchange
-from apps.mcp.projection import resume_value_from, server_meta, task_doc
+from apps.mcp.projection import answers_of, server_meta, task_doc
 from apps.mcp.resources import run_artifacts
 from apps.runs.models import Run
-from apps.runs.selectors import interrupt_get_readable, run_get_readable, run_open_interrupt
-from apps.runs.services import interrupt_resolve, run_cancel
+from apps.runs.selectors import run_get_readable, run_open_interrupts
+from apps.runs.services import interrupts_resolve, run_cancel
 
 
 def _declared(exchange: Exchange) -> None:
@@ -44,7 +44,7 @@ def task_get(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
     run = _task_run(exchange, params)
     doc = task_doc(
         run,
-        open_interrupt=run_open_interrupt(run=run),
+        open_interrupts=run_open_interrupts(run=run),
         form=exchange.elicitation_form,
         url=exchange.elicitation_url,
         detailed=True,
@@ -60,21 +60,13 @@ def task_update(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
     responses = params.get("inputResponses")
     if not isinstance(responses, dict):
         raise invalid_params("params.inputResponses must be an object")
-    for key, response in responses.items():
-        try:
-            interrupt = interrupt_get_readable(subject=exchange.subject, interrupt_id=str(key))
-        except NotFound:
-            continue  # keys unknown to the task are ignored (SEP-2663)
-        if interrupt.run_id != run.pk or interrupt.resolved_at is not None:
-            continue
-        value = resume_value_from(interrupt, response)
-        if value is None:
-            continue
-        # Resolved at most once; an answer the schema refuses leaves the task input_required.
+    resolutions = answers_of(run, run_open_interrupts(run=run), responses)
+    if resolutions:
+        # Resolved at most once; an answer the schema refuses leaves the task input_required. A
+        # subset of a parallel node's keys is a partial answer: the task stays input_required
+        # with the rest (SEP-2663).
         with contextlib.suppress(Conflict, ValidationFailed):
-            interrupt_resolve(
-                subject=exchange.subject, run_id=run.run_id, node_id=interrupt.node_id, resume_value=value
-            )
+            interrupts_resolve(subject=exchange.subject, run_id=run.run_id, resolutions=resolutions)
     return {"resultType": "complete", "_meta": server_meta()}
 
 

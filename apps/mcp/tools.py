@@ -38,8 +38,8 @@ from apps.mcp.exchange import TASKS_EXTENSION, Exchange, name_and_arguments
 from apps.mcp.notifications import RunFinish
 from apps.mcp.projection import (
     RUN_ID_META_KEY,
-    input_request,
-    resume_value_from,
+    answers_of,
+    input_requests,
     server_meta,
     task_doc,
     tool_error_result,
@@ -49,8 +49,9 @@ from apps.mcp.resources import atool_result_of
 from apps.mcp.waiting import run_wait
 from apps.runs.lean import run_create_lean
 from apps.runs.models import Interrupt, Run, RunStatus, RunTransport
-from apps.runs.selectors import interrupt_get_readable, run_get_readable, run_open_interrupt
-from apps.runs.services import interrupt_resolve, run_cancel, run_create
+from apps.runs.nodes import definition_kinds
+from apps.runs.selectors import run_get_readable, run_open_interrupt, run_open_interrupts
+from apps.runs.services import interrupts_resolve, run_cancel, run_create
 from apps.tenants.subject import Subject
 
 REQUEST_CANCELLED_REASON = "mcp-request-cancelled"
@@ -252,7 +253,7 @@ def _capability_refusal(exchange: Exchange, workflow: Workflow, arguments: dict[
                 f"{TASKS_EXTENSION} extension."
             )
         raise missing_capability({"extensions": {TASKS_EXTENSION: {}}})
-    kinds = {node.get("kind") for node in (workflow.definition or {}).get("nodes", []) if isinstance(node, dict)}
+    kinds = definition_kinds(workflow.definition)
     for kind, capability in CLIENT_CAPABILITY_BY_KIND.items():
         if kind in kinds and not isinstance(exchange.capabilities.get(capability), dict):
             raise missing_capability({capability: {}})
@@ -274,23 +275,21 @@ def _capability_refusal(exchange: Exchange, workflow: Workflow, arguments: dict[
 def _call_continue(
     exchange: Exchange, name: str, arguments: dict[str, Any], token: Any, params: dict[str, Any]
 ) -> tuple[str, int]:
-    """An MRTR retry: verify and spend the state, resolve the interrupt it names with the answer."""
+    """An MRTR retry: verify and spend the state, resolve the interrupts it asked (one, or a
+    parallel node's several) with the answers given, in one transaction."""
     subject = exchange.subject
     state = request_state_open(token=token, subject=subject, tool=name, arguments=arguments)
     request_state_redeem(subject=subject, state=state)
     try:
-        interrupt = interrupt_get_readable(subject=subject, interrupt_id=state.interrupt_id)
+        run = run_get_readable(subject=subject, run_id=state.run_id)
     except NotFound:
         raise invalid_request_state() from None
-    responses = params.get("inputResponses")
-    response = responses.get(state.interrupt_id) if isinstance(responses, dict) else None
-    value = resume_value_from(interrupt, response) if response is not None else None
-    if value is not None and interrupt.resolved_at is None:
+    asked = [i for i in run_open_interrupts(run=run) if i.interrupt_id in state.interrupt_ids]
+    answers = answers_of(run, asked, params.get("inputResponses"))
+    if answers:
         # Resolved elsewhere first, or an answer the schema refuses: the run's state says which.
         with contextlib.suppress(Conflict, ValidationFailed):
-            interrupt_resolve(
-                subject=subject, run_id=state.run_id, node_id=interrupt.node_id, resume_value=value, inline=True
-            )
+            interrupts_resolve(subject=subject, run_id=state.run_id, resolutions=answers, inline=True)
     return state.run_id, state.round
 
 
@@ -302,14 +301,18 @@ async def _answer(
     subject = exchange.subject
     if committed is not None and committed.is_terminal:
         return await atool_result_of(committed)
+    # A tool that gathers its input first (`inputBeforeTask` in its definition) asks by MRTR on
+    # the first round even when the call declared tasks, and becomes a task only once answered
+    # (SEP-2663: MRTR, then CreateTaskResult on the final round).
+    gather_first = round == 0 and committed is not None and bool((committed.definition or {}).get("inputBeforeTask"))
     try:
-        if exchange.tasks_declared:
+        if exchange.tasks_declared and not gather_first:
             run = await _terminal_within(subject, run_id, TASK_GRACE_SECONDS)
             if run.is_terminal:
                 return await atool_result_of(run)
             return {
                 "resultType": "task",
-                **task_doc(run, open_interrupt=None, form=False, url=False, detailed=False),
+                **task_doc(run, open_interrupts=(), form=False, url=False, detailed=False),
                 "_meta": server_meta({RUN_ID_META_KEY: run.run_id}),
             }
         run, interrupt = await sync_to_async(_read)(subject, run_id)
@@ -323,10 +326,11 @@ async def _answer(
     if run.is_terminal:
         return await atool_result_of(run)
     assert interrupt is not None
-    request = input_request(
-        interrupt, form=exchange.elicitation_form, url=exchange.elicitation_url, client=exchange.capabilities
+    open_interrupts = await sync_to_async(run_open_interrupts)(run=run) or [interrupt]
+    requests = input_requests(
+        open_interrupts, form=exchange.elicitation_form, url=exchange.elicitation_url, client=exchange.capabilities
     )
-    if request is None:
+    if requests is None:
         return tool_error_result("The run needs input this client cannot provide; it is still waiting.")
     max_rounds = (await sync_to_async(facet_ensure)(protocol="mcp")).mrtr_max_rounds
     if round + 1 > max_rounds:
@@ -336,12 +340,12 @@ async def _answer(
         tool=name,
         arguments=arguments,
         run_id=run.run_id,
-        interrupt_id=interrupt.interrupt_id,
+        interrupt_ids=list(requests),
         round=round + 1,
     )
     return {
         "resultType": "input_required",
-        "inputRequests": {interrupt.interrupt_id: request},
+        "inputRequests": requests,
         "requestState": state,
         "_meta": server_meta({RUN_ID_META_KEY: run.run_id}),
     }

@@ -50,6 +50,7 @@ from apps.runs.steps import (
     Draft,
     draft_write,
     node_execute,
+    node_interrupts,
     release,
     step_complete,
     step_node_started,
@@ -112,6 +113,7 @@ class NodeWork:
     variables: dict[str, Any]
     started_at: datetime
     interrupt: Interrupt | None = field(default=None)
+    branch_interrupts: tuple[Interrupt, ...] = ()
 
 
 def run_advance(*, run_id: str, worker: str) -> None:
@@ -183,7 +185,7 @@ def _plan(lease: Lease) -> NodeWork | None:
         else:
             run.status, run.current_node_id = RunStatus.RUNNING, node["id"]
         draft_write(draft)
-        interrupt = Interrupt.objects.for_tenant(run.tenant_id).filter(run=run, node_id=node["id"]).first()
+        interrupt, branches = node_interrupts(run, node)
         return NodeWork(
             index=run.node_index,
             node=node,
@@ -192,6 +194,7 @@ def _plan(lease: Lease) -> NodeWork | None:
             variables=run.variables,
             started_at=started.at,
             interrupt=interrupt,
+            branch_interrupts=tuple(branches),
         )
 
 
@@ -204,6 +207,7 @@ def _execute(work: NodeWork, lease: Lease) -> NodeResult:
             node=work.node,
             started_at=work.started_at,
             interrupt=work.interrupt,
+            branch_interrupts=work.branch_interrupts,
             heartbeat=lease.renew,
             cancel_requested=lease.cancel_requested,
             heartbeat_seconds=heartbeat_seconds(),

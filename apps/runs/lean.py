@@ -128,7 +128,7 @@ async def run_create_lean(
         inline=True,
     )
     run = draft.run
-    if draft.handoff or draft.interrupt is not None or not run.is_terminal:
+    if draft.handoff or draft.interrupts or not run.is_terminal:
         return None
     params: list[Any] = [*_values(run, _insert_shape(Run)[0]), run.tenant_id,
                          sorted({event.type for event in draft.events})]  # fmt: skip

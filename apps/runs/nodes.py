@@ -15,7 +15,7 @@ import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
@@ -43,6 +43,9 @@ class NodeContext:
     resolved: bool = False  # this node's interrupt has been resolved...
     resume_value: Any = None  # ...with this value
     heartbeat_seconds: float = 1.0
+    # A parallel node's branches that have opened their interrupt, by interrupt key
+    # (`<node id>.<branch id>`): (the interrupt's kind, resolved?, its resume value).
+    branches: Mapping[str, tuple[str, bool, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -79,11 +82,21 @@ class Suspended:
 
 
 @dataclass(frozen=True)
+class SuspendedMany:
+    """A parallel node waits on several interrupts at once: `opened` are the branches' new
+    suspensions by interrupt key (those already open are not repeated), `waiting` the kind the run
+    waits as (its first unresolved branch's)."""
+
+    opened: tuple[tuple[str, Suspended], ...]
+    waiting: InterruptKind
+
+
+@dataclass(frozen=True)
 class CancelObserved:
     """The node stopped early because the run is cancelling."""
 
 
-NodeResult = Completed | Failed | Suspended | CancelObserved
+NodeResult = Completed | Failed | Suspended | SuspendedMany | CancelObserved
 
 # interrupt.md: the snapshot status a suspension puts the run in. A credential interrupt waits for
 # the caller (interop map: waiting-input, A2A AUTH_REQUIRED when `oauth.credentialInterrupt`).
@@ -158,7 +171,7 @@ _TEMPLATE_WHOLE = re.compile(r"^\{\{\s*([A-Za-z0-9_.-]+)\s*\}\}$")
 _TEMPLATE_PART = re.compile(r"\{\{\s*([A-Za-z0-9_.-]+)\s*\}\}")
 
 
-def _render(template: Any, inputs: Mapping[str, Any]) -> Any:
+def _render(template: Any, inputs: Mapping[str, Any] | _RunScope) -> Any:
     """`{{name}}` placeholders take input values: a whole-string placeholder keeps the value's type."""
     if isinstance(template, str):
         whole = _TEMPLATE_WHOLE.match(template)
@@ -195,8 +208,27 @@ class EchoNode(NodeKind):
 
     def execute(self, ctx: NodeContext) -> NodeResult:
         if "output" in ctx.config:
-            return Completed(outputs=_render(ctx.config["output"], ctx.inputs))
+            return Completed(outputs=_render(ctx.config["output"], _RunScope(ctx.inputs, ctx.variables)))
         return Completed(outputs=dict(ctx.inputs))
+
+
+@dataclass(frozen=True)
+class _RunScope:
+    """What an echo template may name: an input, else an earlier node's output by dotted path
+    (`{{ask.answers.name}}`: node `ask`, its output `answers`, key `name`)."""
+
+    inputs: Mapping[str, Any]
+    variables: Mapping[str, Any]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        if name in self.inputs:
+            return self.inputs[name]
+        value: Any = self.variables
+        for part in name.split("."):
+            if not isinstance(value, Mapping) or part not in value:
+                return default
+            value = value[part]
+        return value
 
 
 @register_node_kind
@@ -481,3 +513,103 @@ class LogNode(NodeKind):
 
     def execute(self, ctx: NodeContext) -> NodeResult:
         return Completed(outputs={})
+
+
+BRANCH_ID_PATTERN = "^[A-Za-z0-9_-]{1,40}$"
+
+
+def branch_key(node_id: str, branch_id: str) -> str:
+    """The interrupt key of a parallel node's branch (an Interrupt's `node_id`)."""
+    return f"{node_id}.{branch_id}"
+
+
+@register_node_kind
+class ParallelNode(NodeKind):
+    """Asks for several things at once (MCP SEP-2322: one InputRequiredResult, many inputRequests).
+
+    Each branch is a suspending kind (approval, input, credential, sampling, roots, ...) that opens
+    its own interrupt, keyed `<node id>.<branch id>`, all in the same step; the run waits until
+    every one is resolved (in any order, together or one by one), then the node completes with
+    each branch's outputs under its id. A branch that fails on its answer (a rejected approval)
+    fails the node. Branch kinds must be instant (`inline_safe`)."""
+
+    kind = "parallel"
+    inline_safe = True
+    config_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "branches": {
+                "type": "array",
+                "minItems": 2,
+                "maxItems": 16,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "string", "pattern": BRANCH_ID_PATTERN},
+                        "kind": {"type": "string", "minLength": 1},
+                        "config": {"type": "object"},
+                    },
+                    "required": ["id", "kind"],
+                    "additionalProperties": False,
+                },
+            },
+        },
+        "required": ["branches"],
+        "additionalProperties": False,
+    }
+
+    def execute(self, ctx: NodeContext) -> NodeResult:
+        branches = list(ctx.config["branches"])
+        ids = [b["id"] for b in branches]
+        if len(set(ids)) != len(ids):
+            return Failed(code="validation_error", message="A parallel node's branch ids must be distinct.")
+        outputs: dict[str, Any] = {}
+        opened: list[tuple[str, Suspended]] = []
+        waiting: InterruptKind | None = None
+        for branch in branches:
+            kind = NODE_KINDS.get(branch["kind"])
+            if kind is None or not kind.inline_safe or isinstance(kind, ParallelNode):
+                return Failed(
+                    code="validation_error",
+                    message=f"Branch {branch['id']!r}: kind {branch['kind']!r} cannot run in a parallel node.",
+                )
+            key = branch_key(ctx.node_id, branch["id"])
+            state = ctx.branches.get(key)
+            if state is not None and not state[1]:
+                waiting = waiting or InterruptKind(state[0])  # open, unanswered
+                continue
+            result = kind.execute(
+                replace(
+                    ctx,
+                    node_id=key,
+                    config=branch.get("config", {}),
+                    resolved=state is not None,
+                    resume_value=state[2] if state is not None else None,
+                    branches={},
+                )
+            )
+            if isinstance(result, Completed):
+                outputs[branch["id"]] = result.outputs
+            elif isinstance(result, Suspended) and state is None:
+                opened.append((key, result))
+                waiting = waiting or result.kind
+            elif isinstance(result, Failed):
+                return result
+            else:
+                return Failed(code="internal_error", message=f"Branch {branch['id']!r} did not settle on its answer.")
+        if waiting is None:
+            return Completed(outputs=outputs)
+        return SuspendedMany(opened=tuple(opened), waiting=waiting)
+
+
+def definition_kinds(definition: Mapping[str, Any] | None) -> set[str]:
+    """Every node kind a workflow definition may run, a parallel node's branches included."""
+    kinds: set[str] = set()
+    for node in (definition or {}).get("nodes", []):
+        if not isinstance(node, dict):
+            continue
+        kinds.add(str(node.get("kind")))
+        config = node.get("config")
+        if node.get("kind") == "parallel" and isinstance(config, dict):
+            kinds.update(str(b.get("kind")) for b in config.get("branches", []) if isinstance(b, dict))
+    return kinds

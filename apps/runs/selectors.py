@@ -60,6 +60,15 @@ def run_open_interrupt(*, run: Run) -> Interrupt | None:
     )
 
 
+def run_open_interrupts(*, run: Run) -> list[Interrupt]:
+    """Every unresolved interrupt a waiting run is suspended on, oldest first (a parallel node
+    opens several at once)."""
+    if run.status not in WAITING_STATUSES:
+        return []
+    unresolved = Interrupt.objects.for_tenant(run.tenant_id).filter(run=run, resolved_at__isnull=True)
+    return list(unresolved.order_by("created_at", "pk"))
+
+
 def run_events_after(*, run: Run, after: int) -> list[RunEvent]:
     """The run's events with sequence > `after`, in order."""
     return list(RunEvent.objects.for_tenant(run.tenant_id).filter(run=run, sequence__gt=after).order_by("sequence"))

@@ -8,7 +8,7 @@ Every state change appends its events in the same transaction, under the run's r
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -16,6 +16,7 @@ from typing import Any
 import jsonschema
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.agents.definitions import workflow_inputs_check
@@ -40,12 +41,14 @@ from apps.runs.models import (
     RunStatus,
     RunTransport,
 )
+from apps.runs.nodes import WAITING_STATUS_BY_KIND
 from apps.runs.steps import (
     RUN_STATE_FIELDS,
     Draft,
     Resumed,
     draft_settle,
     draft_write_log,
+    node_interrupts,
     step_handoff,
 )
 from apps.runs.trace_context import run_trace_from
@@ -309,68 +312,120 @@ def interrupt_resolve(
     OPENWOP_INLINE_MAX_NODES=0) it commits `running` and a worker continues it. `records(run)`:
     the door's own rows, in the same transaction.
     """
+    return interrupts_resolve(
+        subject=subject,
+        run_id=run_id,
+        resolutions={node_id: resume_value},
+        idempotency=idempotency,
+        inline=inline,
+        records=records,
+    )
+
+
+def interrupts_resolve(
+    *,
+    subject: Subject,
+    run_id: str,
+    resolutions: Mapping[str, Any],
+    idempotency: IdempotencyClaim | None = None,
+    inline: bool = False,
+    records: Callable[[Run], None] | None = None,
+) -> Run:
+    """`interrupt_resolve` for several interrupts of one run at once (a parallel node's branches,
+    keyed by interrupt key), all or none: one refused answer refuses them all.
+
+    A run waiting on a parallel node stays waiting while any of its interrupts is open; the
+    resolution that closes the last one resumes it (in memory with `inline`, else on a worker)."""
+    if not resolutions:
+        raise ValidationFailed("Nothing to resolve.")
     _require_own_tenant(subject=subject, run_id=run_id)
     with transaction.atomic(durable=True):
         run = _run_locked(subject=subject, run_id=run_id)
-        interrupt = Interrupt.objects.for_tenant(run.tenant_id).filter(run=run, node_id=node_id).first()
-        if interrupt is None:
-            raise NotFound(f"The run has no interrupt at node {node_id!r}.", details={"nodeId": node_id})
-        if interrupt.resolved_at is not None or run.status not in WAITING_STATUSES:
+        # One read: the interrupts named, and every open one (is any left open after these?).
+        named_or_open = Q(node_id__in=list(resolutions)) | Q(resolved_at__isnull=True)
+        rows = list(Interrupt.objects.for_tenant(run.tenant_id).filter(named_or_open, run=run).order_by("created_at"))
+        found = {i.node_id: i for i in rows if i.node_id in resolutions}
+        still_open = next((i.kind for i in rows if i.node_id not in resolutions and i.resolved_at is None), None)
+        for node_id in resolutions:
+            if node_id not in found:
+                raise NotFound(f"The run has no interrupt at node {node_id!r}.", details={"nodeId": node_id})
+        if run.status not in WAITING_STATUSES or any(i.resolved_at is not None for i in found.values()):
             raise Conflict(
                 "interrupt_already_resolved",
                 "The interrupt was already resolved, or its run has ended.",
                 details={"runStatus": run.status},
             )
-        _resume_value_check(interrupt=interrupt, resume_value=resume_value)
+        for node_id, resume_value in resolutions.items():
+            _resume_value_check(interrupt=found[node_id], resume_value=resume_value)
         now = timezone.now()
-        flipped = (
-            Interrupt.objects.for_tenant(run.tenant_id)
-            .filter(pk=interrupt.pk, resolved_at__isnull=True)
-            .update(resolved_at=now, resolution=resume_value)
-        )
-        if flipped != 1:
-            raise Conflict("interrupt_already_resolved", "The interrupt was already resolved.")
-        interrupt.resolved_at, interrupt.resolution = now, resume_value
         draft = Draft(run)
-        draft.append(
-            "interrupt.resolved",
-            {
-                "nodeId": node_id,
-                "interruptId": interrupt.interrupt_id,
-                "kind": interrupt.kind,
-                "resumeValue": resume_value,
-            },
-            node_id=node_id,
-        )
-        run.status = RunStatus.RUNNING
-        budget = inline_max_nodes() if inline else 0
-        if budget > 0 and run.current_node_id == node_id:
-            started_at = (
-                RunEvent.objects.for_tenant(run.tenant_id)
-                .filter(run=run, type="node.started", node_id=node_id)
-                .order_by("-sequence")
-                .values_list("at", flat=True)
-                .first()
+        for node_id, resume_value in resolutions.items():
+            interrupt = found[node_id]
+            flipped = (
+                Interrupt.objects.for_tenant(run.tenant_id)
+                .filter(pk=interrupt.pk, resolved_at__isnull=True)
+                .update(resolved_at=now, resolution=resume_value)
             )
-            draft_settle(
-                draft,
-                budget=budget,
-                resumed=Resumed(interrupt=interrupt, started_at=started_at or interrupt.created_at),
-                interrupt_of=lambda later: Interrupt.objects.for_tenant(run.tenant_id)
-                .filter(run=run, node_id=later)
-                .first(),
+            if flipped != 1:
+                raise Conflict("interrupt_already_resolved", "The interrupt was already resolved.")
+            interrupt.resolved_at, interrupt.resolution = now, resume_value
+            draft.append(
+                "interrupt.resolved",
+                {
+                    "nodeId": node_id,
+                    "interruptId": interrupt.interrupt_id,
+                    "kind": interrupt.kind,
+                    "resumeValue": resume_value,
+                },
+                node_id=run.current_node_id or node_id,
             )
+        if still_open is not None:
+            # A parallel node still waits on another branch: the run keeps waiting, as that one.
+            run.status = WAITING_STATUS_BY_KIND[still_open]
         else:
-            step_handoff(draft)
+            _resume(run, draft, inline=inline, answered=found)
         run_save(run, *RUN_STATE_FIELDS)
         if records is not None:
             records(run)
         draft_write_log(draft)
-        _complete_claim(idempotency, run, interrupt_resolved_doc(run, node_id))
+        _complete_claim(idempotency, run, interrupt_resolved_doc(run, next(iter(resolutions))))
         if draft.handoff:
             transaction.on_commit(partial(advance_send, run.run_id, run.queue))
         _crash_after_commit_seam()
     return run
+
+
+def _resume(run: Run, draft: Draft, *, inline: bool, answered: Mapping[str, Interrupt]) -> None:
+    """Every interrupt of the run is answered: its current node runs again with the answers, in
+    memory when `inline` allows and the node is still the one suspended, else on a worker.
+    `answered`: the interrupts just resolved, by key (a plain node's own is among them)."""
+    run.status = RunStatus.RUNNING
+    budget = inline_max_nodes() if inline else 0
+    nodes = run.definition.get("nodes", [])
+    node = nodes[run.node_index] if run.node_index < len(nodes) else None
+    if budget > 0 and node is not None and run.current_node_id == node.get("id"):
+        if node.get("kind") == "parallel":
+            interrupt, branches = node_interrupts(run, node)  # branches answered earlier too
+        else:
+            interrupt, branches = answered.get(run.current_node_id), []
+        started_at = (
+            RunEvent.objects.for_tenant(run.tenant_id)
+            .filter(run=run, type="node.started", node_id=run.current_node_id)
+            .order_by("-sequence")
+            .values_list("at", flat=True)
+            .first()
+        )
+        fallback = (interrupt or branches[0]).created_at if (interrupt or branches) else timezone.now()
+        draft_settle(
+            draft,
+            budget=budget,
+            resumed=Resumed(interrupt=interrupt, started_at=started_at or fallback, branch_interrupts=branches),
+            interrupt_of=lambda later: Interrupt.objects.for_tenant(run.tenant_id)
+            .filter(run=run, node_id=later)
+            .first(),
+        )
+    else:
+        step_handoff(draft)
 
 
 def _resume_value_check(*, interrupt: Interrupt, resume_value: Any) -> None:

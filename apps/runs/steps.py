@@ -16,7 +16,7 @@ leaves nothing behind, and one that dies after the commit leaves the whole settl
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -35,6 +35,8 @@ from apps.runs.nodes import (
     NodeContext,
     NodeResult,
     Suspended,
+    SuspendedMany,
+    branch_key,
     node_kind,
 )
 
@@ -61,7 +63,7 @@ class Draft:
 
     run: Run
     events: list[RunEvent] = field(default_factory=list)
-    interrupt: Interrupt | None = None  # opened by a suspension, not yet inserted
+    interrupts: list[Interrupt] = field(default_factory=list)  # opened by a suspension, not yet inserted
     handoff: bool = False  # the next node is a worker's: enqueue the run on commit
 
     def append(self, type: str, payload: dict[str, Any], node_id: str | None = None) -> RunEvent:
@@ -78,9 +80,9 @@ def draft_write(draft: Draft) -> None:
 
 
 def draft_write_log(draft: Draft) -> None:
-    """The draft's interrupt and events, for a row already written (updated or just inserted)."""
-    if draft.interrupt is not None:
-        draft.interrupt.save(force_insert=True)
+    """The draft's interrupts and events, for a row already written (updated or just inserted)."""
+    for interrupt in draft.interrupts:
+        interrupt.save(force_insert=True)
     events_write(run=draft.run, events=draft.events)
 
 
@@ -128,33 +130,51 @@ def step_outcome(
         run.current_node_id = ""
         release(run)
         return False
+    if isinstance(result, SuspendedMany):
+        for key, suspended in result.opened:
+            if interrupt_of(key) is None:
+                _interrupt_open(draft, node_id, key, suspended)
+        _wait(draft.run, node_id, result.waiting)
+        return False
     assert isinstance(result, Suspended), result
     step_suspend(draft, node_id, result, existing=interrupt_of(node_id))
     return False
 
 
 def step_suspend(draft: Draft, node_id: str, suspended: Suspended, *, existing: Interrupt | None) -> None:
-    run = draft.run
     if existing is None:
-        payload = {
-            "kind": str(suspended.kind),
-            "key": node_id,
-            "data": suspended.data,
-            "resumeSchema": suspended.resume_schema,
-        }
-        interrupt = Interrupt(
-            tenant_id=run.tenant_id,
-            interrupt_id=mint_bound_id(run.run_id.partition("/")[0]),
-            run=run,
-            node_id=node_id,
-            kind=suspended.kind,
-            payload=payload,
-        )
-        draft.interrupt = interrupt
-        # interrupt.md §Events: interrupt.requested carries the InterruptPayload verbatim.
-        draft.append("interrupt.requested", payload, node_id=node_id)
-        draft.append("node.suspended", {"interruptId": interrupt.interrupt_id, "kind": interrupt.kind}, node_id=node_id)
-    run.status = WAITING_STATUS_BY_KIND[suspended.kind]
+        _interrupt_open(draft, node_id, node_id, suspended)
+    _wait(draft.run, node_id, suspended.kind)
+
+
+def _interrupt_open(draft: Draft, node_id: str, key: str, suspended: Suspended) -> None:
+    """Open the interrupt `key` (the node's id, or a parallel branch's `<node>.<branch>`)."""
+    run = draft.run
+    payload = {
+        "kind": str(suspended.kind),
+        "key": key,
+        "data": suspended.data,
+        "resumeSchema": suspended.resume_schema,
+    }
+    interrupt = Interrupt(
+        tenant_id=run.tenant_id,
+        interrupt_id=mint_bound_id(run.run_id.partition("/")[0]),
+        run=run,
+        node_id=key,
+        kind=suspended.kind,
+        payload=payload,
+    )
+    draft.interrupts.append(interrupt)
+    # interrupt.md §Events: interrupt.requested carries the InterruptPayload verbatim.
+    draft.append("interrupt.requested", payload, node_id=node_id)
+    suspended_payload = {"interruptId": interrupt.interrupt_id, "kind": interrupt.kind}
+    if key != node_id:
+        suspended_payload["key"] = key
+    draft.append("node.suspended", suspended_payload, node_id=node_id)
+
+
+def _wait(run: Run, node_id: str, kind: str) -> None:
+    run.status = WAITING_STATUS_BY_KIND[kind]
     run.current_node_id = node_id
     release(run)
 
@@ -189,8 +209,10 @@ def node_execute(
     heartbeat: Callable[[], None],
     cancel_requested: Callable[[], bool],
     heartbeat_seconds: float,
+    branch_interrupts: Sequence[Interrupt] = (),
 ) -> NodeResult:
-    """Run one node (the caller turns an unexpected exception into an internal_error failure)."""
+    """Run one node (the caller turns an unexpected exception into an internal_error failure).
+    `branch_interrupts`: a parallel node's branches' interrupts opened so far."""
     resolved = interrupt is not None and interrupt.resolved_at is not None
     ctx = NodeContext(
         run_id=run_id,
@@ -204,8 +226,22 @@ def node_execute(
         resolved=resolved,
         resume_value=interrupt.resolution if resolved and interrupt is not None else None,
         heartbeat_seconds=heartbeat_seconds,
+        branches={i.node_id: (i.kind, i.resolved_at is not None, i.resolution) for i in branch_interrupts},
     )
     return node_kind(node["kind"]).execute(ctx)
+
+
+def node_interrupts(run: Run, node: dict[str, Any]) -> tuple[Interrupt | None, list[Interrupt]]:
+    """The interrupt a node opened (keyed by its id) and its parallel branches' (keyed
+    `<node>.<branch>`), read in one query; ([] for a node with no branches)."""
+    node_id = str(node.get("id", ""))
+    keys = [node_id]
+    if node.get("kind") == "parallel":
+        config = node.get("config") or {}
+        keys += [branch_key(node_id, str(b.get("id"))) for b in config.get("branches", []) if isinstance(b, dict)]
+    found = {i.node_id: i for i in Interrupt.objects.for_tenant(run.tenant_id).filter(run=run, node_id__in=keys)}
+    own = found.pop(node_id, None)
+    return own, list(found.values())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -216,8 +252,9 @@ def node_execute(
 class Resumed:
     """The node a resolved interrupt resumes: already started (its node.started is in the log)."""
 
-    interrupt: Interrupt
+    interrupt: Interrupt | None
     started_at: datetime
+    branch_interrupts: Sequence[Interrupt] = ()
 
 
 def _no_heartbeat() -> None:
@@ -247,7 +284,7 @@ def draft_settle(
         logger.exception("run %s: settling in memory failed; handing the run to a worker", run.run_id)
         run.__dict__.update(saved_row)
         del draft.events[saved_events:]
-        draft.interrupt = None
+        draft.interrupts = []
         step_handoff(draft)
 
 
@@ -266,8 +303,9 @@ def _settle(
         if ran >= budget or kind is None or not kind.inline_safe:
             step_handoff(draft)
             return
+        branches: Sequence[Interrupt] = ()
         if resumed is not None:
-            started_at, interrupt = resumed.started_at, resumed.interrupt
+            started_at, interrupt, branches = resumed.started_at, resumed.interrupt, resumed.branch_interrupts
             run.status = RunStatus.RUNNING
             resumed = None
         else:
@@ -283,6 +321,7 @@ def _settle(
                 heartbeat=_no_heartbeat,
                 cancel_requested=_no_cancel,
                 heartbeat_seconds=1.0,
+                branch_interrupts=branches,
             )
         except Exception:
             logger.exception("run %s: node %s raised", run.run_id, node["id"])

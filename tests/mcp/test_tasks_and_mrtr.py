@@ -145,7 +145,7 @@ def test_request_state_is_single_use_and_forgery_fails_alike(acme: McpCaller) ->
         tool="conformance-approval",
         arguments={},
         run_id=run.run_id,
-        interrupt_id=interrupt.interrupt_id,
+        interrupt_ids=[interrupt.interrupt_id],
         round=1,
     )
     # no answer: a fresh InputRequiredResult for the next round, with a new state
@@ -172,7 +172,7 @@ def test_request_state_is_bound_to_caller_and_request(acme: McpCaller, mcp_calle
             tool="conformance-approval",
             arguments={},
             run_id=run.run_id,
-            interrupt_id=interrupt.interrupt_id,
+            interrupt_ids=[interrupt.interrupt_id],
             round=1,
         )
 
@@ -191,7 +191,7 @@ def test_round_ceiling_refuses_the_round_beyond_max_rounds(acme: McpCaller) -> N
         tool="conformance-approval",
         arguments={},
         run_id=run.run_id,
-        interrupt_id=interrupt.interrupt_id,
+        interrupt_ids=[interrupt.interrupt_id],
         round=1,
     )
     second = _retry(acme, state).json()["result"]

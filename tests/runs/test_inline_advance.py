@@ -61,6 +61,7 @@ def test_kinds_that_wait_or_call_out_are_not_inline_safe() -> None:
     assert {kind for kind, node in NODE_KINDS.items() if node.inline_safe} == {
         "echo", "fail", "artifact", "approval", "input", "credential",
         "log", "sampling", "roots", "host-fault",  # return (or raise) at once; ask nobody outside
+        "parallel",  # runs only instant branches: it refuses any other kind
     }
 
 
