@@ -71,6 +71,12 @@ OPENWOP_EGRESS_CA_BUNDLE = env.str("OPENWOP_EGRESS_CA_BUNDLE", default="")
 # The hosts file the egress guard reads names from (apps/core/egress.py hosts_file_addresses).
 OPENWOP_EGRESS_HOSTS_FILE = env.str("OPENWOP_EGRESS_HOSTS_FILE", default="/etc/hosts")
 OPENWOP_CONFORMANCE_SEAMS = env.bool("OPENWOP_CONFORMANCE_SEAMS", default=False)
+# OAuth 2.1 / OIDC lanes (apps/oauth): trusted issuers' metadata and JWKS are re-fetched when older
+# than this, and at most once per OPENWOP_OAUTH_KEY_REFRESH_MIN_SECONDS per issuer when a token names
+# an unknown `kid` (a flood of bad kids cannot hammer the issuer). Clock skew tolerated on exp/nbf/iat.
+OPENWOP_OAUTH_METADATA_MAX_AGE_SECONDS = env.int("OPENWOP_OAUTH_METADATA_MAX_AGE_SECONDS", default=3600)
+OPENWOP_OAUTH_KEY_REFRESH_MIN_SECONDS = env.float("OPENWOP_OAUTH_KEY_REFRESH_MIN_SECONDS", default=30.0)
+OPENWOP_OAUTH_LEEWAY_SECONDS = env.int("OPENWOP_OAUTH_LEEWAY_SECONDS", default=60)
 # The known upstream A2A releases and MCP revisions the facet refresh job evaluates against.
 OPENWOP_UPSTREAM_REGISTRY = env.str(
     "OPENWOP_UPSTREAM_REGISTRY", default=str(BASE_DIR / "apps" / "facets" / "upstream_registry.json")
@@ -97,6 +103,7 @@ INSTALLED_APPS = [
     "apps.mcp",
     "apps.push",
     "apps.peers",
+    "apps.oauth",
     "apps.console",
 ]
 
@@ -221,6 +228,7 @@ CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BEAT_SCHEDULE = {
     "facets-refresh-daily": {"task": "facets.refresh", "schedule": 24 * 60 * 60},
     "runs-sweep-stale": {"task": "runs.sweep_stale", "schedule": 30.0},
+    "facets-apply-scheduled-floors": {"task": "facets.apply_scheduled_floors", "schedule": 60.0},  # issue 24
 }
 # Run executor lease (apps/runs/engine.py): a dead worker's runs resume about this long after it died.
 OPENWOP_RUN_LEASE_SECONDS = env.float("OPENWOP_RUN_LEASE_SECONDS", default=10.0)

@@ -116,8 +116,11 @@ def _spawn(args: list[str], env: dict[str, str], log_path: Path, pass_fds: tuple
 WEB_SERVER_ARGS = ["--loop", "uvloop", "--http", "httptools", "--lifespan", "off", "--no-proxy-headers"]
 
 
-def start_web(env: dict[str, str], log_dir: Path) -> tuple[LiveProcess, str]:
-    """uvicorn serving `openwop_host.asgi:application` on a free loopback port, once it answers."""
+def start_web(env: dict[str, str], log_dir: Path, *, own_public_url: bool = False) -> tuple[LiveProcess, str]:
+    """uvicorn serving `openwop_host.asgi:application` on a free loopback port, once it answers.
+
+    `own_public_url`: the process's OPENWOP_PUBLIC_URL is its own loopback URL (the URLs it
+    publishes, e.g. OAuth audiences and resource metadata, must be the ones clients reach)."""
     # The listening socket is bound here and handed to uvicorn (`--fd`): a port picked free and
     # bound later by the child could be taken in between (the other xdist worker's servers, any
     # outgoing connection's ephemeral port), which failed a test's setup now and then.
@@ -125,6 +128,8 @@ def start_web(env: dict[str, str], log_dir: Path) -> tuple[LiveProcess, str]:
     listener.bind(("127.0.0.1", 0))
     listener.listen(512)
     port = int(listener.getsockname()[1])
+    if own_public_url:
+        env = {**env, "OPENWOP_PUBLIC_URL": f"http://127.0.0.1:{port}"}
     try:
         live = _spawn(
             [sys.executable, "-m", "uvicorn", "openwop_host.asgi:application", "--fd", str(listener.fileno()),

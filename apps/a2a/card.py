@@ -2,9 +2,10 @@
 
 `capabilities` equal the facets as discovery advertises them (a facet flag counts only when the
 surface is served), `supportedInterfaces[].protocolVersion` values equal `a2a.versions` (JSONRPC
-first, then HTTP+JSON, then GRPC while grpc_serve is configured to run), `securitySchemes` is the
-bearer scheme actually enforced, and `skills[]` is one skill per routed workflow, the default first.
-The card carries no per-agent `tenant`.
+first, then HTTP+JSON, then GRPC while grpc_serve is configured to run), `securitySchemes` are the
+schemes actually enforced (the API-key bearer, and one OAuth2 / OpenID Connect scheme per enabled
+trusted issuer, each an alternative in `securityRequirements`), and `skills[]` is one skill per
+routed workflow, the default first. The card carries no per-agent `tenant`.
 
 `agent_card` is the per-agent projection (interop.md §Per-agent cards): the host card with the
 agent's name, version and description, every interface carrying the agent's `tenant: R`, and one
@@ -20,9 +21,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Hashable
+import logging
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from a2a.types import AgentCard
 from asgiref.sync import sync_to_async
@@ -38,8 +40,14 @@ from apps.agents.selectors import InventoryEntry, agent_by_a2a_tenant
 from apps.core.invalidation import TOPIC_CARD, acached, cached
 from apps.facets import surfaces
 from apps.facets.models import Facet
-from apps.facets.services import facet_ensure
+from apps.facets.policy import agent_floor
+from apps.facets.services import facet_cached, facet_ensure
+from apps.facets.versions import is_valid_version, version_key
+from apps.oauth.models import TrustedIssuer
+from apps.oauth.selectors import trusted_issuers
 from apps.tenants.subject import Subject
+
+logger = logging.getLogger(__name__)
 
 JSONRPC_PATH = "/a2a/jsonrpc"
 REST_PATH = "/a2a/rest"
@@ -85,8 +93,81 @@ def _ordered_versions(features: A2AFeatures) -> list[str]:
     return [features.preferred_version, *rest] if features.preferred_version in features.versions else rest
 
 
-def public_card(*, features: A2AFeatures, routes: list[SkillRoute]) -> AgentCard:
+def _scheme_name(issuer: TrustedIssuer) -> str:
+    """Stable per issuer (a digest of its URL, so adding another never renames this one)."""
+    return f"{issuer.lane}-{hashlib.sha256(issuer.issuer.encode()).hexdigest()[:10]}"
+
+
+def _oauth_scheme(issuer: TrustedIssuer) -> dict[str, Any] | None:
+    """The issuer's A2A security scheme: OpenID Connect discovery for an `oidc` issuer, the
+    authorization code flow with PKCE for an `oauth2` one (None while its RFC 8414 metadata
+    lacks the endpoints: never fetched, or not an authorization-code server)."""
+    audience = issuer.audience or settings.OPENWOP_PUBLIC_URL
+    description = f"Authorization: Bearer <access token from {issuer.issuer}, audience {audience}>."
+    if issuer.lane == "oidc":
+        return {
+            "openIdConnectSecurityScheme": {
+                "openIdConnectUrl": issuer.issuer + "/.well-known/openid-configuration",
+                "description": description,
+            }
+        }
+    metadata = issuer.metadata if isinstance(issuer.metadata, dict) else {}
+    authorization_url, token_url = metadata.get("authorization_endpoint"), metadata.get("token_endpoint")
+    if not (isinstance(authorization_url, str) and authorization_url and isinstance(token_url, str) and token_url):
+        logger.warning("card: oauth2 issuer %s left out: its metadata names no authorization/token endpoint",
+                       issuer.issuer)  # fmt: skip
+        return None
+    families: dict[str, list[str]] = {}
+    for family, scopes in (issuer.required_scopes or {}).items():
+        for scope in scopes if isinstance(scopes, list) else []:
+            families.setdefault(str(scope), []).append(str(family))
+    return {
+        "oauth2SecurityScheme": {
+            "description": description,
+            "flows": {
+                "authorizationCode": {
+                    "authorizationUrl": authorization_url,
+                    "tokenUrl": token_url,
+                    "pkceRequired": True,
+                    "scopes": {scope: "Required for " + ", ".join(sorted(f)) for scope, f in sorted(families.items())},
+                }
+            },
+            "oauth2MetadataUrl": issuer.issuer + "/.well-known/oauth-authorization-server",
+        }
+    }
+
+
+def security_of(issuers: Sequence[TrustedIssuer]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(`securitySchemes`, `securityRequirements`): the API-key bearer scheme, and one scheme per
+    enabled trusted issuer (issue 25), each an alternative requirement listing the scopes its
+    tokens need on this door (the issuer's `a2a` family)."""
+    schemes: dict[str, Any] = {
+        BEARER_SCHEME: {
+            "httpAuthSecurityScheme": {
+                "scheme": "Bearer",
+                "bearerFormat": "OpenWOP API key",
+                "description": "Authorization: Bearer <api key>; the key's tenant and subject are the caller.",
+            }
+        }
+    }
+    requirements: list[dict[str, Any]] = [{"schemes": {BEARER_SCHEME: {"list": []}}}]
+    for issuer in issuers:
+        scheme = _oauth_scheme(issuer)
+        if scheme is None:
+            continue
+        name = _scheme_name(issuer)
+        schemes[name] = scheme
+        a2a_scopes = (issuer.required_scopes or {}).get("a2a")
+        listed = [str(s) for s in a2a_scopes] if isinstance(a2a_scopes, list) else []
+        requirements.append({"schemes": {name: {"list": listed}}})
+    return schemes, requirements
+
+
+def public_card(
+    *, features: A2AFeatures, routes: list[SkillRoute], issuers: Sequence[TrustedIssuer] = ()
+) -> AgentCard:
     base = settings.OPENWOP_PUBLIC_URL
+    security_schemes, security_requirements = security_of(issuers)
     interfaces = [
         {"url": base + path, "protocolBinding": binding, "protocolVersion": version}
         for version in _ordered_versions(features)
@@ -109,16 +190,8 @@ def public_card(*, features: A2AFeatures, routes: list[SkillRoute]) -> AgentCard
             "pushNotifications": features.push_notifications,
             "extendedAgentCard": features.agent_cards,
         },
-        "securitySchemes": {
-            BEARER_SCHEME: {
-                "httpAuthSecurityScheme": {
-                    "scheme": "Bearer",
-                    "bearerFormat": "OpenWOP API key",
-                    "description": "Authorization: Bearer <api key>; the key's tenant and subject are the caller.",
-                }
-            }
-        },
-        "securityRequirements": [{"schemes": {BEARER_SCHEME: {"list": []}}}],
+        "securitySchemes": security_schemes,
+        "securityRequirements": security_requirements,
         "defaultInputModes": MEDIA_MODES,
         "defaultOutputModes": MEDIA_MODES,
         "skills": [
@@ -136,7 +209,8 @@ def public_card(*, features: A2AFeatures, routes: list[SkillRoute]) -> AgentCard
 
 def agent_card(*, host_card: AgentCard, entry: InventoryEntry) -> AgentCard:
     """The agent's card, projected from the host card and its inventory entry only: nothing the
-    entry may not carry (no prompt, no handoff schema; `degraded[]` stays on the entry)."""
+    entry may not carry (no prompt, no handoff schema; `degraded[]` stays on the entry). Its
+    interfaces are the host card's at or above the agent's effective floor (issue 24)."""
     assert entry.a2a_tenant is not None  # only routed agents have an R
     agent = entry.agent
     card = AgentCard()
@@ -146,6 +220,7 @@ def agent_card(*, host_card: AgentCard, entry: InventoryEntry) -> AgentCard:
     card.description = agent.description or agent.label or agent.persona
     for interface in card.supported_interfaces:
         interface.tenant = entry.a2a_tenant
+    _interfaces_at_or_above(card, _agent_floor(entry))
     del card.skills[:]
     for workflow in entry.workflows:
         card.skills.add(
@@ -157,11 +232,37 @@ def agent_card(*, host_card: AgentCard, entry: InventoryEntry) -> AgentCard:
     return card
 
 
+def _agent_floor(entry: InventoryEntry) -> str:
+    """The agent's effective a2a floor (host, tenant and agent policies; apps/facets/policy.py)."""
+    host_floor = facet_cached(protocol="a2a").minimum_version
+    return agent_floor(protocol="a2a", agent=entry.agent, host_floor=host_floor, tenant_slug=entry.agent.tenant.slug)
+
+
+def _interfaces_at_or_above(card: AgentCard, floor: str) -> None:
+    """An agent's card lists only the versions the agent accepts (issue 24): its interfaces below
+    its effective floor are dropped. The host's public card keeps every offered version."""
+    if not is_valid_version("a2a", floor):
+        return
+    kept = [
+        interface
+        for interface in card.supported_interfaces
+        if not is_valid_version("a2a", interface.protocol_version)
+        or version_key("a2a", interface.protocol_version) >= version_key("a2a", floor)
+    ]
+    if len(kept) != len(card.supported_interfaces):
+        copies = [type(interface)() for interface in kept]
+        for copy, interface in zip(copies, kept, strict=True):
+            copy.CopyFrom(interface)
+        del card.supported_interfaces[:]
+        card.supported_interfaces.extend(copies)
+
+
 def public_card_current() -> tuple[AgentCard, list[SkillRoute], Facet]:
     skill_routes_ensure()
     facet = facet_ensure(protocol="a2a")
     routes = skill_routes_enabled()
-    return public_card(features=features_of(facet), routes=routes), routes, facet
+    card = public_card(features=features_of(facet), routes=routes, issuers=trusted_issuers())
+    return card, routes, facet
 
 
 # ---------------------------------------------------------------------------------------------

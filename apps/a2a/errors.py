@@ -33,16 +33,37 @@ from a2a.utils.errors import (
     VersionNotSupportedError,
 )
 
+from apps.core.errors import Unauthenticated
+
 ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
 BAD_REQUEST_TYPE = "type.googleapis.com/google.rpc.BadRequest"
 A2A_DOMAIN = "a2a-protocol.org"
 
 
 class AuthenticationRequired(A2AError):
-    """No usable bearer credential. One fixed message for every bad credential (missing, malformed,
-    unknown, revoked), so the answer discloses nothing about which it was."""
+    """No usable bearer credential. One fixed message for every plain `unauthenticated` refusal
+    (missing, malformed, unknown), so the answer discloses nothing about which it was.
+
+    The identity chapter's specific refusals (identity.md §2.1, §6: identity_unverified,
+    identity_unresolvable, audience_mismatch, credential_revoked, credential_lifetime_exceeded)
+    reach the wire: raised inside the door's `except` of that refusal (`raise
+    AuthenticationRequired() from None`), the answer carries its code as ErrorInfo metadata
+    `openwopError` and its message (`identity_refusal`)."""
 
     message = "A valid bearer credential is required."
+
+
+class InsufficientScope(A2AError):
+    """The caller's access token lacks a scope its issuer requires for the `a2a` method family
+    (issue 25; identity.md §2.5): HTTP 403 with the scope challenge (apps/doors/oauth.py), gRPC
+    PERMISSION_DENIED; ErrorInfo metadata `requiredScopes` lists them (space separated)."""
+
+    message = "The access token lacks a scope this interface requires."
+
+    def __init__(self, *, scopes: tuple[str, ...] = (), challenge: str = 'Bearer error="insufficient_scope"') -> None:
+        message = f"{self.message[:-1]} ({' '.join(scopes)})." if scopes else self.message
+        super().__init__(message, data={"requiredScopes": " ".join(scopes)} if scopes else None)
+        self.challenge = challenge  # the WWW-Authenticate value the 403 carries
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +98,8 @@ ERROR_ROWS: dict[type[A2AError], ErrorRow] = {
     # rather than a custom -32000-range code no client maps, with reason UNAUTHENTICATED naming
     # the cause. The A2A TCK (1.0-dev) sends no credentials and has no test of this answer.
     AuthenticationRequired: ErrorRow(-32600, 401, "UNAUTHENTICATED", "UNAUTHENTICATED"),
+    # Not an A2A error type either: RFC 6750 §3.1 insufficient_scope is a 403 (same -32600 reasoning).
+    InsufficientScope: ErrorRow(-32600, 403, "PERMISSION_DENIED", "INSUFFICIENT_SCOPE"),
 }
 
 AUTHENTICATE_HEADER = 'Bearer realm="openwop"'
@@ -86,9 +109,30 @@ def error_row(error: A2AError) -> ErrorRow:
     return ERROR_ROWS.get(type(error), ERROR_ROWS[InternalError])
 
 
+def identity_refusal(error: A2AError) -> Unauthenticated | None:
+    """The specific identity refusal an AuthenticationRequired stands for: the Unauthenticated it
+    was raised while handling (`__context__`, kept by `raise ... from None`), unless that is the
+    plain `unauthenticated`, whose bytes stay the one fixed answer."""
+    if not isinstance(error, AuthenticationRequired):
+        return None
+    refusal = error.__context__
+    if isinstance(refusal, Unauthenticated) and refusal.code != Unauthenticated.code:
+        return refusal
+    return None
+
+
+def error_message(error: A2AError) -> str:
+    refusal = identity_refusal(error)
+    return refusal.message if refusal is not None else error.message
+
+
 def _string_metadata(error: A2AError) -> dict[str, str]:
     data = error.data if isinstance(error.data, dict) else {}
-    return {str(k): v for k, v in data.items() if isinstance(v, str)}
+    metadata = {str(k): v for k, v in data.items() if isinstance(v, str)}
+    refusal = identity_refusal(error)
+    if refusal is not None:
+        metadata["openwopError"] = refusal.code
+    return metadata
 
 
 def error_details(error: A2AError) -> list[dict[str, Any]]:
@@ -119,7 +163,7 @@ def jsonrpc_error_body(error: A2AError, request_id: Any) -> dict[str, Any]:
     return {
         "jsonrpc": "2.0",
         "id": request_id,
-        "error": {"code": error_row(error).jsonrpc_code, "message": error.message, "data": error_details(error)},
+        "error": {"code": error_row(error).jsonrpc_code, "message": error_message(error), "data": error_details(error)},
     }
 
 
@@ -130,7 +174,7 @@ def rest_error_body(error: A2AError) -> tuple[int, dict[str, Any]]:
         "error": {
             "code": row.http_status,
             "status": row.grpc_status,
-            "message": error.message,
+            "message": error_message(error),
             "details": error_details(error),
         }
     }

@@ -49,7 +49,7 @@ from google.protobuf.empty_pb2 import Empty
 from google.rpc import error_details_pb2, status_pb2
 
 from apps.a2a import operations
-from apps.a2a.errors import A2A_DOMAIN, ERROR_INFO_TYPE, error_details, error_row
+from apps.a2a.errors import A2A_DOMAIN, ERROR_INFO_TYPE, error_details, error_message, error_row
 from apps.a2a.operations import Call, StreamPlan
 from apps.a2a.refusals import REFUSAL_ROWS
 from apps.a2a.streams import rest_frame, task_stream
@@ -100,7 +100,8 @@ def _status_bytes(code: grpc.StatusCode, message: str, details: list[dict[str, A
 
 def refused_for_error(error: A2AError) -> GrpcRefused:
     code = grpc.StatusCode[error_row(error).grpc_status]
-    return GrpcRefused(code, error.message, _status_bytes(code, error.message, error_details(error)))
+    message = error_message(error)  # an identity refusal's own message (apps/a2a/errors.py)
+    return GrpcRefused(code, message, _status_bytes(code, message, error_details(error)))
 
 
 def refused_for_limit(refusal: Refusal) -> GrpcRefused:

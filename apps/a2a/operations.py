@@ -49,7 +49,7 @@ from google.protobuf.message import Message as ProtoMessage
 
 from apps.a2a import lean
 from apps.a2a.card import A2AFeatures, features_of, served_card_cached
-from apps.a2a.errors import AuthenticationRequired, invalid_params
+from apps.a2a.errors import AuthenticationRequired, InsufficientScope, invalid_params
 from apps.a2a.selectors import task_page, task_page_size, task_run_readable, task_view_of
 from apps.a2a.services import (
     agent_skill_resolve,
@@ -65,7 +65,15 @@ from apps.a2a.wire import TERMINAL_STATES, TaskView, task_from_view
 from apps.agents.selectors import InventoryEntry, agent_by_a2a_tenant
 from apps.core.egress import EgressRefused, egress_check_url
 from apps.core.errors import NotFound, OpenWopError, ValidationFailed
-from apps.facets.negotiation import Decision, inbound_peer_origin, negotiation_decide
+from apps.doors.oauth import OAuthDoorState, insufficient_scope_challenge, oauth_door_state, scopes_missing
+from apps.facets.negotiation import (
+    Decision,
+    inbound_peer_origin,
+    negotiation_decide,
+    negotiation_precheck,
+    negotiation_record,
+)
+from apps.facets.policy import tenant_floors_cached
 from apps.facets.services import facet_cached
 from apps.push import services as push_services
 from apps.push.limits import push_backlog_check
@@ -86,6 +94,9 @@ class Call:
     agent: InventoryEntry | None = None
     # Served by the door itself on PostgreSQL (apps/doors): reads may use the event loop's pool.
     lean: bool = False
+    # What the exchange was negotiated from, so `call_routed` can check a resolved agent's floor.
+    requested: str | None = None
+    peer_origin: str = "anonymous"
 
 
 def version_accepted(decision: Decision) -> None:
@@ -97,26 +108,53 @@ def version_accepted(decision: Decision) -> None:
         )
 
 
+def scopes_granted(subject: Subject, state: OAuthDoorState) -> None:
+    """The `a2a` method family's scopes (issue 25): an access token lacking one its issuer
+    requires is refused with InsufficientScope (403 and the scope challenge; gRPC PERMISSION_DENIED)."""
+    missing = scopes_missing(state, subject, "a2a")
+    if missing:
+        challenge = insufficient_scope_challenge(metadata_url=state.host_metadata_url, scopes=missing)
+        raise InsufficientScope(scopes=missing, challenge=challenge)
+
+
 def call_open(*, authorization: str | None, requested: str | None, origin: str | None) -> Call:
     """The exchange's Call through the ORM, for every binding that is not the lean door (JSON-RPC
     and HTTP+JSON through Django's handler, gRPC): the Subject (one refusal for every bad
     credential), the facet read once (the decision and the features agree), the decision and its
     `negotiation.decided` record (the caller's host event: an inbound exchange is no run's)."""
     try:
-        subject = subject_from_authorization_cached(authorization)
+        subject = subject_from_authorization_cached(authorization, door="a2a")
     except OpenWopError:
         raise AuthenticationRequired() from None  # same bytes for missing, malformed, unknown, revoked
+    if subject.scopes is not None:  # an access token (API keys carry no scopes: no lookup)
+        scopes_granted(subject, oauth_door_state())
     facet = facet_cached(protocol="a2a")
+    peer_origin = inbound_peer_origin(origin_header=origin, subject=subject)
     decision = negotiation_decide(
         protocol="a2a",
         requested=requested,
-        peer_origin=inbound_peer_origin(origin_header=origin, subject=subject),
+        peer_origin=peer_origin,
         subject=subject,
         run=None,
         facet=facet,
     )
     version_accepted(decision)
-    return Call(subject=subject, features=features_of(facet))
+    return Call(subject=subject, features=features_of(facet), requested=requested, peer_origin=peer_origin)
+
+
+def agent_version_accepted(call: Call, entry: InventoryEntry) -> None:
+    """The agent's version policy (issue 24; apps/facets/negotiation.py): once `tenant: R` resolved
+    to an agent, the version the exchange was negotiated at must also clear the agent's floor; a
+    version below it is refused as below the host floor (-32009), with its `below-floor` record."""
+    if not tenant_floors_cached(tenant_slug=call.subject.tenant).agents:
+        return  # no agent of the tenant has a floor of its own (the common case: no decision to redo)
+    decision = negotiation_precheck(
+        protocol="a2a", requested=call.requested, peer_offers=None, authenticated=True,
+        facet=facet_cached(protocol="a2a"), tenant=call.subject.tenant, agent_pk=entry.agent.pk,
+    )
+    if not decision.accepted:
+        negotiation_record(decision, peer_origin=call.peer_origin, subject=call.subject)
+        version_accepted(decision)
 
 
 UNKNOWN_TENANT_MESSAGE = "The tenant names no agent of the caller."
@@ -139,6 +177,7 @@ def call_routed(call: Call, tenant: str) -> Call:
     entry = agent_by_a2a_tenant(subject=call.subject, a2a_tenant=tenant)
     if entry is None:
         raise invalid_params(UNKNOWN_TENANT_MESSAGE, field="tenant")
+    agent_version_accepted(call, entry)
     return replace(call, agent=entry)
 
 

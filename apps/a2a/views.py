@@ -54,6 +54,7 @@ from apps.a2a.card import acard_document_cached, card_document_cached, features_
 from apps.a2a.errors import (
     AUTHENTICATE_HEADER,
     AuthenticationRequired,
+    InsufficientScope,
     invalid_params,
     jsonrpc_error_body,
     rest_error_body,
@@ -70,6 +71,7 @@ from apps.core.ids import unproject_id
 from apps.core.json_limits import json_loads_limited, request_json
 from apps.core.overload import is_overload
 from apps.core.sse import sse_response
+from apps.doors.oauth import aoauth_door_state, bearer_challenge
 from apps.doors.request import is_lean
 from apps.facets.negotiation import inbound_peer_origin, negotiation_decide_batched
 from apps.facets.services import afacet_cached
@@ -112,19 +114,22 @@ async def _call_of(request: HttpRequest) -> Call:
     if not (is_lean(request) and async_db_enabled()):
         return await sync_to_async(_caller)(request)
     try:
-        subject = await asubject_from_authorization_cached(request.headers.get("Authorization"))
+        subject = await asubject_from_authorization_cached(request.headers.get("Authorization"), door="a2a")
     except OpenWopError:
         raise AuthenticationRequired() from None
+    if subject.scopes is not None:  # an access token (API keys carry no scopes: no lookup)
+        operations.scopes_granted(subject, await aoauth_door_state(lean=True))
     facet = await afacet_cached(protocol="a2a")
+    requested, peer_origin = _requested_version(request), _peer_origin(request, subject)
     decision = await negotiation_decide_batched(
         protocol="a2a",
-        requested=_requested_version(request),
-        peer_origin=_peer_origin(request, subject),
+        requested=requested,
+        peer_origin=peer_origin,
         subject=subject,
         facet=facet,
     )
     operations.version_accepted(decision)
-    return Call(subject=subject, features=features_of(facet), lean=True)
+    return Call(subject=subject, features=features_of(facet), lean=True, requested=requested, peer_origin=peer_origin)
 
 
 def _media_type_ok(request: HttpRequest) -> bool:
@@ -179,9 +184,13 @@ def _rpc_id(body: Any) -> Any:
 
 def _rpc_error(error: A2AError, request_id: Any) -> JsonResponse:
     status = 401 if isinstance(error, AuthenticationRequired) else 200
+    if isinstance(error, InsufficientScope):
+        status = 403  # RFC 6750 §3.1, as the HTTP+JSON binding (issue 25)
     response = JsonResponse(jsonrpc_error_body(error, request_id), status=status)
     if status == 401:
         response["WWW-Authenticate"] = AUTHENTICATE_HEADER
+    elif isinstance(error, InsufficientScope):
+        response["WWW-Authenticate"] = error.challenge
     return response
 
 
@@ -249,7 +258,7 @@ async def jsonrpc_endpoint(request: HttpRequest) -> HttpResponseBase:
         message_type, handler = RPC_METHODS[method]
         result = await handler(call, _parse_params(message_type, body.get("params")))
     except A2AError as error:
-        return _rpc_error(error, request_id)
+        return await _challenged(request, _rpc_error(error, request_id))
     except Exception as exc:
         if is_overload(exc):
             raise  # 503 + Retry-After in this binding's wire (RequestLimitsMiddleware.process_exception)
@@ -276,11 +285,25 @@ def _sse(plan: StreamPlan, frame: Callable[[Any], dict[str, Any]]) -> HttpRespon
 # HTTP+JSON
 
 
+async def _challenged(request: HttpRequest, response: JsonResponse) -> JsonResponse:
+    """A 401 on a host with an OAuth lane names the host's RFC 9728 metadata (identity.md §2.5),
+    with `error="invalid_token"` when a credential was presented (issue 25)."""
+    if response.status_code != 401:
+        return response
+    state = await aoauth_door_state(lean=is_lean(request) and async_db_enabled())
+    if state.enabled:
+        presented = bool((request.headers.get("Authorization") or "").strip())
+        response["WWW-Authenticate"] = bearer_challenge(metadata_url=state.host_metadata_url, presented=presented)
+    return response
+
+
 def _rest_error(error: A2AError) -> JsonResponse:
     status, body = rest_error_body(error)
     response = JsonResponse(body, status=status)
     if isinstance(error, AuthenticationRequired):
         response["WWW-Authenticate"] = AUTHENTICATE_HEADER
+    elif isinstance(error, InsufficientScope):
+        response["WWW-Authenticate"] = error.challenge
     return response
 
 
@@ -435,7 +458,7 @@ async def rest_endpoint(request: HttpRequest, route: str) -> HttpResponseBase:
         request._openwop_rest_operation = handler.__name__  # type: ignore[attr-defined]  # metrics' label
         result = await handler(call, request, task_ref, tenant)
     except A2AError as error:
-        return _rest_error(error)
+        return await _challenged(request, _rest_error(error))
     except Exception as exc:
         if is_overload(exc):
             raise  # 503 + Retry-After in this binding's wire (RequestLimitsMiddleware.process_exception)

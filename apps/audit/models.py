@@ -115,3 +115,50 @@ class NegotiationDailyCount(TenantOwnedModel):
 
     def __str__(self) -> str:
         return f"{self.day} {self.tenant_id} {self.protocol} {self.outcome} {self.requested or '-'}: {self.count}"
+
+
+class NegotiationPeerDaily(TenantOwnedModel):
+    """Daily rollup of `negotiation.decided` records per peer, for the deprecation view (issue 24).
+
+    One row per (UTC day, tenant, protocol, requested version, peer digest) with the number of
+    exchanges and how many of them were accepted (a downgrade is accepted too), kept by database
+    triggers on both homes of the record (migration 0007) like `NegotiationDailyCount`. It exists
+    so distinct peers and tenants over a window are counted from rows whose number follows
+    days x tenants x versions x peers, never records. `requested` is "" when the peer named no
+    version; `peer_digest` is the record's `peerDigest` ("" if it had none). Only triggers write it.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    day = models.DateField()
+    protocol = models.CharField(max_length=32)
+    requested = models.CharField(max_length=64, blank=True, default="")
+    peer_digest = models.CharField(max_length=128, blank=True, default="")
+    count = models.PositiveBigIntegerField(default=0)
+    accepted = models.PositiveBigIntegerField(default=0, help_text="Of `count`, the exchanges accepted.")
+
+    class Meta(TenantOwnedModel.Meta):
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "tenant", "protocol", "requested", "peer_digest"],
+                name="negotiationpeer_one_row_per_key",
+            ),
+        ]
+        indexes = [
+            # The view's table and drill-down: one protocol (and version) over a window of days,
+            # answered from the index alone.
+            models.Index(
+                fields=["protocol", "requested", "day"],
+                include=["tenant", "peer_digest", "count", "accepted"],
+                name="negotiationpeer_protocol_day",
+            ),
+            # A tenant's console notice: one tenant, one protocol, the last days.
+            models.Index(
+                fields=["tenant", "protocol", "day"],
+                include=["requested", "peer_digest", "count"],
+                name="negotiationpeer_tenant_day",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        peer = self.peer_digest[:12] or "-"
+        return f"{self.day} {self.tenant_id} {self.protocol} {self.requested or '-'} {peer}: {self.count}"

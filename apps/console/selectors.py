@@ -13,7 +13,9 @@ from typing import Any
 from django.conf import settings
 
 from apps.agents.selectors import InventoryEntry, agent_inventory
+from apps.audit.deprecation import VersionUsage, version_usage
 from apps.console.models import TenantMembership
+from apps.facets.policy import ScheduledFloor, scheduled_floors_of_tenant
 from apps.facets.services import facet_ensure
 from apps.push.models import Delivery, PushConfig, Webhook
 from apps.push.selectors import (
@@ -121,3 +123,31 @@ def webhook_detail(*, subject: Subject, webhook_id: str) -> WebhookDetail:
         deliveries=webhook_deliveries(webhook=webhook, limit=RECENT_ROWS),
         dead_letters=webhook_dead_letters(subject=subject, webhook_id=webhook_id, limit=RECENT_ROWS).records,
     )
+
+
+@dataclass(frozen=True)
+class FloorNotice:
+    """A scheduled floor and what the tenant's callers used below it over the last 30 days."""
+
+    floor: ScheduledFloor
+    usage: list[VersionUsage]
+
+
+FLOOR_NOTICE_DAYS = 30
+
+
+def floor_notices(*, tenant: Tenant) -> list[FloorNotice]:
+    """The console's notice (issue 24): each floor scheduled to bind the tenant's exchanges, with
+    the versions below it its callers requested (apps.audit.deprecation rollups: which, since when,
+    from how many peers)."""
+    notices = []
+    for scheduled in scheduled_floors_of_tenant(tenant=tenant):
+        try:
+            usage = version_usage(
+                protocol=scheduled.protocol, tenant_slug=tenant.slug, versions_below=scheduled.floor,
+                days=FLOOR_NOTICE_DAYS,
+            )
+        except ValueError:  # a floor outside the grammar: nothing to measure it against
+            usage = []
+        notices.append(FloorNotice(floor=scheduled, usage=usage))
+    return notices

@@ -167,6 +167,8 @@ def keys(request: HttpRequest, membership: TenantMembership) -> HttpResponse:
     response = _page(
         request, membership, "console/keys.html", form=form, new_key=new_key,
         keys=selectors.api_keys(tenant=membership.tenant),
+        # The console's home page (home redirects here): scheduled floors that will bind the tenant.
+        floor_notices=selectors.floor_notices(tenant=membership.tenant),
     )
     response["Cache-Control"] = "no-store"  # the page may carry a raw key
     return response

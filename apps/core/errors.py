@@ -20,6 +20,10 @@ REGISTERED_STATUS: dict[str, int] = {
     "unsupported_stream_mode": 400,
     "unauthenticated": 401,
     "credential_revoked": 401,
+    "identity_unverified": 401,
+    "identity_unresolvable": 401,
+    "audience_mismatch": 401,
+    "credential_lifetime_exceeded": 401,
     "forbidden": 403,
     "id_tenant_mismatch": 403,
     "not_found": 404,
@@ -120,6 +124,27 @@ class Unauthenticated(OpenWopError):
 class CredentialRevoked(Unauthenticated):
     code = "credential_revoked"
     default_message = "The credential has been revoked."
+
+
+# identity.md §2.1 / §6: the specific refusals of a presented credential (all 401, fail closed).
+class IdentityUnverified(Unauthenticated):
+    code = "identity_unverified"
+    default_message = "The credential could not be verified."
+
+
+class IdentityUnresolvable(Unauthenticated):
+    code = "identity_unresolvable"
+    default_message = "The credential does not resolve to a Subject of this host."
+
+
+class AudienceMismatch(Unauthenticated):
+    code = "audience_mismatch"
+    default_message = "The credential is not addressed to this host."
+
+
+class CredentialLifetimeExceeded(Unauthenticated):
+    code = "credential_lifetime_exceeded"
+    default_message = "The credential's lifetime exceeds the advertised bound."
 
 
 class Forbidden(OpenWopError):

@@ -21,12 +21,15 @@ empties the matching cache in every process:
 - **Committed reads only.** Inside an atomic block the caller may be reading its own uncommitted
   writes (or a test's rolled-back data): the cache is bypassed, neither read nor filled.
 
-Topics and the tables whose triggers empty them: `apikey` (sha256 of the raw key -> Subject):
-tenants_apikey, tenants_tenant; `facet` (protocol -> Facet): facets_facet; `card` (the public
-card document and per-agent cards, signed, and the JWKS): facets_facet, a2a_skillroute,
-agents_agent, agents_workflow, tenants_tenant, a2a_cardsigningkey. The readers are
-`tenants.selectors.subject_from_authorization_cached`, `facets.services.facet_cached` and
-`a2a.card.card_document_cached` (each with an async twin).
+Topics and the tables whose triggers empty them: `apikey` (sha256 of the raw key -> Subject,
+and of a verified access token -> Subject): tenants_apikey, tenants_tenant, oauth_trustedissuer,
+oauth_trustedissuer_allowed_tenants; `facet` (protocol -> Facet, and ("policy", tenant slug) -> the
+tenant's version policies): facets_facet, facets_versionpolicy; `card` (the public card document
+and per-agent cards, signed, and the JWKS): facets_facet, facets_versionpolicy, a2a_skillroute,
+agents_agent, agents_workflow, tenants_tenant, a2a_cardsigningkey,
+oauth_trustedissuer (the card's security schemes), oauth_trustedissuer_allowed_tenants. The readers are
+`tenants.selectors.subject_from_authorization_cached`, `facets.services.facet_cached`,
+`facets.policy.tenant_floors_cached` and `a2a.card.card_document_cached` (each with an async twin).
 
 What "the next request" means: a request that starts after the notification reached the process.
 PostgreSQL signals the listening backends before the writer's COMMIT returns, so the window is the
@@ -61,7 +64,7 @@ T = TypeVar("T")
 CHANNEL = "openwop_invalidate"
 
 TOPIC_APIKEY = "apikey"  # sha256(raw key) -> Subject: API keys, tenants
-TOPIC_FACET = "facet"  # protocol -> Facet: facets
+TOPIC_FACET = "facet"  # protocol -> Facet: facets; ("policy", tenant) -> version policies
 TOPIC_CARD = "card"  # the card documents: facets, skill routes, agents, workflows
 TOPICS = (TOPIC_APIKEY, TOPIC_FACET, TOPIC_CARD)
 

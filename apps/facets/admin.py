@@ -28,8 +28,14 @@ from apps.a2a.wire import to_wire
 from apps.core.admin_read_only import ReadOnlyAdminMixin
 from apps.core.errors import ValidationFailed
 from apps.facets.discovery import discovery_document
-from apps.facets.models import Facet, FacetChange, FacetRefresh
-from apps.facets.services import EDITABLE_FIELDS, facet_refresh, facet_update
+from apps.facets.models import Facet, FacetChange, FacetRefresh, VersionPolicy, VersionPolicyChange
+from apps.facets.services import (
+    EDITABLE_FIELDS,
+    facet_refresh,
+    facet_update,
+    version_policy_clear,
+    version_policy_set,
+)
 
 Freshness = Literal["fresh", "due", "stale"]
 DUE_WITHIN_DAYS = 7  # a week's notice before an advertisement breaks the refresh SLA
@@ -68,7 +74,9 @@ class AppendOnlyAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 @admin.register(Facet)
 class FacetAdmin(admin.ModelAdmin):
     list_display = ("protocol", "versions", "preferred_version", "minimum_version", "refreshed_at", "freshness")
-    readonly_fields = ("protocol", "refreshed_at", "freshness", "updated_at")
+    readonly_fields = (
+        "protocol", "refreshed_at", "freshness", "updated_at", "scheduled_minimum_version", "scheduled_at",
+    )
     actions = ("reevaluate",)
     change_form_template = "admin/facets/facet/change_form.html"
 
@@ -80,7 +88,9 @@ class FacetAdmin(admin.ModelAdmin):
 
     def get_fields(self, request: HttpRequest, obj: Facet | None = None) -> tuple[str, ...]:
         editable = list(EDITABLE_FIELDS[obj.protocol]) if obj else []  # type: ignore[index]
-        return ("protocol", *editable, "refreshed_at", "freshness", "updated_at")
+        # The scheduled floor is set with `facet_set --at` (audited); shown here, not edited.
+        schedule = ("scheduled_minimum_version", "scheduled_at")
+        return ("protocol", *editable, *schedule, "refreshed_at", "freshness", "updated_at")
 
     @admin.display(description="Refresh SLA")
     def freshness(self, obj: Facet) -> str:
@@ -160,3 +170,58 @@ class FacetRefreshAdmin(AppendOnlyAdmin):
     readonly_fields = (
         "protocol", "at", "evaluated_on", "ok", "offered", "unknown", "registry_source", "registry_updated",
     )
+
+
+@admin.register(VersionPolicy)
+class VersionPolicyAdmin(admin.ModelAdmin):
+    """A tenant's or an agent's floor (issue 24). The form runs the policy rules (model clean():
+    never looser than the host floor, an agent's never looser than its tenant's) and shows their
+    messages on the fields; every save and delete goes through the services, audited in the same
+    transaction as the change (VersionPolicyChange)."""
+
+    list_display = ("tenant", "agent", "protocol", "minimum_version", "scheduled_minimum_version", "scheduled_at")
+    list_filter = ("protocol",)
+    search_fields = ("tenant__slug", "agent__agent_id")
+    list_select_related = ("tenant", "agent")
+    fields = ("tenant", "agent", "protocol", "minimum_version", "scheduled_minimum_version", "scheduled_at")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: VersionPolicy | None = None) -> tuple[str, ...]:
+        return ("tenant", "agent", "protocol") if obj is not None else ()  # a policy's key never moves
+
+    def _actor(self, request: HttpRequest) -> str:
+        return f"admin:{request.user.get_username()}"
+
+    def save_model(self, request: HttpRequest, obj: VersionPolicy, form: Any, change: bool) -> None:
+        try:
+            policy = version_policy_set(
+                tenant=obj.tenant,
+                agent=obj.agent if obj.agent_id is not None else None,
+                protocol=obj.protocol,  # type: ignore[arg-type]
+                minimum=obj.minimum_version,
+                scheduled_minimum=obj.scheduled_minimum_version,
+                scheduled_at=obj.scheduled_at,
+                actor=self._actor(request),
+            )
+        except ValidationFailed as exc:  # clean() already ran the same rules; this is a race
+            messages.error(request, exc.message)
+            return
+        obj.pk, obj.updated_at = policy.pk, policy.updated_at
+
+    def delete_model(self, request: HttpRequest, obj: VersionPolicy) -> None:
+        version_policy_clear(
+            tenant=obj.tenant, agent=obj.agent if obj.agent_id is not None else None,
+            protocol=obj.protocol, actor=self._actor(request),  # type: ignore[arg-type]
+        )
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[VersionPolicy]) -> None:
+        for policy in queryset.select_related("tenant", "agent"):
+            self.delete_model(request, policy)
+
+
+@admin.register(VersionPolicyChange)
+class VersionPolicyChangeAdmin(AppendOnlyAdmin):
+    list_display = ("at", "tenant_slug", "agent_id", "protocol", "actor")
+    list_filter = ("protocol",)
+    search_fields = ("tenant_slug", "agent_id", "actor")
+    date_hierarchy = "at"
+    readonly_fields = ("tenant_slug", "agent_id", "protocol", "actor", "before", "after", "at")

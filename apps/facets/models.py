@@ -53,9 +53,21 @@ class Facet(models.Model):
         default=4, validators=[MinValueValidator(1), MaxValueValidator(16)]
     )
 
+    # A scheduled host floor (issue 24): the beat job `facets.apply_scheduled_floors` moves it into
+    # minimum_version at scheduled_at. Set through `facet_floor_schedule` (`facet_set --at`).
+    scheduled_minimum_version = models.CharField(
+        max_length=16, blank=True, editable=False, help_text="The floor that takes effect at scheduled_at."
+    )
+    scheduled_at = models.DateTimeField(null=True, blank=True, editable=False)
+
     class Meta:
         ordering = ["protocol"]
         constraints = [
+            models.CheckConstraint(
+                condition=models.Q(scheduled_minimum_version="", scheduled_at__isnull=True)
+                | (~models.Q(scheduled_minimum_version="") & models.Q(scheduled_at__isnull=False)),
+                name="facet_schedule_complete",
+            ),
             models.CheckConstraint(
                 condition=models.Q(refresh_window_days__gte=1, refresh_window_days__lte=MAX_REFRESH_WINDOW_DAYS),
                 name="facet_refresh_window_at_most_90_days",
@@ -116,3 +128,82 @@ class FacetRefresh(models.Model):
 
     def __str__(self) -> str:
         return f"{self.protocol} registry evaluation on {self.evaluated_on}: {'ok' if self.ok else 'unknown versions'}"
+
+
+class VersionPolicy(models.Model):
+    """A tenant's (agent is None) or one agent's floor for one protocol; never looser than the host
+    facet's (apps/facets/policy.py). Written only through `version_policy_set` / `_clear` (audited)."""
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="version_policies")
+    agent = models.ForeignKey(
+        "agents.Agent", null=True, blank=True, on_delete=models.CASCADE, related_name="version_policies",
+        help_text="Empty: the floor of the whole tenant.",
+    )
+    protocol = models.CharField(max_length=3, choices=FacetProtocol.choices)
+    minimum_version = models.CharField(
+        max_length=16, blank=True, help_text="The floor in force at this level; empty: none of its own."
+    )
+    scheduled_minimum_version = models.CharField(
+        max_length=16, blank=True, help_text="A floor that takes effect at scheduled_at; empty: none."
+    )
+    scheduled_at = models.DateTimeField(null=True, blank=True, help_text="When the scheduled floor takes effect.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["tenant_id", "protocol", "agent_id"]  # no join: rows are locked FOR UPDATE
+        verbose_name_plural = "version policies"
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "agent", "protocol"], name="version_policy_one_per_agent"),
+            models.UniqueConstraint(
+                fields=["tenant", "protocol"], condition=models.Q(agent__isnull=True),
+                name="version_policy_one_per_tenant",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(scheduled_minimum_version="", scheduled_at__isnull=True)
+                | (~models.Q(scheduled_minimum_version="") & models.Q(scheduled_at__isnull=False)),
+                name="version_policy_schedule_complete",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        level = f"agent {self.agent.agent_id}" if self.agent_id is not None and self.agent else "tenant"
+        return f"{self.protocol} floor of {self.tenant} ({level})"
+
+    def clean(self) -> None:
+        from apps.facets.policy import version_policy_errors
+
+        if self.tenant_id is None or self.protocol not in ("a2a", "mcp"):
+            return  # the field errors say so
+        errors = version_policy_errors(
+            tenant=self.tenant,
+            agent=self.agent if self.agent_id is not None else None,
+            protocol=self.protocol,  # type: ignore[arg-type]
+            minimum=self.minimum_version,
+            scheduled_minimum=self.scheduled_minimum_version,
+            scheduled_at=self.scheduled_at,
+        )
+        if errors:
+            raise ValidationError(errors)
+
+
+class VersionPolicyChange(models.Model):
+    """Who changed a version policy, what, before and after. Append-only; it keeps the tenant's
+    slug and the agent's agentId as text, so it outlives both."""
+
+    tenant_slug = models.CharField(max_length=128)
+    agent_id = models.CharField(max_length=128, blank=True, help_text="Empty for the tenant-wide policy.")
+    protocol = models.CharField(max_length=3, choices=FacetProtocol.choices)
+    actor = models.CharField(max_length=200, help_text="Operator username, or the service that changed it.")
+    before = models.JSONField(null=True)
+    after = models.JSONField()
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        level = f"agent {self.agent_id}" if self.agent_id else "tenant"
+        return (
+            f"{self.protocol} floor of {self.tenant_slug} ({level})"
+            f" changed by {self.actor} at {self.at:%Y-%m-%d %H:%M}"
+        )

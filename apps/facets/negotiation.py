@@ -5,6 +5,19 @@ MCP-Protocol-Version) and the outbound clients: the decision is a pure function 
 requested version, the peer's offers and whether the exchange is authenticated; every outcome,
 refusals included, leaves exactly one `negotiation.decided` record, written in the same
 transaction as the decision, on the run's log or else as the caller's durable host event.
+
+The floor is the effective floor (apps/facets/policy.py, issue 24): the strictest of the host
+facet's, the tenant's policy and, when the exchange targets an agent, the agent's. A refusal under
+it is `below-floor` with that floor in the record's `floor`, exactly as under the host floor.
+Which exchanges see which floor:
+
+- MCP (HTTP and stdio, per-request and handshake-era) and every A2A operation: the caller's
+  tenant floor (the Subject's tenant).
+- A2A operations that resolve a `tenant: R` to an agent (SendMessage, SendStreamingMessage,
+  GetExtendedAgentCard; apps/a2a/operations.py `call_routed`): that agent's floor too. The
+  exchange was already negotiated for the tenant before R was read; the agent's floor is checked
+  once R resolves, and a version below it is refused (-32009) with its own `below-floor` record.
+- Outbound exchanges (apps/peers/outbound.py): the run's tenant's floor.
 """
 
 from __future__ import annotations
@@ -22,6 +35,7 @@ from django.utils import timezone
 from apps.core.errors import OpenWopError
 from apps.core.metrics import negotiation_decided
 from apps.facets.models import Facet
+from apps.facets.policy import TenantFloors, atenant_floors_cached, effective_floor, tenant_floors_cached
 from apps.facets.services import facet_ensure
 from apps.facets.versions import Protocol, is_valid_version, version_key
 from apps.tenants.subject import Subject
@@ -165,6 +179,8 @@ def negotiation_decide(
     peer_offers: Sequence[str] | None = None,
     authenticated: bool | None = None,
     facet: Facet | None = None,
+    tenant: str | None = None,
+    agent_pk: int | None = None,
 ) -> Decision:
     """Decide, and record the decision in the same transaction. Returns the decision either way;
     callers raise `NegotiationRefused(decision)` (or their protocol's error) on a refusal.
@@ -172,13 +188,16 @@ def negotiation_decide(
     `authenticated` defaults to "a Subject made the request" (inbound); an outbound exchange says
     whether the host presented its own outbound identity to the peer. `facet` is the protocol's
     facet row when the caller already read it in this request (it uses it for its features too);
-    else it is read here."""
+    else it is read here. `tenant` (a slug) defaults to the Subject's: its policy's floor applies;
+    `agent_pk` names the agent the exchange targets, whose floor applies too."""
     decision = negotiation_precheck(
         protocol=protocol,
         requested=requested,
         peer_offers=peer_offers,
         authenticated=subject is not None if authenticated is None else authenticated,
         facet=facet,
+        tenant=tenant if tenant is not None else (subject.tenant if subject is not None else None),
+        agent_pk=agent_pk,
     )
     negotiation_record(decision, peer_origin=peer_origin, subject=subject, run=run)
     return decision
@@ -191,18 +210,25 @@ def negotiation_precheck(
     peer_offers: Sequence[str] | None,
     authenticated: bool,
     facet: Facet | None = None,
+    tenant: str | None = None,
+    agent_pk: int | None = None,
+    floors: TenantFloors | None = None,
 ) -> Decision:
-    """The decision against the facet as it stands, recording nothing. A client asks this before
-    it puts a version on the wire, so a version below the floor is never sent."""
+    """The decision against the facet and the policies as they stand, recording nothing. A client
+    asks this before it puts a version on the wire, so a version below the floor is never sent.
+    `tenant` (slug) and `agent_pk` select the policies; `floors` are the tenant's when the caller
+    already read them (the event loop's path), else they are read here from the process cache."""
     if facet is None:
         facet = facet_ensure(protocol=protocol)
     elif facet.protocol != protocol:
         raise ValueError(f"a {facet.protocol} facet cannot decide {protocol}")
+    if floors is None and tenant is not None:
+        floors = tenant_floors_cached(tenant_slug=tenant)
     return decide(
         protocol=protocol,
         offered=list(facet.versions),
         preferred=facet.preferred_version,
-        floor=facet.minimum_version,
+        floor=effective_floor(protocol=protocol, host_floor=facet.minimum_version, floors=floors, agent_pk=agent_pk),
         requested=requested,
         peer_offers=peer_offers,
         authenticated=authenticated,
@@ -221,13 +247,22 @@ def negotiation_record(decision: Decision, *, peer_origin: str, subject: Subject
 
 
 async def negotiation_decide_batched(
-    *, protocol: Protocol, requested: str | None, peer_origin: str, subject: Subject, facet: Facet
+    *,
+    protocol: Protocol,
+    requested: str | None,
+    peer_origin: str,
+    subject: Subject,
+    facet: Facet,
+    agent_pk: int | None = None,
 ) -> Decision:
     """`negotiation_decide` for an authenticated inbound exchange served from the event loop
-    (apps/doors): the same decision against the facet the caller read, its record group-committed
-    before this returns."""
+    (apps/doors): the same decision against the facet the caller read and the Subject's tenant's
+    policies (the process cache: a hit awaits nothing), its record group-committed before this
+    returns."""
+    floors = await atenant_floors_cached(tenant_slug=subject.tenant)
     decision = negotiation_precheck(
-        protocol=protocol, requested=requested, peer_offers=None, authenticated=True, facet=facet
+        protocol=protocol, requested=requested, peer_offers=None, authenticated=True, facet=facet,
+        floors=floors, agent_pk=agent_pk,
     )
     await negotiation_record_batched(decision, peer_origin=peer_origin, subject=subject)
     return decision

@@ -1,4 +1,5 @@
-"""Writes for facets: creation with defaults, operator edits (audited), registry re-evaluation."""
+"""Writes for facets: creation with defaults, operator edits (audited), registry re-evaluation;
+version policies per tenant and agent, and scheduled floors (issue 24; rules in policy.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import datetime as dt
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -16,9 +17,13 @@ from django.utils import timezone
 
 from apps.core.errors import ValidationFailed
 from apps.core.invalidation import TOPIC_CARD, TOPIC_FACET, acached, cached, invalidate_on_commit
-from apps.facets.models import Facet, FacetChange, FacetRefresh
+from apps.facets.models import Facet, FacetChange, FacetRefresh, VersionPolicy, VersionPolicyChange
 from apps.facets.validation import facet_errors
 from apps.facets.versions import Protocol
+
+if TYPE_CHECKING:
+    from apps.agents.models import Agent
+    from apps.tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
 
@@ -168,3 +173,202 @@ def facet_refresh(*, protocol: Protocol, today: dt.date | None = None) -> FacetR
             protocol=protocol, evaluated_on=today, ok=ok, offered=list(facet.versions), unknown=unknown,
             registry_source=source, registry_updated=registry_updated,
         )
+
+
+# ---------------------------------------------------------------------------------------------
+# Version policy and scheduled floors (issue 24; rules in apps/facets/policy.py)
+
+SCHEDULE_ACTOR = "system:schedule"
+
+
+def _facet_schedule_fields(facet: Facet) -> dict[str, Any]:
+    """The facet as its audit rows record a floor schedule: its fields plus the schedule (JSON)."""
+    return {
+        **facet_fields(facet),
+        "scheduled_minimum_version": facet.scheduled_minimum_version,
+        "scheduled_at": facet.scheduled_at.isoformat() if facet.scheduled_at is not None else None,
+    }
+
+
+def facet_floor_schedule(*, protocol: Protocol, minimum: str, at: dt.datetime | None, actor: str) -> Facet:
+    """Schedule (or, with `minimum` "" and `at` None, cancel) a host floor: `minimum` becomes the
+    facet's minimum_version at `at`, when the beat job applies it. Validated as a floor of the
+    offered list as it stands; audited in the same transaction."""
+    facet_ensure(protocol=protocol)
+    if bool(minimum) != (at is not None):
+        raise ValidationFailed("A scheduled floor needs both a version and the date it takes effect.")
+    if at is not None and at <= timezone.now():
+        raise ValidationFailed(f"The scheduled date {at.isoformat()} is not in the future.")
+    with transaction.atomic():
+        facet = Facet.objects.select_for_update().get(protocol=protocol)
+        if minimum:
+            errors = facet_errors(protocol, {**facet_fields(facet), "minimum_version": minimum}).get("minimum_version")
+            if errors:
+                message = " ".join(e.replace("The floor", "The scheduled host floor") for e in errors)
+                raise ValidationFailed(message, details={"fields": {"scheduled_minimum_version": errors}})
+        before = _facet_schedule_fields(facet)
+        facet.scheduled_minimum_version, facet.scheduled_at = minimum, at
+        after = _facet_schedule_fields(facet)
+        if after == before:
+            return facet
+        facet.save(update_fields=["scheduled_minimum_version", "scheduled_at", "updated_at"])
+        FacetChange.objects.create(protocol=protocol, actor=actor, before=before, after=after)
+        invalidate_on_commit(TOPIC_FACET, TOPIC_CARD)
+    return facet
+
+
+def version_policy_get(*, tenant: Tenant, agent: Agent | None, protocol: Protocol) -> VersionPolicy | None:
+    return VersionPolicy.objects.filter(tenant=tenant, agent=agent, protocol=protocol).first()
+
+
+def version_policy_set(
+    *,
+    tenant: Tenant,
+    agent: Agent | None,
+    protocol: Protocol,
+    minimum: str,
+    scheduled_minimum: str = "",
+    scheduled_at: dt.datetime | None = None,
+    actor: str,
+) -> VersionPolicy:
+    """Set a tenant's (agent None) or an agent's policy to exactly these values, validated
+    (apps/facets/policy.py) and audited in the same transaction. Raises ValidationFailed whose
+    message names every broken rule."""
+    from apps.facets.policy import errors_message, policy_fields, version_policy_errors
+
+    host = facet_ensure(protocol=protocol)
+    # Not durable: the admin calls this inside its own change-form transaction.
+    with transaction.atomic():
+        policy = (
+            VersionPolicy.objects.select_for_update().filter(tenant=tenant, agent=agent, protocol=protocol).first()
+        )
+        errors = version_policy_errors(
+            tenant=tenant, agent=agent, protocol=protocol, minimum=minimum, scheduled_minimum=scheduled_minimum,
+            scheduled_at=scheduled_at, host=host,
+        )
+        if errors:
+            raise ValidationFailed(errors_message(errors), details={"fields": errors})
+        before = policy_fields(policy)
+        if policy is None:
+            policy = VersionPolicy(tenant=tenant, agent=agent, protocol=protocol)
+        policy.minimum_version = minimum
+        policy.scheduled_minimum_version, policy.scheduled_at = scheduled_minimum, scheduled_at
+        after = policy_fields(policy)
+        if after == before:
+            return policy
+        try:
+            with transaction.atomic():
+                policy.save()
+        except IntegrityError as exc:  # created concurrently
+            raise ValidationFailed("The policy was changed concurrently: try again.") from exc
+        _policy_audit(policy, actor=actor, before=before, after=after)
+    return policy
+
+
+def version_policy_clear(*, tenant: Tenant, agent: Agent | None, protocol: Protocol, actor: str) -> bool:
+    """Remove a policy (the level then has no floor of its own); audited. False when there was none.
+
+    Clearing a tenant's policy leaves its agents' policies as they are: each is still never looser
+    than the host floor, which is all an agent's floor must respect once the tenant has none."""
+    from apps.facets.policy import policy_fields
+
+    with transaction.atomic():
+        policy = (
+            VersionPolicy.objects.select_for_update().filter(tenant=tenant, agent=agent, protocol=protocol).first()
+        )
+        if policy is None:
+            return False
+        before = policy_fields(policy)
+        policy.delete()
+        policy.tenant, policy.agent = tenant, agent
+        _policy_audit(
+            policy, actor=actor, before=before,
+            after={"minimum_version": "", "scheduled_minimum_version": "", "scheduled_at": None},
+        )
+    return True
+
+
+def _policy_audit(policy: VersionPolicy, *, actor: str, before: dict[str, Any] | None, after: Any) -> None:
+    VersionPolicyChange.objects.create(
+        tenant_slug=policy.tenant.slug,
+        agent_id=policy.agent.agent_id if policy.agent is not None else "",
+        protocol=policy.protocol,
+        actor=actor,
+        before=before,
+        after=after,
+    )
+    # The table's trigger empties every process's caches; this one does not wait for it.
+    invalidate_on_commit(TOPIC_FACET, TOPIC_CARD)
+
+
+def scheduled_floors_apply(*, now: dt.datetime) -> int:
+    """Apply every scheduled floor (host facets first, then policies) whose date is at or before
+    `now`: the floor moves into minimum_version, the schedule is cleared, and the change is audited
+    (actor `system:schedule`), one transaction per row under its lock. Idempotent: a row already
+    applied has no schedule left. A floor that has become invalid never stops the job: a policy's
+    is applied as the strictest of it and the floors above it (host, tenant); a host floor that is
+    no longer an offered version is dropped, its audit row saying why. Returns the rows changed."""
+    changed = 0
+    for protocol in Facet.objects.filter(scheduled_at__lte=now).values_list("protocol", flat=True):
+        try:
+            changed += _facet_schedule_apply(protocol, now)  # type: ignore[arg-type]
+        except Exception:  # one bad row never stops the others (the next run retries it)
+            logger.exception("applying the scheduled %s host floor failed", protocol)
+    for pk in VersionPolicy.objects.filter(scheduled_at__lte=now).values_list("pk", flat=True):
+        try:
+            changed += _policy_schedule_apply(pk, now)
+        except Exception:
+            logger.exception("applying the scheduled floor of version policy %s failed", pk)
+    return changed
+
+
+def _facet_schedule_apply(protocol: Protocol, now: dt.datetime) -> bool:
+    with transaction.atomic():
+        facet = Facet.objects.select_for_update().get(protocol=protocol)
+        if facet.scheduled_at is None or facet.scheduled_at > now:
+            return False  # applied (or rescheduled) meanwhile
+        before = _facet_schedule_fields(facet)
+        target = facet.scheduled_minimum_version
+        dropped = facet_errors(protocol, {**facet_fields(facet), "minimum_version": target}).get("minimum_version")
+        if not dropped:
+            facet.minimum_version = target
+        facet.scheduled_minimum_version, facet.scheduled_at = "", None
+        facet.save(update_fields=["minimum_version", "scheduled_minimum_version", "scheduled_at", "updated_at"])
+        after = _facet_schedule_fields(facet)
+        if dropped:
+            logger.warning("scheduled %s host floor %s dropped: %s", protocol, target, " ".join(dropped))
+            after["scheduleDropped"] = dropped
+        FacetChange.objects.create(protocol=protocol, actor=SCHEDULE_ACTOR, before=before, after=after)
+        invalidate_on_commit(TOPIC_FACET, TOPIC_CARD)
+    return True
+
+
+def _policy_schedule_apply(pk: int, now: dt.datetime) -> bool:
+    from apps.facets.policy import policy_fields, strictest
+
+    with transaction.atomic():
+        locked = VersionPolicy.objects.select_for_update(of=("self",)).select_related("tenant", "agent")
+        policy = locked.filter(pk=pk).first()
+        if policy is None or policy.scheduled_at is None or policy.scheduled_at > now:
+            return False
+        protocol: Protocol = policy.protocol  # type: ignore[assignment]
+        host_floor = Facet.objects.filter(protocol=protocol).values_list("minimum_version", flat=True).first() or ""
+        tenant_floor = ""
+        if policy.agent_id is not None:
+            tenant_policies = VersionPolicy.objects.filter(
+                tenant_id=policy.tenant_id, agent__isnull=True, protocol=protocol
+            )
+            tenant_floor = tenant_policies.values_list("minimum_version", flat=True).first() or ""
+        before = policy_fields(policy)
+        scheduled = policy.scheduled_minimum_version
+        policy.minimum_version = strictest(protocol, scheduled, host_floor, tenant_floor) or policy.minimum_version
+        policy.scheduled_minimum_version, policy.scheduled_at = "", None
+        policy.save()
+        after = policy_fields(policy) or {}
+        if policy.minimum_version != scheduled:
+            after["scheduleAdjusted"] = (
+                f"The scheduled floor {scheduled} was applied as {policy.minimum_version}, "
+                "the strictest of it and the floors above it."
+            )
+        _policy_audit(policy, actor=SCHEDULE_ACTOR, before=before, after=after)
+    return True

@@ -1,10 +1,14 @@
-"""Periodic re-evaluation of the offered versions (interop.md §The refresh SLA)."""
+"""Periodic re-evaluation of the offered versions (interop.md §The refresh SLA), and scheduled
+floors (issue 24) applied on their date."""
 
 from __future__ import annotations
 
-from celery import shared_task
+import datetime as dt
 
-from apps.facets.services import facet_ensure, facet_refresh
+from celery import shared_task
+from django.utils import timezone
+
+from apps.facets.services import facet_ensure, facet_refresh, scheduled_floors_apply
 from apps.facets.versions import PROTOCOLS
 
 
@@ -15,3 +19,13 @@ def facets_refresh(self) -> list[bool]:
         facet_ensure(protocol=protocol)
         results.append(facet_refresh(protocol=protocol).ok)
     return results
+
+
+@shared_task(bind=True, name="facets.apply_scheduled_floors")
+def facets_apply_scheduled_floors(self, now: str | None = None) -> int:
+    """Every scheduled host and policy floor whose date has come, applied and audited (idempotent:
+    beat may run it twice). `now` (ISO 8601) only for a replay; by default the current instant."""
+    instant = dt.datetime.fromisoformat(now) if now else timezone.now()
+    if timezone.is_naive(instant):
+        instant = timezone.make_aware(instant, dt.UTC)
+    return scheduled_floors_apply(now=instant)

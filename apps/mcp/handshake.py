@@ -53,10 +53,11 @@ _READ_METHODS = frozenset(
 )
 
 
-def handshake_revisions_offered() -> list[str]:
-    """The handshake-era revisions the operator offers at or above the floor, newest first."""
+def handshake_revisions_offered(floor_version: str | None = None) -> list[str]:
+    """The handshake-era revisions the operator offers at or above the floor, newest first: the
+    host floor, or `floor_version` (an exchange's effective floor, its tenant's policy included)."""
     facet = facet_ensure(protocol="mcp")
-    floor = version_key("mcp", facet.minimum_version)
+    floor = version_key("mcp", floor_version or facet.minimum_version)
     offered = [v for v in facet.versions if v in HANDSHAKE_REVISIONS and version_key("mcp", v) >= floor]
     return sorted(offered, key=lambda v: version_key("mcp", v), reverse=True)
 
@@ -97,7 +98,7 @@ def initialize_decide(subject: Subject, params: Any, origin: str | None) -> dict
     if not isinstance(requested, str) or not requested:
         raise invalid_params("params.protocolVersion must name a revision")
     decision = _decide(subject, requested, origin)
-    offered = handshake_revisions_offered()
+    offered = handshake_revisions_offered(decision.floor)  # never below the caller's tenant's floor
     if decision.accepted and decision.version in HANDSHAKE_REVISIONS:
         version = str(decision.version)
     elif offered:

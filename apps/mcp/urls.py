@@ -1,9 +1,18 @@
-"""The MCP mount at the facet's default server path (`mcp.serverUrls[0]`)."""
+"""The MCP mount at the facet's default server path (`mcp.serverUrls[0]`), and its RFC 9728
+Protected Resource Metadata (apps/mcp/authorization.py): the host's own document at the bare
+well-known path, each mount's with its path inserted after it (RFC 9728 §3.1)."""
 
 from django.urls import URLPattern, path
 
+from apps.mcp.authorization import protected_resource_metadata
 from apps.mcp.views import mcp_endpoint
 
 urlpatterns: list[URLPattern] = [
     path("mcp", mcp_endpoint, name="mcp-endpoint"),
+    path(".well-known/oauth-protected-resource", protected_resource_metadata, name="oauth-protected-resource"),
+    path(
+        ".well-known/oauth-protected-resource/<path:mount>",
+        protected_resource_metadata,
+        name="oauth-protected-resource-mount",
+    ),
 ]

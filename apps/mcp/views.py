@@ -1,8 +1,10 @@
 """The streamable HTTP mount, stateless 2026-07-28 (POST only, one JSON response per request).
 
 Order of refusals: method (405) -> Origin (403, DNS rebinding) -> JSON (-32700/-32600) -> bearer
-credential (401) -> the ladder and negotiation (dispatch.exchange_open) -> the method. Every refusal
-is a JSON-RPC error object; the OpenWOP envelope never answers here (core.protocol excludes /mcp).
+credential (401, with the RFC 9728 challenge while an OAuth lane exists) -> the access token's
+scopes for the method's family (403 insufficient_scope; apps/mcp/authorization.py) -> the ladder
+and negotiation (dispatch.exchange_open) -> the method. Every refusal is a JSON-RPC error object;
+the OpenWOP envelope never answers here (core.protocol excludes /mcp).
 
 Handshake-era revisions (apps/mcp/handshake.py) share the mount when the operator offers them: a
 request without the 2026-07-28 `_meta` envelope that is `initialize`, or names an `Mcp-Session-Id`,
@@ -49,7 +51,9 @@ from apps.core.errors import OpenWopError, Unauthenticated
 from apps.core.json_limits import request_json
 from apps.core.overload import OVERLOAD_RETRY_AFTER_SECONDS, is_overload
 from apps.core.sse import sse_counted
+from apps.doors.oauth import aoauth_door_state, scopes_missing
 from apps.doors.request import is_lean
+from apps.mcp.authorization import insufficient_scope_error, method_family, unauthenticated_error
 from apps.mcp.dispatch import dispatch_begin, exchange_open
 from apps.mcp.errors import McpError, mcp_error_from
 from apps.mcp.handshake import (
@@ -104,12 +108,6 @@ def origin_allowed(origin: str | None) -> bool:
     return validate_host(host, settings.ALLOWED_HOSTS)
 
 
-def _unauthenticated(exc: Unauthenticated) -> McpError:
-    error = McpError(INVALID_REQUEST, exc.message, {"reason": exc.code}, http_status=401)
-    error.headers.update(exc.headers)
-    return error
-
-
 def _modern_envelope(body: dict[str, Any]) -> bool:
     params = body.get("params")
     meta = params.get("_meta") if isinstance(params, dict) else None
@@ -126,12 +124,28 @@ async def _session_path(body: dict[str, Any], headers: dict[str, str]) -> bool:
 
 
 async def _authenticate(request: HttpRequest, request_id: Any) -> Subject | HttpResponse:
+    """The caller's Subject (an access token must be addressed to the mount: door "mcp"), or the
+    401 with the identity code in `data.reason` and, on a host with an OAuth lane, the RFC 9728
+    challenge (apps/mcp/authorization.py)."""
+    authorization = request.headers.get("Authorization")
     try:
         if _lean(request):  # the per-process cache: a hit leaves nothing to await
-            return await asubject_from_authorization_cached(request.headers.get("Authorization"))
-        return await sync_to_async(subject_from_authorization)(request.headers.get("Authorization"))
+            return await asubject_from_authorization_cached(authorization, door="mcp")
+        return await sync_to_async(subject_from_authorization)(authorization, door="mcp")
     except Unauthenticated as exc:
-        return _error(request_id, _unauthenticated(exc))
+        state = await aoauth_door_state(lean=_lean(request))
+        presented = bool(authorization and authorization.strip())
+        return _error(request_id, unauthenticated_error(exc, state=state, presented=presented))
+
+
+async def _scope_refusal(request: HttpRequest, subject: Subject, method: str) -> McpError | None:
+    """The 403 scope challenge when the caller's access token lacks a scope its issuer requires
+    for the method's family; None otherwise (API keys carry no scopes: never refused here)."""
+    if subject.scopes is None:
+        return None
+    state = await aoauth_door_state(lean=_lean(request))
+    missing = scopes_missing(state, subject, method_family(method))
+    return insufficient_scope_error(state=state, method=method, scopes=missing) if missing else None
 
 
 async def _session_delete(request: HttpRequest) -> HttpResponse:
@@ -170,6 +184,9 @@ async def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
     subject = await _authenticate(request, request_id)
     if isinstance(subject, HttpResponse):
         return subject
+    refusal = await _scope_refusal(request, subject, body["method"])
+    if refusal is not None:
+        return _error(request_id, refusal)
     headers = {name.lower(): value for name, value in request.headers.items()}
     origin = request.headers.get("Origin")
     try:

@@ -213,8 +213,10 @@ def negotiate(
     With `probe` (the conformance seam's `requestVersion` only), a `requested` version at or above
     the floor that the table refuses locally is still put on the wire; the table's own choice among
     the peer's offers then only picks the peer's endpoint."""
+    tenant = outbound.run.tenant.slug  # the tenant's version policy binds its outbound exchanges too
     pre = negotiation_precheck(
-        protocol=protocol, requested=requested, peer_offers=None, authenticated=outbound.authenticated
+        protocol=protocol, requested=requested, peer_offers=None, authenticated=outbound.authenticated,
+        tenant=tenant,
     )
     candidate = requested if requested is not None else pre.preferred
     probing = probe and not pre.accepted and _at_or_above_floor(protocol, candidate, pre.floor)
@@ -229,7 +231,8 @@ def negotiate(
         raise
     if probing:
         table = negotiation_precheck(
-            protocol=protocol, requested=None, peer_offers=offers, authenticated=outbound.authenticated
+            protocol=protocol, requested=None, peer_offers=offers, authenticated=outbound.authenticated,
+            tenant=tenant,
         )
         decision = replace(table, requested=candidate)
         if not decision.accepted:  # no endpoint of the peer we could reach at all
@@ -244,6 +247,7 @@ def negotiate(
         run=outbound.run,
         peer_offers=offers,
         authenticated=outbound.authenticated,
+        tenant=tenant,
     )
     if not decision.accepted:
         raise _refused(outbound, decision)

@@ -1,4 +1,4 @@
-"""DRF authentication: `Authorization: Bearer <key>` -> (CallerUser, Subject)."""
+"""DRF authentication: `Authorization: Bearer <api key or access token>` -> (CallerUser, Subject)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ class ApiKeyAuthentication(BaseAuthentication):
         header = request.META.get("HTTP_AUTHORIZATION")
         if header is None:
             return None  # IsAuthenticated then answers 401 unauthenticated
-        subject = subject_from_authorization(header)
+        subject = subject_from_authorization(header, door="rest")  # an access token's audience: the REST door
         return CallerUser(subject=subject), subject
 
     def authenticate_header(self, request: Request) -> str:

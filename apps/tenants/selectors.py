@@ -1,8 +1,15 @@
-"""Reads for identity: a bearer credential -> the caller's Subject (identity.md §2, fail closed)."""
+"""Reads for identity: a bearer credential -> the caller's Subject (identity.md §2, fail closed).
+
+A bearer is an API key of this host (`owk_...`, the api-key lane) or an access token of a trusted
+OAuth 2.1 / OIDC issuer (a JWT: apps/oauth/verify.py, the oidc / oauth2 lanes). The `door` keyword
+("mcp", "a2a", "rest") names the audience a token must carry; None accepts any door's audience.
+API keys ignore it, and take no extra step: the prefix check is their whole detour.
+"""
 
 from __future__ import annotations
 
 import hmac
+import re
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -27,8 +34,28 @@ def _parse_raw_key(raw: str) -> tuple[str, str]:
     return prefix, secret
 
 
-def subject_from_api_key(raw: str) -> Subject:
-    """Resolve a raw API key to its Subject, or raise 401 (unauthenticated / credential_revoked)."""
+_KEY_PREFIX = f"{KEY_SCHEME}_"
+# A JWS in compact serialisation: three base64url segments (an empty signature, alg none, is left
+# to the verifier, which refuses it and says why).
+_JWT_RE = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*")
+
+
+def _is_access_token(raw: str) -> bool:
+    """Not an API key and shaped like a JWT: the OAuth lanes' verifier takes it."""
+    return not raw.startswith(_KEY_PREFIX) and _JWT_RE.fullmatch(raw) is not None
+
+
+def subject_from_api_key(raw: str, *, door: str | None = None) -> Subject:
+    """Resolve a raw bearer credential to its Subject, or raise 401: an API key (unauthenticated /
+    credential_revoked), or an access token of a trusted issuer (apps/oauth/verify.py codes)."""
+    if _is_access_token(raw):
+        from apps.oauth.verify import subject_from_jwt
+
+        return caller_tenant_seen(subject_from_jwt(raw, door=door))
+    return _subject_from_key(raw)
+
+
+def _subject_from_key(raw: str) -> Subject:
     prefix, secret = _parse_raw_key(raw)
     api_key = ApiKey.unscoped_all_tenants.select_related("tenant").filter(prefix=prefix).first()
     if api_key is None or not hmac.compare_digest(api_key.secret_digest, secret_digest(secret)):
@@ -57,41 +84,52 @@ def subject_tenant_pk(subject: Subject) -> int:
 def bearer_token(authorization: str | None) -> str:
     """The token of an `Authorization: Bearer <token>` header, or 401 unauthenticated."""
     if not authorization:
-        raise Unauthenticated("Authorization: Bearer <api key> is required.")
+        raise Unauthenticated("Authorization: Bearer <api key or access token> is required.")
     scheme, _, token = authorization.strip().partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token or " " in token:
-        raise Unauthenticated("The Authorization header must be 'Bearer <api key>'.")
+        raise Unauthenticated("The Authorization header must be 'Bearer <api key or access token>'.")
     return token
 
 
-def subject_from_authorization(authorization: str | None) -> Subject:
+def subject_from_authorization(authorization: str | None, *, door: str | None = None) -> Subject:
     """The helper async and JSON-RPC views use: the same rules as the DRF authentication class."""
-    return subject_from_api_key(bearer_token(authorization))
+    return subject_from_api_key(bearer_token(authorization), door=door)
 
 
-def subject_from_api_key_cached(raw: str) -> Subject:
+def subject_from_api_key_cached(raw: str, *, door: str | None = None) -> Subject:
     """`subject_from_api_key` through this process's cache (apps/core/invalidation.py).
 
     Only a resolved Subject is stored, under the SHA-256 of the key (never the key itself): an
     unknown or revoked key raises exactly as uncached, on every request. A write to the key or
-    its tenant (a revocation) empties the cache in every process (the tables' triggers)."""
-    return caller_tenant_seen(cached(TOPIC_APIKEY, _api_key_cache_key(raw), lambda: subject_from_api_key(raw)))
+    its tenant (a revocation) empties the cache in every process (the tables' triggers). An access
+    token goes to its verifier, which keeps its own expiring cache (apps/oauth/verify.py)."""
+    if _is_access_token(raw):
+        return subject_from_api_key(raw, door=door)
+    return caller_tenant_seen(cached(TOPIC_APIKEY, _api_key_cache_key(raw), lambda: _subject_from_key(raw)))
 
 
 def _api_key_cache_key(raw: str) -> tuple[str, str]:
     return secret_cache_key(raw), api_key_issuer()
 
 
-def subject_from_authorization_cached(authorization: str | None) -> Subject:
+def subject_from_authorization_cached(authorization: str | None, *, door: str | None = None) -> Subject:
     """`subject_from_authorization` for the protocol doors' hot path: the same rules and errors,
     the key's resolution cached per process with cross-process invalidation."""
-    return subject_from_api_key_cached(bearer_token(authorization))
+    return subject_from_api_key_cached(bearer_token(authorization), door=door)
 
 
-async def asubject_from_authorization_cached(authorization: str | None) -> Subject:
+async def asubject_from_authorization_cached(authorization: str | None, *, door: str | None = None) -> Subject:
     """`subject_from_authorization_cached` from the event loop: a hit awaits nothing; only a miss
-    reads the key, on a thread (the refusals, never cached, take that path every time)."""
+    reads the key (or verifies the token), on a thread (the refusals, never cached, take that path
+    every time)."""
     raw = bearer_token(authorization)
-    subject = await acached(TOPIC_APIKEY, _api_key_cache_key(raw), lambda: sync_to_async(subject_from_api_key)(raw))
+    if _is_access_token(raw):
+        from apps.oauth.verify import subject_from_jwt, verified_subject_cached
+
+        hit = verified_subject_cached(raw, door)
+        if hit is None:
+            hit = await sync_to_async(subject_from_jwt)(raw, door=door)
+        return caller_tenant_seen(hit)
+    subject = await acached(TOPIC_APIKEY, _api_key_cache_key(raw), lambda: sync_to_async(_subject_from_key)(raw))
     return caller_tenant_seen(subject)

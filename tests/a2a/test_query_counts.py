@@ -15,10 +15,12 @@ from apps.audit.models import HostEvent
 from apps.tenants.models import Tenant
 from tests.a2a.conftest import Caller, advance, immediately, user_message
 
-# API key + tenant (one join), facet, the stream counter (UPDATE ... RETURNING), the record's
-# INSERT, the run (+ workflow), its open interrupt, its artifacts, its messages; plus, in a test
-# only, the savepoint pair the test's own transaction puts around the record's.
-GETTASK_MAX_QUERIES = 10
+# API key + tenant (one join), facet, the tenant's version policies (issue 24; a per-process cache
+# hit in production, read here because the test's transaction bypasses the cache), the stream
+# counter (UPDATE ... RETURNING), the record's INSERT, the run (+ workflow), its open interrupt,
+# its artifacts, its messages; plus, in a test only, the savepoint pair the test's own transaction
+# puts around the record's.
+GETTASK_MAX_QUERIES = 11
 # SendMessage (returnImmediately, request side only: the worker's part runs elsewhere), without
 # the savepoints a test adds: API key, facet, the record (UPDATE + INSERT), the skill route, the
 # messageId de-dup read, the idempotency claim (read + INSERT), the workflow, the run (INSERT +

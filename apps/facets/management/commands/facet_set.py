@@ -1,5 +1,9 @@
-"""`facet_set --protocol a2a|mcp [--versions v1,v2] [--preferred v] [--minimum v]`: the host facet
-from the command line, for operators who keep configuration as code (issue 24).
+"""`facet_set --protocol a2a|mcp [--versions v1,v2] [--preferred v] [--minimum v [--at <ISO datetime>]]`:
+the host facet from the command line, for operators who keep configuration as code (issue 24).
+
+With `--at`, `--minimum` is a scheduled floor: it becomes the facet's floor at that instant, when
+the beat job `facets.apply_scheduled_floors` applies it (`facet_floor_schedule`, audited too); the
+other options still apply now. An ISO datetime without an offset is UTC.
 
 The same service as the admin (`facets.services.facet_update`): the same validation, the same
 audited `FacetChange` row (actor `cli:<login>` unless `--actor` says otherwise), the same
@@ -9,15 +13,34 @@ status 2, changing nothing; an unchanged facet exits 0 and writes no audit row.
 
 from __future__ import annotations
 
+import datetime as dt
 import getpass
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
 
 from apps.core.errors import ValidationFailed
-from apps.facets.services import facet_update
+from apps.facets.services import facet_floor_schedule, facet_update
 
 REFUSED_STATUS = 2
+
+
+def scheduled_instant(value: str) -> dt.datetime:
+    """`--at`: an ISO 8601 datetime (or date); without an offset it is UTC."""
+    try:
+        instant = dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise CommandError(
+            f"--at {value!r} is not an ISO 8601 datetime (e.g. 2027-03-01T00:00:00Z).", returncode=REFUSED_STATUS
+        ) from None
+    return instant if instant.tzinfo is not None else instant.replace(tzinfo=dt.UTC)
+
+
+def refusal(exc: ValidationFailed) -> CommandError:
+    fields = (exc.details or {}).get("fields") or {}
+    lines = [f"{field}: {' '.join(messages)}" for field, messages in sorted(fields.items())]
+    return CommandError("\n".join([exc.message, *lines]), returncode=REFUSED_STATUS)
 
 
 def _versions(value: str) -> list[str]:
@@ -37,6 +60,7 @@ class Command(BaseCommand):
         )
         parser.add_argument("--preferred", help="the preferred version (one of the offered)")
         parser.add_argument("--minimum", help="the floor: the oldest version still accepted")
+        parser.add_argument("--at", help="with --minimum: the instant the floor takes effect (ISO 8601; UTC default)")
         parser.add_argument("--actor", help="who, for the audit row (default cli:<login>)")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -45,18 +69,29 @@ class Command(BaseCommand):
             changes["versions"] = _versions(options["versions"])
         if options["preferred"] is not None:
             changes["preferred_version"] = options["preferred"]
-        if options["minimum"] is not None:
+        at = scheduled_instant(options["at"]) if options["at"] is not None else None
+        if at is not None and options["minimum"] is None:
+            raise CommandError("--at schedules a floor: give it with --minimum.", returncode=REFUSED_STATUS)
+        if options["minimum"] is not None and at is None:
             changes["minimum_version"] = options["minimum"]
-        if not changes:
+        if not changes and at is None:
             raise CommandError("Nothing to set: give --versions, --preferred or --minimum.", returncode=REFUSED_STATUS)
         actor = options["actor"] or f"cli:{getpass.getuser()}"
         try:
-            facet = facet_update(protocol=options["protocol"], changes=changes, actor=actor)
+            # One transaction: a refused schedule leaves the immediate changes unmade too.
+            with transaction.atomic():
+                if changes:
+                    facet = facet_update(protocol=options["protocol"], changes=changes, actor=actor)
+                if at is not None:
+                    facet = facet_floor_schedule(
+                        protocol=options["protocol"], minimum=options["minimum"], at=at, actor=actor
+                    )
         except ValidationFailed as exc:
-            fields = (exc.details or {}).get("fields") or {}
-            lines = [f"{field}: {' '.join(messages)}" for field, messages in sorted(fields.items())]
-            raise CommandError("\n".join([exc.message, *lines]), returncode=REFUSED_STATUS) from exc
-        self.stdout.write(
+            raise refusal(exc) from exc
+        line = (
             f"{facet.protocol}: versions {', '.join(facet.versions)}; preferred {facet.preferred_version}; "
             f"minimum {facet.minimum_version}"
         )
+        if facet.scheduled_at is not None:
+            line += f"; minimum {facet.scheduled_minimum_version} from {facet.scheduled_at.isoformat()}"
+        self.stdout.write(line)

@@ -1,0 +1,305 @@
+"""Reads for the deprecation view (issue 24): who still asks for which version, and who a floor would break.
+
+Every read here comes from `NegotiationPeerDaily`, the per-peer daily rollup the database's
+triggers keep as `negotiation.decided` records are inserted (audit migration 0007); none scans
+the record tables, so the cost follows days x tenants x versions x peers, not records.
+
+Counting rules:
+- An exchange is one record. `requested` is the version the peer named, "" when it named none.
+- Distinct peers are distinct `peerDigest` values (a record without one is not a peer); the same
+  peer seen by two tenants is one peer in a host-wide count.
+- Days are UTC dates, windows inclusive at both ends. "The last n days" is today and the n - 1
+  days before it.
+- "Below a floor" compares with `apps.facets.versions.version_key`. A requested value outside the
+  protocol's grammar cannot be compared and is never below a floor (the host refuses it already
+  as unsupported). An exchange that named no version ("") is served the preferred version, and a
+  floor can never be above the preferred version (facet and policy validation), so no floor would
+  refuse it: it is never counted as below one.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, cast
+
+from django.db.models import Count, Max, Min, Q, QuerySet, Sum
+
+from apps.audit.models import NegotiationPeerDaily
+from apps.facets.versions import PROTOCOLS, Protocol, is_valid_version, version_key
+
+_A_PEER = ~Q(peer_digest="")
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    since: dt.date
+    until: dt.date  # inclusive
+
+    @classmethod
+    def last_days(cls, days: int, *, today: dt.date | None = None) -> Window:
+        if days < 1:
+            raise ValueError("days must be at least 1")
+        end = today or dt.datetime.now(dt.UTC).date()
+        return cls(since=end - dt.timedelta(days=days - 1), until=end)
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRow:
+    """One (protocol, requested version) over a window."""
+
+    protocol: str
+    requested: str
+    exchanges: int
+    accepted: int
+    tenants: int
+    peers: int
+    first_seen: dt.date
+    last_seen: dt.date
+
+    @property
+    def refused(self) -> int:
+        return self.exchanges - self.accepted
+
+
+@dataclass(frozen=True, slots=True)
+class TenantRow:
+    """One tenant's exchanges at one (protocol, requested version)."""
+
+    tenant: str
+    exchanges: int
+    accepted: int
+    peers: int
+    first_seen: dt.date
+    last_seen: dt.date
+
+
+@dataclass(frozen=True, slots=True)
+class PeerRow:
+    """One peer's exchanges at one (protocol, requested version), across tenants."""
+
+    peer_digest: str
+    tenants: int
+    exchanges: int
+    accepted: int
+    first_seen: dt.date
+    last_seen: dt.date
+
+
+@dataclass(frozen=True, slots=True)
+class VersionUsage:
+    """A requested version below a floor, as the console's notice shows it (apps/facets)."""
+
+    requested: str
+    exchanges: int
+    tenants: int
+    peers: int
+    first_seen: dt.date
+    last_seen: dt.date
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIf:
+    """What a floor would have refused over a window: every exchange whose requested version is
+    below it, whatever its outcome then; `accepted` of them were accepted (the new breakage)."""
+
+    protocol: str
+    floor: str
+    window: Window
+    versions: tuple[str, ...]  # the requested versions below the floor that were seen
+    exchanges: int
+    accepted: int
+    tenants: int
+    peers: int
+
+
+def _protocol(value: str) -> Protocol:
+    if value not in PROTOCOLS:
+        raise ValueError(f"{value!r} is not a protocol ({', '.join(PROTOCOLS)})")
+    return cast(Protocol, value)
+
+
+def _rows(*, window: Window, protocol: str | None = None, tenant_slug: str | None = None) -> QuerySet[Any]:
+    rows = NegotiationPeerDaily.unscoped_all_tenants.filter(day__gte=window.since, day__lte=window.until)
+    if protocol:
+        rows = rows.filter(protocol=protocol)
+    if tenant_slug:
+        rows = rows.filter(tenant__slug=tenant_slug)
+    return rows
+
+
+def _order_key(protocol: str, requested: str) -> tuple[str, int, tuple[int, ...], str]:
+    """Protocol, then newest version first; "" (no version named) and unparseable values last."""
+    if protocol in PROTOCOLS and is_valid_version(cast(Protocol, protocol), requested):
+        key = version_key(cast(Protocol, protocol), requested)
+        return protocol, 0, tuple(-part for part in key), requested
+    return protocol, 1 if requested else 2, (), requested
+
+
+def version_table(*, window: Window, protocol: str | None = None) -> list[VersionRow]:
+    """Per (protocol, requested version) over `window`: exchanges (and how many accepted),
+    distinct tenants and peers, first and last day seen. One grouped query over the rollup."""
+    grouped = (
+        _rows(window=window, protocol=protocol)
+        .values("protocol", "requested")
+        .annotate(
+            exchanges=Sum("count"),
+            accepted_n=Sum("accepted"),
+            tenants=Count("tenant", distinct=True),
+            peers=Count("peer_digest", distinct=True, filter=_A_PEER),
+            first_seen=Min("day"),
+            last_seen=Max("day"),
+        )
+        .order_by()
+    )
+    rows = [
+        VersionRow(
+            protocol=g["protocol"],
+            requested=g["requested"],
+            exchanges=int(g["exchanges"]),
+            accepted=int(g["accepted_n"]),
+            tenants=g["tenants"],
+            peers=g["peers"],
+            first_seen=g["first_seen"],
+            last_seen=g["last_seen"],
+        )
+        for g in grouped
+    ]
+    return sorted(rows, key=lambda r: _order_key(r.protocol, r.requested))
+
+
+def version_tenants(*, window: Window, protocol: str, requested: str) -> list[TenantRow]:
+    """The tenants that saw `requested` of `protocol` in `window`, most exchanges first."""
+    grouped = (
+        _rows(window=window, protocol=protocol)
+        .filter(requested=requested)
+        .values("tenant__slug")
+        .annotate(
+            exchanges=Sum("count"),
+            accepted_n=Sum("accepted"),
+            peers=Count("peer_digest", distinct=True, filter=_A_PEER),
+            first_seen=Min("day"),
+            last_seen=Max("day"),
+        )
+        .order_by()
+    )
+    rows = [
+        TenantRow(
+            tenant=g["tenant__slug"],
+            exchanges=int(g["exchanges"]),
+            accepted=int(g["accepted_n"]),
+            peers=g["peers"],
+            first_seen=g["first_seen"],
+            last_seen=g["last_seen"],
+        )
+        for g in grouped
+    ]
+    return sorted(rows, key=lambda r: (-r.exchanges, r.tenant))
+
+
+def version_peers(*, window: Window, protocol: str, requested: str) -> list[PeerRow]:
+    """The peers that asked for `requested` of `protocol` in `window` (by digest), most exchanges
+    first. Records without a peer digest are left out."""
+    grouped = (
+        _rows(window=window, protocol=protocol)
+        .filter(_A_PEER, requested=requested)
+        .values("peer_digest")
+        .annotate(
+            exchanges=Sum("count"),
+            accepted_n=Sum("accepted"),
+            tenants=Count("tenant", distinct=True),
+            first_seen=Min("day"),
+            last_seen=Max("day"),
+        )
+        .order_by()
+    )
+    rows = [
+        PeerRow(
+            peer_digest=g["peer_digest"],
+            tenants=g["tenants"],
+            exchanges=int(g["exchanges"]),
+            accepted=int(g["accepted_n"]),
+            first_seen=g["first_seen"],
+            last_seen=g["last_seen"],
+        )
+        for g in grouped
+    ]
+    return sorted(rows, key=lambda r: (-r.exchanges, r.peer_digest))
+
+
+def _versions_below(protocol: Protocol, floor: str, seen: Iterable[str]) -> list[str]:
+    """The requested values of `seen` below `floor` (module docstring: "" and unparseable never are)."""
+    bound = version_key(protocol, floor)
+    return sorted(
+        (v for v in set(seen) if is_valid_version(protocol, v) and version_key(protocol, v) < bound),
+        key=lambda v: version_key(protocol, v),
+    )
+
+
+def what_if(*, protocol: str, floor: str, days: int = 30, today: dt.date | None = None) -> WhatIf:
+    """What `floor` for `protocol` would have refused over the last `days` days, host-wide: the
+    exchanges whose requested version is below it (whatever their outcome then), their distinct
+    tenants and peers, and how many of them were accepted. Raises ValueError for a protocol or
+    floor outside the grammar."""
+    checked = _protocol(protocol)
+    version_key(checked, floor)  # raises for a floor outside the grammar
+    window = Window.last_days(days, today=today)
+    rows = _rows(window=window, protocol=checked)
+    versions = _versions_below(checked, floor, rows.values_list("requested", flat=True).distinct().order_by())
+    totals = rows.filter(requested__in=versions).aggregate(
+        exchanges=Sum("count"),
+        accepted_n=Sum("accepted"),
+        tenants=Count("tenant", distinct=True),
+        peers=Count("peer_digest", distinct=True, filter=_A_PEER),
+    )
+    return WhatIf(
+        protocol=checked,
+        floor=floor,
+        window=window,
+        versions=tuple(versions),
+        exchanges=int(totals["exchanges"] or 0),
+        accepted=int(totals["accepted_n"] or 0),
+        tenants=totals["tenants"],
+        peers=totals["peers"],
+    )
+
+
+def version_usage(
+    *, protocol: str, tenant_slug: str | None, versions_below: str, days: int = 30
+) -> list[VersionUsage]:
+    """The requested versions of `protocol` strictly below `versions_below` seen over the last
+    `days` days (UTC, today included), for one tenant or (None) all: per version, exchanges,
+    distinct tenants and peers, first and last day seen; oldest version first. Empty and
+    unparseable requested values are skipped (module docstring). Raises ValueError for a protocol
+    or `versions_below` outside the grammar."""
+    checked = _protocol(protocol)
+    version_key(checked, versions_below)
+    rows = _rows(window=Window.last_days(days), protocol=checked, tenant_slug=tenant_slug)
+    versions = _versions_below(checked, versions_below, rows.values_list("requested", flat=True).distinct().order_by())
+    if not versions:
+        return []
+    grouped = (
+        rows.filter(requested__in=versions)
+        .values("requested")
+        .annotate(
+            exchanges=Sum("count"),
+            tenants=Count("tenant", distinct=True),
+            peers=Count("peer_digest", distinct=True, filter=_A_PEER),
+            first_seen=Min("day"),
+            last_seen=Max("day"),
+        )
+        .order_by()
+    )
+    usage = [
+        VersionUsage(
+            requested=g["requested"],
+            exchanges=int(g["exchanges"]),
+            tenants=g["tenants"],
+            peers=g["peers"],
+            first_seen=g["first_seen"],
+            last_seen=g["last_seen"],
+        )
+        for g in grouped
+    ]
+    return sorted(usage, key=lambda u: version_key(checked, u.requested))

@@ -1,0 +1,202 @@
+"""The deprecation view (issue 24): per protocol and requested version, who still asks for it, with
+drill-down to tenants and peers, CSV export, and "what if" a floor moved. Read-only.
+
+A host-private page (`/host/openwop-host/...`, versioning.md §5) behind the admin's session login,
+for members of the `operators` or `auditors` group (and superusers): a visitor who is not logged
+in is sent to the login page, anyone else logged in is refused (403). Every number comes from the
+per-peer rollup (`apps.audit.deprecation`), never from the record tables.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+from collections.abc import Callable, Iterable, Sequence
+from functools import wraps
+from typing import Any, cast
+
+from django import forms
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, QueryDict
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+
+from apps.audit.deprecation import (
+    Window,
+    version_peers,
+    version_table,
+    version_tenants,
+    what_if,
+)
+from apps.facets.versions import Protocol, is_valid_version
+
+STAFF_GROUPS = ("operators", "auditors")
+DEFAULT_DAYS = 30
+PROTOCOL_CHOICES = [("a2a", "A2A"), ("mcp", "MCP")]
+
+View = Callable[..., HttpResponseBase]
+
+
+def may_see_deprecation(user: Any) -> bool:
+    return bool(
+        user.is_authenticated
+        and user.is_active
+        and (user.is_superuser or user.groups.filter(name__in=STAFF_GROUPS).exists())
+    )
+
+
+def _operators_and_auditors(view: View) -> View:
+    @wraps(view)
+    def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path(), "/admin/login/")
+        if not may_see_deprecation(request.user):
+            raise PermissionDenied("The deprecation view is for operators and auditors.")
+        return view(request, *args, **kwargs)
+
+    return guarded
+
+
+class WindowForm(forms.Form):
+    protocol = forms.ChoiceField(required=False, choices=[("", "any"), *PROTOCOL_CHOICES])
+    since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}), label="Until (inclusive)")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        since, until = data.get("since"), data.get("until")
+        if since and until and since > until:
+            raise forms.ValidationError("'Since' must not be after 'until'.")
+        return data
+
+    def window(self) -> Window:
+        """The chosen window; the last 30 days (UTC) where a bound is missing or the form is invalid."""
+        default = Window.last_days(DEFAULT_DAYS)
+        if not self.is_valid():
+            return default
+        since = self.cleaned_data.get("since")
+        until = self.cleaned_data.get("until") or default.until
+        return Window(since=since or until - dt.timedelta(days=DEFAULT_DAYS - 1), until=until)
+
+
+class DrillDownForm(WindowForm):
+    protocol = forms.ChoiceField(choices=PROTOCOL_CHOICES)
+    requested = forms.CharField(required=False, max_length=64, label="Requested version")
+
+
+class WhatIfForm(forms.Form):
+    whatif_protocol = forms.ChoiceField(choices=PROTOCOL_CHOICES, label="Protocol of the floor")
+    floor = forms.CharField(max_length=64, label="Floor", help_text="A2A: major.minor, e.g. 1.0. MCP: a date revision.")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        protocol, floor = data.get("whatif_protocol"), data.get("floor")
+        if protocol and floor and not is_valid_version(cast(Protocol, protocol), floor):
+            example = "1.0" if protocol == "a2a" else "2025-03-26"
+            self.add_error("floor", f"{floor!r} is not a {protocol} version (for example {example}).")
+        return data
+
+
+def _csv_response(name: str, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> HttpResponse:
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    response["Content-Disposition"] = f'attachment; filename="{name}-{stamp}.csv"'
+    writer = csv.writer(response)
+    writer.writerow(header)
+    writer.writerows(rows)
+    return response
+
+
+@require_GET
+@_operators_and_auditors
+def deprecation_overview(request: HttpRequest) -> HttpResponseBase:
+    form = WindowForm(request.GET or None)
+    window = form.window()
+    protocol = (form.cleaned_data.get("protocol") or None) if form.is_valid() else None
+    rows = version_table(window=window, protocol=protocol)
+    if request.GET.get("format") == "csv":
+        return _csv_response(
+            "deprecation",
+            ("protocol", "requested", "exchanges", "accepted", "refused", "tenants", "peers", "firstSeen", "lastSeen"),
+            (
+                (r.protocol, r.requested, r.exchanges, r.accepted, r.refused, r.tenants, r.peers,
+                 r.first_seen.isoformat(), r.last_seen.isoformat())
+                for r in rows
+            ),
+        )
+    whatif_form = WhatIfForm(request.GET) if "floor" in request.GET else WhatIfForm()
+    outcome = None
+    if whatif_form.is_bound and whatif_form.is_valid():
+        outcome = what_if(protocol=whatif_form.cleaned_data["whatif_protocol"], floor=whatif_form.cleaned_data["floor"])
+    window_query = {"since": window.since.isoformat(), "until": window.until.isoformat()}
+    query = request.GET.copy()
+    query["format"] = "csv"
+    drill_url = reverse("deprecation-version")
+    return render(
+        request,
+        "audit/deprecation.html",
+        {
+            "form": form,
+            "window": window,
+            "rows": [
+                (r, _query({**window_query, "protocol": r.protocol, "requested": r.requested})) for r in rows
+            ],
+            "drill_url": drill_url,
+            "csv_query": query.urlencode(),
+            "whatif_form": whatif_form,
+            "whatif": outcome,
+            "keep": [(name, request.GET[name]) for name in ("protocol", "since", "until") if request.GET.get(name)],
+        },
+    )
+
+
+def _query(params: dict[str, str]) -> str:
+    q = QueryDict(mutable=True)
+    q.update(params)
+    return q.urlencode()
+
+
+@require_GET
+@_operators_and_auditors
+def deprecation_version(request: HttpRequest) -> HttpResponseBase:
+    form = DrillDownForm(request.GET)
+    if not form.is_valid():
+        return render(request, "audit/deprecation_version.html", {"form": form, "invalid": True}, status=400)
+    window = form.window()
+    protocol, requested = form.cleaned_data["protocol"], form.cleaned_data.get("requested") or ""
+    tenants = version_tenants(window=window, protocol=protocol, requested=requested)
+    peers = version_peers(window=window, protocol=protocol, requested=requested)
+    part = request.GET.get("table")
+    if request.GET.get("format") == "csv" and part == "peers":
+        return _csv_response(
+            f"deprecation-{protocol}-{requested or 'none'}-peers",
+            ("peerDigest", "tenants", "exchanges", "accepted", "firstSeen", "lastSeen"),
+            ((p.peer_digest, p.tenants, p.exchanges, p.accepted, p.first_seen.isoformat(), p.last_seen.isoformat())
+             for p in peers),
+        )
+    if request.GET.get("format") == "csv":
+        return _csv_response(
+            f"deprecation-{protocol}-{requested or 'none'}-tenants",
+            ("tenant", "exchanges", "accepted", "peers", "firstSeen", "lastSeen"),
+            ((t.tenant, t.exchanges, t.accepted, t.peers, t.first_seen.isoformat(), t.last_seen.isoformat())
+             for t in tenants),
+        )
+    base = {"protocol": protocol, "requested": requested,
+            "since": window.since.isoformat(), "until": window.until.isoformat()}
+    return render(
+        request,
+        "audit/deprecation_version.html",
+        {
+            "form": form,
+            "window": window,
+            "protocol": protocol,
+            "requested": requested,
+            "tenants": tenants,
+            "peers": peers,
+            "back_query": _query({"protocol": protocol, "since": base["since"], "until": base["until"]}),
+            "tenants_csv": _query({**base, "format": "csv", "table": "tenants"}),
+            "peers_csv": _query({**base, "format": "csv", "table": "peers"}),
+        },
+    )

@@ -1,0 +1,121 @@
+"""What the protocol doors say about the OAuth 2.1 / OIDC lanes (issue 25; identity.md §2.5).
+
+Two questions every door asks on its hot path, answered from one per-process snapshot of the
+enabled trusted issuers (apps/oauth):
+
+- Is any issuer enabled? Then a 401 carries `WWW-Authenticate: Bearer resource_metadata="..."`
+  pointing at the RFC 9728 document, and `error="invalid_token"` when a credential was presented.
+- Does the caller's access token hold the scopes its issuer requires for this method family
+  (`required_scopes`: "mcp:tools", ..., "a2a", "rest")? If not, a 403 with the scope challenge
+  (`error="insufficient_scope", scope="..."`). API keys carry no scopes (`Subject.scopes` None):
+  they are never refused here.
+
+The snapshot is cached under TOPIC_CARD: the trusted-issuer table's trigger (apps/oauth migration
+0002) and the facets table's (the MCP mount path is in the facet) both notify it, so every
+process drops it on any change. The public URL is process-local and part of the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from apps.core.invalidation import TOPIC_CARD, acached, cached
+from apps.tenants.subject import Subject
+
+
+@dataclass(frozen=True, slots=True)
+class OAuthDoorState:
+    """The enabled issuers as the doors need them (immutable: shared by every request)."""
+
+    issuers: tuple[str, ...] = ()
+    # issuer -> method family -> the scopes a token of that issuer needs for it
+    required: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
+    # every scope any enabled issuer requires (RFC 9728 `scopes_supported`), sorted
+    scopes_supported: tuple[str, ...] = ()
+    # RFC 9728 §3.1 metadata URLs: the MCP mount's, and the host's own (A2A and REST)
+    mcp_metadata_url: str = ""
+    host_metadata_url: str = ""
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.issuers)
+
+
+def _state_load() -> OAuthDoorState:
+    from apps.oauth.selectors import protected_resource_metadata_url, trusted_issuers
+
+    issuers = trusted_issuers()
+    required: dict[str, dict[str, tuple[str, ...]]] = {}
+    supported: set[str] = set()
+    for issuer in issuers:
+        families = issuer.required_scopes if isinstance(issuer.required_scopes, dict) else {}
+        by_family = {
+            str(family): tuple(s for s in scopes if isinstance(s, str) and s)
+            for family, scopes in families.items()
+            if isinstance(scopes, list)
+        }
+        required[issuer.issuer] = {family: scopes for family, scopes in by_family.items() if scopes}
+        for scopes in by_family.values():
+            supported.update(scopes)
+    return OAuthDoorState(
+        issuers=tuple(issuer.issuer for issuer in issuers),
+        required=required,
+        scopes_supported=tuple(sorted(supported)),
+        mcp_metadata_url=protected_resource_metadata_url("mcp"),
+        host_metadata_url=protected_resource_metadata_url("a2a"),
+    )
+
+
+def _key() -> tuple[str, str]:
+    return ("oauth-doors", str(settings.OPENWOP_PUBLIC_URL))
+
+
+def oauth_door_state() -> OAuthDoorState:
+    """The snapshot, from this process's cache (bypassed inside a transaction: a test's)."""
+    return cached(TOPIC_CARD, _key(), _state_load)
+
+
+async def aoauth_door_state(*, lean: bool) -> OAuthDoorState:
+    """`oauth_door_state` from the event loop. `lean` (served by the door on PostgreSQL): a hit
+    awaits nothing; otherwise the sync reader on the request's thread, as the views' other reads."""
+    if lean:
+        return await acached(TOPIC_CARD, _key(), sync_to_async(_state_load))
+    return await sync_to_async(oauth_door_state)()
+
+
+def scopes_missing(state: OAuthDoorState, subject: Subject, family: str) -> tuple[str, ...]:
+    """Every scope the method family requires of this caller's token when it lacks any of them
+    (the scope challenge lists them all: identity.md §2.5), else (). API keys: always ()."""
+    if subject.scopes is None or not state.required:
+        return ()
+    needed = state.required.get(subject.issuer, {}).get(family, ())
+    if not needed or set(needed) <= subject.scopes:
+        return ()
+    return needed
+
+
+def _quoted(value: str) -> str:
+    """An RFC 9110 quoted-string (the values here are URLs and scope tokens: no quotes expected)."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def bearer_challenge(*, metadata_url: str, presented: bool) -> str:
+    """The 401 challenge on a host with an OAuth lane: the RFC 9728 metadata, and
+    `error="invalid_token"` only when a credential was presented (identity.md §2.5)."""
+    parts = ['realm="openwop"']
+    if presented:
+        parts.append('error="invalid_token"')
+    parts.append(f"resource_metadata={_quoted(metadata_url)}")
+    return "Bearer " + ", ".join(parts)
+
+
+def insufficient_scope_challenge(*, metadata_url: str, scopes: tuple[str, ...]) -> str:
+    """The 403 scope challenge (RFC 6750 §3.1; MCP authorization, scope challenge)."""
+    return (
+        f'Bearer realm="openwop", error="insufficient_scope", scope={_quoted(" ".join(scopes))}, '
+        f"resource_metadata={_quoted(metadata_url)}"
+    )

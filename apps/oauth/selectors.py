@@ -1,0 +1,58 @@
+"""Reads for the OAuth lanes: the enabled trusted issuers and the audiences of the host's doors."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from django.conf import settings
+
+from apps.oauth.models import TrustedIssuer
+
+Door = Literal["mcp", "a2a", "rest"]
+DOORS: tuple[str, ...] = ("mcp", "a2a", "rest")
+DEFAULT_MCP_PATH = "/mcp"
+
+
+def trusted_issuers() -> list[TrustedIssuer]:
+    """The enabled issuers, with their tenant and allowed tenants (a plain query: sync only)."""
+    return list(
+        TrustedIssuer.objects.filter(enabled=True).select_related("tenant").prefetch_related("allowed_tenants")
+    )
+
+
+def trusted_issuer_by_iss(iss: str) -> TrustedIssuer | None:
+    """The enabled issuer whose `issuer` is exactly `iss`, or None."""
+    return (
+        TrustedIssuer.objects.filter(issuer=iss, enabled=True)
+        .select_related("tenant")
+        .prefetch_related("allowed_tenants")
+        .first()
+    )
+
+
+def mcp_server_path() -> str:
+    """The first MCP mount path the facet advertises (the RFC 8707 resource MCP clients ask for)."""
+    from apps.facets.services import facet_cached
+
+    paths = facet_cached(protocol="mcp").server_paths or [DEFAULT_MCP_PATH]
+    return str(paths[0])
+
+
+def door_audience(door: str) -> str:
+    """The default `aud` a token must carry at `door`: the MCP server URL for "mcp"
+    (e.g. http://host/mcp), the host's public URL for "a2a" and "rest"."""
+    if door == "mcp":
+        return f"{settings.OPENWOP_PUBLIC_URL}{mcp_server_path()}"
+    return str(settings.OPENWOP_PUBLIC_URL)
+
+
+def door_audiences() -> frozenset[str]:
+    """Every door's default audience (a call that names no door accepts any of them)."""
+    return frozenset(door_audience(door) for door in DOORS)
+
+
+def protected_resource_metadata_url(door: str = "mcp") -> str:
+    """RFC 9728 §3.1: the well-known path inserted before the resource's path, e.g.
+    http://host/.well-known/oauth-protected-resource/mcp."""
+    path = mcp_server_path() if door == "mcp" else ""
+    return f"{settings.OPENWOP_PUBLIC_URL}/.well-known/oauth-protected-resource{path}"
