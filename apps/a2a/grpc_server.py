@@ -160,21 +160,23 @@ async def _admitted(authorization: str | None, *, stream: bool) -> str | None:
     return bucket
 
 
-async def _call_of(context: Context) -> Call:
+async def _call_of(context: Context, a2a_tenant: str | None = None) -> Call:
+    """`a2a_tenant`: a routed operation's `tenant` (its agent's floor is part of the one decision)."""
     requested = (_metadata(context, "a2a-version") or "").strip()
     return await sync_to_async(operations.call_open)(
         authorization=_metadata(context, "authorization"),
         requested=requested or None,
         origin=_metadata(context, "origin"),
+        a2a_tenant=a2a_tenant,
     )
 
 
-async def _unary(context: Context, operation: Callable[[Call], Awaitable[T]]) -> T:
+async def _unary(context: Context, operation: Callable[[Call], Awaitable[T]], a2a_tenant: str | None = None) -> T:
     refused: GrpcRefused | None = None
     async with ThreadSensitiveContext():
         try:
             await _admitted(_metadata(context, "authorization"), stream=False)
-            return await operation(await _call_of(context))
+            return await operation(await _call_of(context, a2a_tenant))
         except Exception as exc:  # a client gone away (CancelledError) is not answered
             refused = _refused_for(exc)
         finally:
@@ -193,14 +195,16 @@ def _stream_response(chunk: bytes) -> StreamResponse | None:
     return None
 
 
-async def _streamed(context: Context, operation: Callable[[Call], Awaitable[Any]]) -> AsyncIterator[StreamResponse]:
+async def _streamed(
+    context: Context, operation: Callable[[Call], Awaitable[Any]], a2a_tenant: str | None = None
+) -> AsyncIterator[StreamResponse]:
     """A server-streaming RPC from the same StreamPlan and log reader as the SSE bindings."""
     refused: GrpcRefused | None = None
     bucket: str | None = None
     async with ThreadSensitiveContext():
         try:
             bucket = await _admitted(_metadata(context, "authorization"), stream=True)
-            plan = await operation(await _call_of(context))
+            plan = await operation(await _call_of(context, a2a_tenant))
             await release_db_connection()  # nothing is held while the stream waits on the log
             if isinstance(plan, StreamPlan):
                 stream = task_stream(
@@ -252,12 +256,15 @@ class A2AGrpcService(a2a_pb2_grpc.A2AServiceServicer):
     """Every method: admit, authenticate + negotiate, the operation, or the mapped status."""
 
     async def SendMessage(self, request: SendMessageRequest, context: Context) -> SendMessageResponse:
-        return await _unary(context, lambda call: _send(call, request))
+        return await _unary(context, lambda call: _send(call, request), request.tenant)
 
     async def SendStreamingMessage(
         self, request: SendMessageRequest, context: Context
     ) -> AsyncIterator[StreamResponse]:
-        async for response in _streamed(context, lambda call: operations.send_message(call, request, streaming=True)):
+        operation: Callable[[Call], Awaitable[Any]] = lambda call: operations.send_message(  # noqa: E731
+            call, request, streaming=True
+        )
+        async for response in _streamed(context, operation, request.tenant):
             yield response
 
     async def GetTask(self, request: GetTaskRequest, context: Context) -> Task:
@@ -289,7 +296,7 @@ class A2AGrpcService(a2a_pb2_grpc.A2AServiceServicer):
         return await _unary(context, lambda call: operations.push_config_list(call, request))
 
     async def GetExtendedAgentCard(self, request: GetExtendedAgentCardRequest, context: Context) -> AgentCard:
-        return await _unary(context, lambda call: operations.get_extended_card(call, request))
+        return await _unary(context, lambda call: operations.get_extended_card(call, request), request.tenant)
 
     async def DeleteTaskPushNotificationConfig(
         self, request: DeleteTaskPushNotificationConfigRequest, context: Context

@@ -97,6 +97,9 @@ class Call:
     # What the exchange was negotiated from, so `call_routed` can check a resolved agent's floor.
     requested: str | None = None
     peer_origin: str = "anonymous"
+    # The binding resolved the request's `tenant: R` before negotiating (`agent_targeted`), so the
+    # one decision already applied the agent's floor: `call_routed` has nothing to re-decide.
+    agent_floor_decided: bool = False
 
 
 def version_accepted(decision: Decision) -> None:
@@ -117,7 +120,22 @@ def scopes_granted(subject: Subject, state: OAuthDoorState) -> None:
         raise InsufficientScope(scopes=missing, challenge=challenge)
 
 
-def call_open(*, authorization: str | None, requested: str | None, origin: str | None) -> Call:
+def agent_targeted(subject: Subject, facet: Any, a2a_tenant: str | None) -> int | None:
+    """The agent a routed operation's `tenant: R` names, when its floor could matter: per-agent
+    cards served and some agent of the caller's tenant holds a floor of its own (issue 24). Read
+    before negotiating, so the exchange's one `negotiation.decided` record applies that floor
+    (never an `accepted` record followed by a refusal). None: negotiate for the tenant."""
+    if not a2a_tenant or not facet.agent_cards:
+        return None
+    if not tenant_floors_cached(tenant_slug=subject.tenant).agents:
+        return None  # the common case: no read at all
+    entry = agent_by_a2a_tenant(subject=subject, a2a_tenant=a2a_tenant)
+    return entry.agent.pk if entry is not None else None
+
+
+def call_open(
+    *, authorization: str | None, requested: str | None, origin: str | None, a2a_tenant: str | None = None
+) -> Call:
     """The exchange's Call through the ORM, for every binding that is not the lean door (JSON-RPC
     and HTTP+JSON through Django's handler, gRPC): the Subject (one refusal for every bad
     credential), the facet read once (the decision and the features agree), the decision and its
@@ -137,15 +155,23 @@ def call_open(*, authorization: str | None, requested: str | None, origin: str |
         subject=subject,
         run=None,
         facet=facet,
+        agent_pk=agent_targeted(subject, facet, a2a_tenant),
     )
     version_accepted(decision)
-    return Call(subject=subject, features=features_of(facet), requested=requested, peer_origin=peer_origin)
+    return Call(
+        subject=subject, features=features_of(facet), requested=requested, peer_origin=peer_origin,
+        agent_floor_decided=a2a_tenant is not None,
+    )  # fmt: skip
 
 
 def agent_version_accepted(call: Call, entry: InventoryEntry) -> None:
-    """The agent's version policy (issue 24; apps/facets/negotiation.py): once `tenant: R` resolved
-    to an agent, the version the exchange was negotiated at must also clear the agent's floor; a
-    version below it is refused as below the host floor (-32009), with its `below-floor` record."""
+    """The agent's version policy (issue 24; apps/facets/negotiation.py) for a Call whose binding
+    did not resolve `tenant: R` before negotiating: the version must also clear the agent's floor;
+    below it the exchange is refused as below the host floor (-32009), with its `below-floor`
+    record. Every binding passes R to `call_open` / `_call_of` for the routed operations, so this
+    is a safety net."""
+    if call.agent_floor_decided:
+        return
     if not tenant_floors_cached(tenant_slug=call.subject.tenant).agents:
         return  # no agent of the tenant has a floor of its own (the common case: no decision to redo)
     decision = negotiation_precheck(

@@ -74,6 +74,7 @@ from apps.core.sse import sse_response
 from apps.doors.oauth import aoauth_door_state, bearer_challenge
 from apps.doors.request import is_lean
 from apps.facets.negotiation import inbound_peer_origin, negotiation_decide_batched
+from apps.facets.policy import atenant_floors_cached
 from apps.facets.services import afacet_cached
 from apps.tenants.selectors import asubject_from_authorization_cached
 from apps.tenants.subject import Subject
@@ -98,21 +99,26 @@ def _peer_origin(request: HttpRequest, subject: Subject) -> str:
     return inbound_peer_origin(origin_header=request.headers.get("Origin"), subject=subject)
 
 
-def _caller(request: HttpRequest) -> Call:
+def _caller(request: HttpRequest, a2a_tenant: str | None) -> Call:
     return operations.call_open(
         authorization=request.headers.get("Authorization"),
         requested=_requested_version(request),
         origin=request.headers.get("Origin"),
+        a2a_tenant=a2a_tenant,
     )
 
 
-async def _call_of(request: HttpRequest) -> Call:
+async def _call_of(request: HttpRequest, a2a_tenant: str | None = None) -> Call:
     """The exchange's Call. Through Django's handler (the test client) everything goes through the
     ORM in one thread step. On the lean route (apps/doors) on PostgreSQL nothing leaves the event
     loop when the caches hit: the Subject and the facet from the per-process caches, the decision
-    recorded by the group-committed writer, and the task reads on the loop's own pool."""
+    recorded by the group-committed writer, and the task reads on the loop's own pool.
+
+    `a2a_tenant`: a routed operation's `tenant: R` (SendMessage, SendStreamingMessage,
+    GetExtendedAgentCard), None for the others: when R names an agent with a floor of its own, the
+    one decision applies it (operations.agent_targeted)."""
     if not (is_lean(request) and async_db_enabled()):
-        return await sync_to_async(_caller)(request)
+        return await sync_to_async(_caller)(request, a2a_tenant)
     try:
         subject = await asubject_from_authorization_cached(request.headers.get("Authorization"), door="a2a")
     except OpenWopError:
@@ -121,15 +127,35 @@ async def _call_of(request: HttpRequest) -> Call:
         operations.scopes_granted(subject, await aoauth_door_state(lean=True))
     facet = await afacet_cached(protocol="a2a")
     requested, peer_origin = _requested_version(request), _peer_origin(request, subject)
+    agent_pk = None
+    if a2a_tenant and facet.agent_cards and (await atenant_floors_cached(tenant_slug=subject.tenant)).agents:
+        agent_pk = await sync_to_async(operations.agent_targeted)(subject, facet, a2a_tenant)
     decision = await negotiation_decide_batched(
         protocol="a2a",
         requested=requested,
         peer_origin=peer_origin,
         subject=subject,
         facet=facet,
+        agent_pk=agent_pk,
     )
     operations.version_accepted(decision)
-    return Call(subject=subject, features=features_of(facet), lean=True, requested=requested, peer_origin=peer_origin)
+    return Call(
+        subject=subject, features=features_of(facet), lean=True, requested=requested, peer_origin=peer_origin,
+        agent_floor_decided=a2a_tenant is not None,
+    )  # fmt: skip
+
+
+# The operations whose `tenant` selects an agent (operations.call_routed), by binding.
+ROUTED_RPC_METHODS = frozenset({"SendMessage", "SendStreamingMessage", "GetExtendedAgentCard"})
+
+
+def _rpc_routed_tenant(body: Any) -> str | None:
+    """A routed JSON-RPC call's `params.tenant` ("" when it names none), else None."""
+    if not isinstance(body, dict) or body.get("method") not in ROUTED_RPC_METHODS:
+        return None
+    params = body.get("params")
+    tenant = params.get("tenant") if isinstance(params, dict) else None
+    return tenant if isinstance(tenant, str) else ""
 
 
 def _media_type_ok(request: HttpRequest) -> bool:
@@ -236,7 +262,7 @@ async def jsonrpc_endpoint(request: HttpRequest) -> HttpResponseBase:
         parse_failed = True
     request_id = _rpc_id(body)
     try:
-        call = await _call_of(request)
+        call = await _call_of(request, _rpc_routed_tenant(body))
         if request.method != "POST":
             raise InvalidRequestError("JSON-RPC requests are POSTed.")
         if not _media_type_ok(request):
@@ -449,11 +475,21 @@ def _rest_route(method: str, route: str) -> tuple[RestHandler, str, str]:
     raise MethodNotFoundError(f"No A2A operation at {method} {route[:100]!r}.")
 
 
+def _rest_routed_tenant(method: str, route: str) -> str | None:
+    """A routed HTTP+JSON operation's tenant segment ("" when none), else None (an unknown route
+    too: it is answered after authentication, as before)."""
+    try:
+        handler, _, tenant = _rest_route(method, route)
+    except MethodNotFoundError:
+        return None
+    return tenant if handler in (_rest_send, _rest_stream, _rest_extended_card) else None
+
+
 @csrf_exempt
 async def rest_endpoint(request: HttpRequest, route: str) -> HttpResponseBase:
     """Everything under the card's HTTP+JSON url; errors are google.rpc.Status (A2A §11.6)."""
     try:
-        call = await _call_of(request)
+        call = await _call_of(request, _rest_routed_tenant(request.method or "GET", route))
         handler, task_ref, tenant = _rest_route(request.method or "GET", route)
         request._openwop_rest_operation = handler.__name__  # type: ignore[attr-defined]  # metrics' label
         result = await handler(call, request, task_ref, tenant)

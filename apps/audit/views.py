@@ -16,7 +16,7 @@ from apps.tenants.selectors import subject_from_authorization
 async def host_events(request: HttpRequest) -> StreamingHttpResponse:
     # Errors raised here (401, 400, 409) happen before the stream starts, so the protocol
     # middleware renders them as the envelope.
-    subject = await sync_to_async(subject_from_authorization)(request.headers.get("Authorization"))
+    subject = await sync_to_async(subject_from_authorization)(request.headers.get("Authorization"), door="rest")
     # The cursor is fixed before the response starts: once a client has the headers, every event
     # appended afterwards reaches it.
     cursor = await sync_to_async(host_event_cursor_open)(

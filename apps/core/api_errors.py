@@ -65,4 +65,15 @@ def envelope_exception_handler(exc: Exception, context: dict[str, Any]) -> Respo
     response = Response(error.envelope(), status=error.status)
     for name, value in error.headers.items():
         response[name] = value
+    if error.status == 401:
+        _oauth_challenge(response, context)
     return response
+
+
+def _oauth_challenge(response: Response, context: dict[str, Any]) -> None:
+    """On a host with an OAuth lane a 401 points at the RFC 9728 metadata, with
+    `error="invalid_token"` when a credential was presented (identity.md §2.5)."""
+    from apps.doors.oauth import oauth_401_challenge
+
+    request = context.get("request")
+    oauth_401_challenge(response, presented=request is not None and bool(request.META.get("HTTP_AUTHORIZATION")))

@@ -105,6 +105,10 @@ class ProtocolEnvelopeMiddleware(HybridMiddleware):
         if not wants_envelope(request.path):
             return None
         if isinstance(exception, OpenWopError):
+            if exception.status == 401:  # identity.md §2.5: the OAuth challenge, when the host has a lane
+                from apps.doors.oauth import envelope_challenged
+
+                return envelope_challenged(exception, presented="HTTP_AUTHORIZATION" in request.META)
             return envelope_response(exception)
         logger.exception("Unhandled error on %s %s", request.method, request.path)
         return envelope_response(InternalError())

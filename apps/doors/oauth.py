@@ -22,8 +22,11 @@ from dataclasses import dataclass, field
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.http import HttpResponseBase
 
+from apps.core.errors import OpenWopError
 from apps.core.invalidation import TOPIC_CARD, acached, cached
+from apps.core.responses import envelope_response
 from apps.tenants.subject import Subject
 
 
@@ -119,3 +122,19 @@ def insufficient_scope_challenge(*, metadata_url: str, scopes: tuple[str, ...]) 
         f'Bearer realm="openwop", error="insufficient_scope", scope={_quoted(" ".join(scopes))}, '
         f"resource_metadata={_quoted(metadata_url)}"
     )
+
+
+def oauth_401_challenge(response: HttpResponseBase, *, presented: bool) -> None:
+    """A 401 of the REST door on a host with an OAuth lane: the challenge names the host's RFC 9728
+    metadata (identity.md §2.5). Sync (a cache miss reads the issuers): call it off the event loop."""
+    state = oauth_door_state()
+    if state.enabled:
+        response["WWW-Authenticate"] = bearer_challenge(metadata_url=state.host_metadata_url, presented=presented)
+
+
+def envelope_challenged(error: OpenWopError, *, presented: bool) -> HttpResponseBase:
+    """`envelope_response` with the 401 challenge when it is one (sync: see oauth_401_challenge)."""
+    response = envelope_response(error)
+    if error.status == 401:
+        oauth_401_challenge(response, presented=presented)
+    return response

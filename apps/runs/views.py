@@ -19,7 +19,7 @@ from datetime import UTC
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
+from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.views.decorators.http import require_GET
 
 from apps.core.async_db import async_db_enabled, async_pool
@@ -28,6 +28,7 @@ from apps.core.errors import OpenWopError, ValidationFailed
 from apps.core.fanout import FanOut, Frame
 from apps.core.responses import envelope_response
 from apps.core.sse import SseEvent, format_event, last_event_id, sse_response, wake_waiter
+from apps.doors.oauth import envelope_challenged
 from apps.runs.log import run_wake_group
 from apps.runs.models import TERMINAL_EVENT_TYPES, Run, RunEvent
 from apps.runs.paths import run_id_from_path
@@ -57,7 +58,7 @@ class UnsupportedStreamMode(OpenWopError):
 
 
 def _run_readable(authorization: str | None, segment: str) -> Run:
-    subject = subject_from_authorization(authorization)
+    subject = subject_from_authorization(authorization, door="rest")
     return run_get_readable(subject=subject, run_id=run_id_from_path(subject=subject, segment=segment))
 
 
@@ -159,7 +160,7 @@ async def run_events_stream(request: HttpRequest, run_ref: str) -> HttpResponseB
             request.headers.get("Authorization"), run_ref, request.GET.get("streamMode"), request
         )
     except OpenWopError as exc:
-        return envelope_response(exc)
+        return await _refused(request, exc)
     # No database connection to open the stream with propagates: every door answers that one way
     # (503 + Retry-After, RequestLimitsMiddleware.process_exception with apps/core/overload.py).
     if opened.replay is None:
@@ -181,13 +182,21 @@ async def run_events_stream(request: HttpRequest, run_ref: str) -> HttpResponseB
     return response
 
 
+async def _refused(request: HttpRequest, error: OpenWopError) -> HttpResponseBase:
+    """The envelope; a 401 with the OAuth challenge when the host has a lane (read off the loop)."""
+    if error.status != 401:
+        return envelope_response(error)
+    presented = "Authorization" in request.headers
+    return await sync_to_async(envelope_challenged)(error, presented=presented)
+
+
 async def _nothing() -> AsyncIterator[bytes]:
     return
     yield b""  # an async generator that yields nothing
 
 
 @require_GET
-async def run_events_poll(request: HttpRequest, run_ref: str) -> HttpResponse:
+async def run_events_poll(request: HttpRequest, run_ref: str) -> HttpResponseBase:
     """`GET /runs/{runId}/events/poll?afterSequence=&timeout=`: events after the cursor, waiting up
     to `timeout` seconds (default 30) for the first one unless the run has ended."""
     try:
@@ -195,7 +204,7 @@ async def run_events_poll(request: HttpRequest, run_ref: str) -> HttpResponse:
         after = _int_param(request, "afterSequence", default=0, low=0, high=None)
         timeout = _int_param(request, "timeout", default=POLL_TIMEOUT_DEFAULT, low=1, high=POLL_TIMEOUT_MAX)
     except OpenWopError as exc:
-        return envelope_response(exc)
+        return await _refused(request, exc)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     async with wake_waiter(run_wake_group(run.run_id)) as wait:

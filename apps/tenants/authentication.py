@@ -8,6 +8,7 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import NotAuthenticated
 from rest_framework.request import Request
 
+from apps.core.errors import Forbidden
 from apps.tenants.selectors import subject_from_authorization
 from apps.tenants.subject import Subject
 
@@ -27,10 +28,29 @@ class ApiKeyAuthentication(BaseAuthentication):
         if header is None:
             return None  # IsAuthenticated then answers 401 unauthenticated
         subject = subject_from_authorization(header, door="rest")  # an access token's audience: the REST door
+        if subject.scopes is not None:  # an access token (API keys carry no scopes: no lookup)
+            _rest_scopes_granted(subject)
         return CallerUser(subject=subject), subject
 
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="openwop"'
+
+
+def _rest_scopes_granted(subject: Subject) -> None:
+    """The `rest` method family's scopes (issue 25, identity.md §2.5): a token lacking one its
+    issuer requires is 403 `forbidden` with the scope challenge naming every scope needed."""
+    from apps.doors.oauth import insufficient_scope_challenge, oauth_door_state, scopes_missing
+
+    state = oauth_door_state()
+    missing = scopes_missing(state, subject, "rest")
+    if missing:
+        refused = Forbidden(
+            "The access token lacks a scope this API requires.", details={"requiredScopes": list(missing)}
+        )
+        refused.headers["WWW-Authenticate"] = insufficient_scope_challenge(
+            metadata_url=state.host_metadata_url, scopes=missing
+        )
+        raise refused
 
 
 def request_subject(request: Request) -> Subject:

@@ -315,11 +315,14 @@ def test_an_agents_card_lists_only_the_versions_it_accepts_and_it_refuses_below(
     refused = acme.rpc("GetExtendedAgentCard", {"tenant": r_helper}, **{"A2A-Version": "0.9"})
     assert refused.json()["error"]["code"] == -32009, refused.json()
     records = _negotiations("acme")[before:]
-    assert [(r["outcome"], r["reason"], r["floor"]) for r in records] == [
-        ("accepted", "ok", "0.9"),  # the exchange, negotiated for the tenant before R was read
-        ("refused", "below-floor", "1.0"),  # the agent's floor, once R resolved
-    ]
-    assert records[1]["requested"] == "0.9" and "version" not in records[1]
+    # One exchange, one decision, one record: R was resolved before negotiating, so the agent's
+    # floor is the record's floor.
+    assert [(r["outcome"], r["reason"], r["floor"]) for r in records] == [("refused", "below-floor", "1.0")]
+    assert records[0]["requested"] == "0.9" and "version" not in records[0]
+    # HTTP+JSON names R in the path: the same one record.
+    rest = acme.rest_get(f"/{r_helper}/extendedAgentCard", **{"A2A-Version": "0.9"})
+    assert rest.status_code == 400, rest.content
+    assert [(r["outcome"], r["floor"]) for r in _negotiations("acme")[before + 1 :]] == [("refused", "1.0")]
     # The same version to the other agent, and to the host card, is accepted.
     assert "result" in acme.rpc("GetExtendedAgentCard", {"tenant": r_other}, **{"A2A-Version": "0.9"}).json()
     assert "result" in acme.rpc("GetExtendedAgentCard", {}, **{"A2A-Version": "0.9"}).json()
