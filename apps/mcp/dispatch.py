@@ -15,7 +15,9 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from apps.facets import surfaces
 from apps.facets.models import Facet
 from apps.facets.negotiation import inbound_peer_origin, negotiation_decide, negotiation_decide_batched
+from apps.facets.policy import effective_floor, tenant_floors_cached
 from apps.facets.services import afacet_cached, facet_ensure
+from apps.facets.versions import version_key
 from apps.mcp.completion import completion_complete
 from apps.mcp.errors import invalid_params, method_not_found
 from apps.mcp.exchange import (
@@ -99,8 +101,18 @@ async def exchange_open(
     )
 
 
-def discover_result() -> dict[str, Any]:
+def discover_result(subject: Subject | None = None) -> dict[str, Any]:
+    """`server/discover`. `supportedVersions` are the revisions this caller may use: the host's
+    offered list, less any below the caller's tenant floor (issue 24; then the answer is the
+    tenant's own, `cacheScope: private`)."""
     facet = facet_ensure(protocol="mcp")
+    versions, scope = list(facet.versions), "public"
+    if subject is not None:
+        floors = tenant_floors_cached(tenant_slug=subject.tenant)
+        floor = effective_floor(protocol="mcp", host_floor=facet.minimum_version, floors=floors, agent_pk=None)
+        if floor != facet.minimum_version:
+            kept = [v for v in versions if version_key("mcp", v) >= version_key("mcp", floor)]
+            versions, scope = kept, "private"
     capabilities: dict[str, Any] = {
         "tools": {"listChanged": False},
         "prompts": {"listChanged": False},
@@ -112,11 +124,11 @@ def discover_result() -> dict[str, Any]:
         capabilities["extensions"] = {TASKS_EXTENSION: {}}
     return {
         "resultType": "complete",
-        "supportedVersions": list(facet.versions),
+        "supportedVersions": versions,
         "capabilities": capabilities,
         "instructions": INSTRUCTIONS,
         "ttlMs": DISCOVER_TTL_MS,
-        "cacheScope": "public",
+        "cacheScope": scope,
         "_meta": server_meta(),
     }
 
@@ -125,7 +137,7 @@ async def dispatch(exchange: Exchange, method: str, params: Any) -> dict[str, An
     if not isinstance(params, dict):
         raise invalid_params("params must be an object")
     if method == "server/discover":
-        return await sync_to_async(discover_result)()
+        return await sync_to_async(discover_result)(exchange.subject)
     if method == "tools/list":
         return await sync_to_async(tools_list_result)(exchange.subject)
     if method == "tools/call":

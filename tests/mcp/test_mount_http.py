@@ -217,3 +217,20 @@ def test_credential_tool_without_url_mode_is_a_tool_error_without_a_run(acme: Mc
     result = response.json()["result"]
     assert response.status_code == 200 and result["isError"] is True and result["resultType"] == "complete"
     assert not Run.unscoped_all_tenants.exists()
+
+
+def test_server_discover_lists_only_what_the_callers_tenant_accepts(acme: McpCaller, globex: McpCaller) -> None:
+    from apps.facets.services import version_policy_set
+    from apps.tenants.models import Tenant
+
+    old = "2025-11-25"
+    facet_update(
+        protocol="mcp",
+        changes={"versions": [VERSION, old], "preferred_version": VERSION, "minimum_version": old},
+        actor="test",
+    )
+    version_policy_set(tenant=Tenant.objects.get(slug="globex"), agent=None, protocol="mcp", minimum=VERSION, actor="t")
+    everyone = acme.call("server/discover").json()["result"]
+    assert sorted(everyone["supportedVersions"]) == sorted([VERSION, old]) and everyone["cacheScope"] == "public"
+    strict = globex.call("server/discover").json()["result"]
+    assert strict["supportedVersions"] == [VERSION] and strict["cacheScope"] == "private"
