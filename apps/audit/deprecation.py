@@ -137,20 +137,29 @@ def _order_key(protocol: str, requested: str) -> tuple[str, int, tuple[int, ...]
     return protocol, 1 if requested else 2, (), requested
 
 
+_TENANTS = Count("tenant", distinct=True)
+_PEERS = Count("peer_digest", distinct=True, filter=_A_PEER)
+
+
+def _usage(**distinct: Any) -> dict[str, Any]:
+    """The aggregates every table of the view shares (exchanges, accepted, first and last day),
+    plus the distinct counts it adds."""
+    return {
+        "exchanges": Sum("count"),
+        "accepted_n": Sum("accepted"),
+        "first_seen": Min("day"),
+        "last_seen": Max("day"),
+        **distinct,
+    }
+
+
 def version_table(*, window: Window, protocol: str | None = None) -> list[VersionRow]:
     """Per (protocol, requested version) over `window`: exchanges (and how many accepted),
     distinct tenants and peers, first and last day seen. One grouped query over the rollup."""
     grouped = (
         _rows(window=window, protocol=protocol)
         .values("protocol", "requested")
-        .annotate(
-            exchanges=Sum("count"),
-            accepted_n=Sum("accepted"),
-            tenants=Count("tenant", distinct=True),
-            peers=Count("peer_digest", distinct=True, filter=_A_PEER),
-            first_seen=Min("day"),
-            last_seen=Max("day"),
-        )
+        .annotate(**_usage(tenants=_TENANTS, peers=_PEERS))
         .order_by()
     )
     rows = [
@@ -175,13 +184,7 @@ def version_tenants(*, window: Window, protocol: str, requested: str) -> list[Te
         _rows(window=window, protocol=protocol)
         .filter(requested=requested)
         .values("tenant__slug")
-        .annotate(
-            exchanges=Sum("count"),
-            accepted_n=Sum("accepted"),
-            peers=Count("peer_digest", distinct=True, filter=_A_PEER),
-            first_seen=Min("day"),
-            last_seen=Max("day"),
-        )
+        .annotate(**_usage(peers=_PEERS))
         .order_by()
     )
     rows = [
@@ -205,13 +208,7 @@ def version_peers(*, window: Window, protocol: str, requested: str) -> list[Peer
         _rows(window=window, protocol=protocol)
         .filter(_A_PEER, requested=requested)
         .values("peer_digest")
-        .annotate(
-            exchanges=Sum("count"),
-            accepted_n=Sum("accepted"),
-            tenants=Count("tenant", distinct=True),
-            first_seen=Min("day"),
-            last_seen=Max("day"),
-        )
+        .annotate(**_usage(tenants=_TENANTS))
         .order_by()
     )
     rows = [
