@@ -17,8 +17,8 @@ holds a transaction across an await or a streamed message (STYLE.md habit 9).
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeAlias, TypeVar
 
@@ -52,7 +52,8 @@ from apps.a2a import operations
 from apps.a2a.errors import A2A_DOMAIN, ERROR_INFO_TYPE, error_details, error_message, error_row
 from apps.a2a.operations import Call, StreamPlan
 from apps.a2a.refusals import REFUSAL_ROWS
-from apps.a2a.streams import rest_frame, task_stream
+from apps.a2a.streams import task_responses
+from apps.core import metrics
 from apps.core.db_threads import release_db_connection
 from apps.core.overload import is_overload
 from apps.core.rate_limits import (
@@ -171,54 +172,66 @@ async def _call_of(context: Context, a2a_tenant: str | None = None) -> Call:
     )
 
 
-async def _unary(context: Context, operation: Callable[[Call], Awaitable[T]], a2a_tenant: str | None = None) -> T:
+def _observed(method: str, started: float, refused: GrpcRefused | None) -> None:
+    """The RPC in `/metrics` (door `a2a-grpc`, operation the RPC's name): `ok`, or the refusal as
+    `client_error` / `server_error` by its status. grpc_serve is its own process: with
+    PROMETHEUS_MULTIPROC_DIR shared, the web process's `/metrics` includes it."""
+    if refused is None:
+        outcome = "ok"
+    elif refused.code in _SERVER_FAULTS:
+        outcome = "server_error"
+    else:
+        outcome = "client_error"
+    metrics.request_observed("a2a-grpc", method, outcome, started)
+
+
+_SERVER_FAULTS = frozenset({grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN, grpc.StatusCode.DATA_LOSS})
+
+
+async def _unary(
+    method: str, context: Context, operation: Callable[[Call], Awaitable[T]], a2a_tenant: str | None = None
+) -> T:
     refused: GrpcRefused | None = None
+    started = time.perf_counter()
+    token = metrics.request_begun()
     async with ThreadSensitiveContext():
         try:
             await _admitted(_metadata(context, "authorization"), stream=False)
-            return await operation(await _call_of(context, a2a_tenant))
+            answer = await operation(await _call_of(context, a2a_tenant))
+            _observed(method, started, None)
+            return answer
         except Exception as exc:  # a client gone away (CancelledError) is not answered
             refused = _refused_for(exc)
         finally:
             await release_db_connection()
+            metrics.reset_caller(token)
     assert refused is not None  # the try returned otherwise
+    _observed(method, started, refused)
     await _abort(context, refused)
     raise AssertionError("unreachable: abort raises")  # pragma: no cover
 
 
-def _stream_response(chunk: bytes) -> StreamResponse | None:
-    """One SSE event of `task_stream` (framed by `rest_frame`, i.e. a StreamResponse in ProtoJSON)
-    back as the message; comments (`: stream open`, heartbeats) are None."""
-    for line in chunk.decode("utf-8").splitlines():
-        if line.startswith("data: "):
-            return json_format.ParseDict(json.loads(line[6:]), StreamResponse(), ignore_unknown_fields=True)
-    return None
-
-
 async def _streamed(
-    context: Context, operation: Callable[[Call], Awaitable[Any]], a2a_tenant: str | None = None
+    method: str, context: Context, operation: Callable[[Call], Awaitable[Any]], a2a_tenant: str | None = None
 ) -> AsyncIterator[StreamResponse]:
-    """A server-streaming RPC from the same StreamPlan and log reader as the SSE bindings."""
+    """A server-streaming RPC from the same StreamPlan and log reader as the SSE bindings (its
+    duration in `/metrics` is the stream's, to its end)."""
     refused: GrpcRefused | None = None
     bucket: str | None = None
+    started = time.perf_counter()
     async with ThreadSensitiveContext():
         try:
             bucket = await _admitted(_metadata(context, "authorization"), stream=True)
             plan = await operation(await _call_of(context, a2a_tenant))
             await release_db_connection()  # nothing is held while the stream waits on the log
             if isinstance(plan, StreamPlan):
-                stream = task_stream(
-                    run=plan.run,
-                    first=plan.first,
-                    position=plan.position,
-                    frame=rest_frame,
+                stream = task_responses(
+                    run=plan.run, first=plan.first, position=plan.position,
                     end_when_interrupted=plan.end_when_interrupted,
-                )
+                )  # fmt: skip
                 try:
-                    async for chunk in stream:
-                        response = _stream_response(chunk)
-                        if response is not None:
-                            yield response
+                    async for response in stream:
+                        yield response
                 finally:
                     with contextlib.suppress(Exception):
                         await stream.aclose()  # type: ignore[attr-defined]
@@ -232,6 +245,7 @@ async def _streamed(
             if bucket is not None:
                 await sync_to_async(stream_slot_release, thread_sensitive=False)(bucket)
             await release_db_connection()
+    _observed(method, started, refused)
     if refused is not None:
         await _abort(context, refused)
 
@@ -256,7 +270,7 @@ class A2AGrpcService(a2a_pb2_grpc.A2AServiceServicer):
     """Every method: admit, authenticate + negotiate, the operation, or the mapped status."""
 
     async def SendMessage(self, request: SendMessageRequest, context: Context) -> SendMessageResponse:
-        return await _unary(context, lambda call: _send(call, request), request.tenant)
+        return await _unary("SendMessage", context, lambda call: _send(call, request), request.tenant)
 
     async def SendStreamingMessage(
         self, request: SendMessageRequest, context: Context
@@ -264,44 +278,55 @@ class A2AGrpcService(a2a_pb2_grpc.A2AServiceServicer):
         operation: Callable[[Call], Awaitable[Any]] = lambda call: operations.send_message(  # noqa: E731
             call, request, streaming=True
         )
-        async for response in _streamed(context, operation, request.tenant):
+        async for response in _streamed("SendStreamingMessage", context, operation, request.tenant):
             yield response
 
     async def GetTask(self, request: GetTaskRequest, context: Context) -> Task:
-        return await _unary(context, lambda call: _get(call, request))
+        return await _unary("GetTask", context, lambda call: _get(call, request))
 
     async def ListTasks(self, request: ListTasksRequest, context: Context) -> ListTasksResponse:
-        return await _unary(context, lambda call: operations.list_tasks(call, request))
+        return await _unary("ListTasks", context, lambda call: operations.list_tasks(call, request))
 
     async def CancelTask(self, request: CancelTaskRequest, context: Context) -> Task:
-        return await _unary(context, lambda call: operations.cancel_task(call, request))
+        return await _unary("CancelTask", context, lambda call: operations.cancel_task(call, request))
 
     async def SubscribeToTask(self, request: SubscribeToTaskRequest, context: Context) -> AsyncIterator[StreamResponse]:
-        async for response in _streamed(context, lambda call: operations.subscribe(call, request)):
+        subscribe: Callable[[Call], Awaitable[Any]] = lambda call: operations.subscribe(call, request)  # noqa: E731
+        async for response in _streamed("SubscribeToTask", context, subscribe):
             yield response
 
     async def CreateTaskPushNotificationConfig(
         self, request: TaskPushNotificationConfig, context: Context
     ) -> TaskPushNotificationConfig:
-        return await _unary(context, lambda call: operations.push_config_create(call, request))
+        return await _unary(
+            "CreateTaskPushNotificationConfig", context, lambda call: operations.push_config_create(call, request)
+        )
 
     async def GetTaskPushNotificationConfig(
         self, request: GetTaskPushNotificationConfigRequest, context: Context
     ) -> TaskPushNotificationConfig:
-        return await _unary(context, lambda call: operations.push_config_get(call, request))
+        return await _unary(
+            "GetTaskPushNotificationConfig", context, lambda call: operations.push_config_get(call, request)
+        )
 
     async def ListTaskPushNotificationConfigs(
         self, request: ListTaskPushNotificationConfigsRequest, context: Context
     ) -> ListTaskPushNotificationConfigsResponse:
-        return await _unary(context, lambda call: operations.push_config_list(call, request))
+        return await _unary(
+            "ListTaskPushNotificationConfigs", context, lambda call: operations.push_config_list(call, request)
+        )
 
     async def GetExtendedAgentCard(self, request: GetExtendedAgentCardRequest, context: Context) -> AgentCard:
-        return await _unary(context, lambda call: operations.get_extended_card(call, request), request.tenant)
+        return await _unary(
+            "GetExtendedAgentCard", context, lambda call: operations.get_extended_card(call, request), request.tenant
+        )
 
     async def DeleteTaskPushNotificationConfig(
         self, request: DeleteTaskPushNotificationConfigRequest, context: Context
     ) -> Empty:
-        return await _unary(context, lambda call: operations.push_config_delete(call, request))
+        return await _unary(
+            "DeleteTaskPushNotificationConfig", context, lambda call: operations.push_config_delete(call, request)
+        )
 
 
 def grpc_server_build(*, bind: str, port: int, tls: tuple[bytes, bytes] | None) -> tuple[grpc.aio.Server, int]:

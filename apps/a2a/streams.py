@@ -10,19 +10,22 @@ happens to it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from dataclasses import replace
 from typing import Any
 
 from a2a.types import StreamResponse, Task
 from asgiref.sync import sync_to_async
 
 from apps.a2a.wire import INTERRUPTED_STATES, TERMINAL_STATES, StreamProjection, to_wire
-from apps.core.sse import SseEvent, stream_log, wake_waiter
+from apps.core.sse import SseEvent, format_event, log_events, wake_waiter
 from apps.runs.log import run_wake_group
 from apps.runs.models import TERMINAL_STATUSES, WAITING_STATUSES, Run, RunEvent
 from apps.runs.selectors import run_events_after
 
 DB_RECHECK_SECONDS = 0.5
+SSE_HEARTBEAT_SECONDS = 15.0  # a comment line on a quiet SSE stream (as apps.core.sse.stream_log)
 # A blocking SendMessage answers when the run is terminal or interrupted, or after this long with
 # the task as it is then (map SendMessage row: "or host timeout").
 BLOCKING_WAIT_SECONDS = 60.0
@@ -49,16 +52,12 @@ async def run_wait_settled(run: Run, *, timeout: float = BLOCKING_WAIT_SECONDS) 
             await wait(min(DB_RECHECK_SECONDS, remaining))
 
 
-def task_stream(
-    *,
-    run: Run,
-    first: Task,
-    position: int,
-    frame: Frame,
-    end_when_interrupted: bool,
-) -> AsyncIterator[bytes]:
-    """SSE bytes: the Task first, then the run log after `position` projected as status and
-    artifact updates, ending after the terminal status (or, for a send, an interrupted one)."""
+def _task_log(
+    *, run: Run, first: Task, position: int, end_when_interrupted: bool, heartbeat_seconds: float | None
+) -> AsyncGenerator[SseEvent | None, None]:
+    """The stream every binding sends, as events whose `data` is the StreamResponse message: the
+    Task first, then the run log after `position` projected as status and artifact updates, ending
+    after the terminal status (or, for a send, an interrupted one). None: a heartbeat is due."""
     projection = StreamProjection(task_id=first.id, context_id=first.context_id, state=first.status.state)
     sent_first = False
 
@@ -73,7 +72,7 @@ def task_stream(
             done = first.status.state in TERMINAL_STATES or (
                 end_when_interrupted and first.status.state in INTERRUPTED_STATES
             )
-            out.append(SseEvent(id=position, data=frame(StreamResponse(task=first)), terminal=done))
+            out.append(SseEvent(id=position, data=StreamResponse(task=first), terminal=done))
             if done:
                 return out
         events: list[RunEvent] = await sync_to_async(run_events_after)(run=run, after=after)
@@ -81,12 +80,53 @@ def task_stream(
             responses = projection.project([event])
             for index, response in enumerate(responses):
                 last = index == len(responses) - 1
-                out.append(SseEvent(id=event.sequence, data=frame(response), terminal=last and ends()))
+                out.append(SseEvent(id=event.sequence, data=response, terminal=last and ends()))
             if ends():
                 return out
         return out
 
-    return stream_log(group=run_wake_group(run.run_id), after=position, fetch=fetch, poll_seconds=DB_RECHECK_SECONDS)
+    return log_events(
+        group=run_wake_group(run.run_id),
+        after=position,
+        fetch=fetch,
+        poll_seconds=DB_RECHECK_SECONDS,
+        heartbeat_seconds=heartbeat_seconds,
+    )
+
+
+async def task_stream(
+    *,
+    run: Run,
+    first: Task,
+    position: int,
+    frame: Frame,
+    end_when_interrupted: bool,
+) -> AsyncIterator[bytes]:
+    """The task stream as SSE bytes (JSON-RPC and HTTP+JSON), each message framed by `frame`."""
+    yield b": stream open\n\n"
+    events = _task_log(
+        run=run, first=first, position=position, end_when_interrupted=end_when_interrupted,
+        heartbeat_seconds=SSE_HEARTBEAT_SECONDS,
+    )  # fmt: skip
+    async with contextlib.aclosing(events):
+        async for event in events:
+            if event is None:
+                yield b": heartbeat\n\n"
+            else:
+                yield format_event(replace(event, data=frame(event.data)))  # type: ignore[arg-type]
+
+
+async def task_responses(
+    *, run: Run, first: Task, position: int, end_when_interrupted: bool
+) -> AsyncIterator[StreamResponse]:
+    """The task stream as messages (gRPC frames them itself; HTTP/2 keeps the connection alive)."""
+    events = _task_log(
+        run=run, first=first, position=position, end_when_interrupted=end_when_interrupted, heartbeat_seconds=None
+    )
+    async with contextlib.aclosing(events):
+        async for event in events:
+            if event is not None:
+                yield event.data  # type: ignore[misc]
 
 
 def jsonrpc_frame(request_id: Any) -> Frame:

@@ -18,7 +18,7 @@ import logging
 import os
 import re
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -216,6 +216,34 @@ async def wake_waiter(group: str, *, release_db: bool = True) -> AsyncIterator[C
                 await asyncio.shield(layer.group_discard(group, channel))
 
 
+async def log_events(
+    *,
+    group: str,
+    after: int,
+    fetch: Fetch,
+    poll_seconds: float = 1.0,
+    heartbeat_seconds: float | None = None,
+) -> AsyncGenerator[SseEvent | None, None]:
+    """A log's events after `after` as they commit (`fetch` reads them; the group's wake-ups
+    shorten the wait between reads), ending after a terminal one. With `heartbeat_seconds`, None
+    marks a quiet stretch that long (a transport that needs keep-alives sends one). Close it
+    (`contextlib.aclosing`) to leave the wake-up group at once."""
+    async with wake_waiter(group) as wait:
+        position = after
+        idle = 0.0
+        while True:
+            for event in await fetch(position):
+                yield event
+                position = event.id
+                idle = 0.0
+                if event.terminal:
+                    return
+            idle += await wait(poll_seconds)
+            if heartbeat_seconds is not None and idle >= heartbeat_seconds:
+                idle = 0.0
+                yield None
+
+
 async def stream_log(
     *,
     group: str,
@@ -224,21 +252,14 @@ async def stream_log(
     heartbeat_seconds: float = 15.0,
     poll_seconds: float = 1.0,
 ) -> AsyncIterator[bytes]:
-    async with wake_waiter(group) as wait:
-        position = after
-        idle = 0.0
-        yield b": stream open\n\n"
-        while True:
-            for event in await fetch(position):
-                yield format_event(event)
-                position = event.id
-                idle = 0.0
-                if event.terminal:
-                    return
-            idle += await wait(poll_seconds)
-            if idle >= heartbeat_seconds:
-                idle = 0.0
-                yield b": heartbeat\n\n"
+    """`log_events` as SSE bytes: an opening comment, each event, a heartbeat comment when quiet."""
+    yield b": stream open\n\n"
+    events = log_events(
+        group=group, after=after, fetch=fetch, poll_seconds=poll_seconds, heartbeat_seconds=heartbeat_seconds
+    )
+    async with contextlib.aclosing(events):
+        async for event in events:
+            yield b": heartbeat\n\n" if event is None else format_event(event)
 
 
 async def sse_counted(stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

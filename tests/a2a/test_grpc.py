@@ -306,6 +306,41 @@ def test_the_request_rate_limit_answers_resource_exhausted(live_env, transaction
         live.stop()
 
 
+def test_every_rpc_is_counted_in_metrics(live_env, transactional_db, make_key, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """grpc_serve records each RPC (door `a2a-grpc`, the RPC's name, its outcome); with the
+    multi-process directory shared, the web process's /metrics shows them (README "Metrics")."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    env, var_dir = live_env
+    live, address = start_grpc({**env, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}, var_dir)
+    try:
+        key = make_key("acme")
+
+        async def calls() -> None:
+            async with grpc.aio.insecure_channel(address) as channel:
+                stub = a2a_pb2_grpc.A2AServiceStub(channel)
+                metadata = (("authorization", f"Bearer {key}"), ("a2a-version", "1.0"))
+                await stub.ListTasks(ListTasksRequest(), metadata=metadata)
+                with pytest.raises(grpc.aio.AioRpcError):
+                    await stub.GetTask(GetTaskRequest(id="acme~2Fnot-a-task-aaaaaaaaaaaa"), metadata=metadata)
+
+        asyncio.run(calls())
+    finally:
+        live.stop()
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    text = HttpClient().get("/metrics", REMOTE_ADDR="127.0.0.1").content.decode()
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+    listed = (("door", "a2a-grpc"), ("operation", "ListTasks"), ("outcome", "ok"))
+    missing = (("door", "a2a-grpc"), ("operation", "GetTask"), ("outcome", "client_error"))
+    assert samples[("openwop_requests_total", listed)] == 1
+    assert samples[("openwop_requests_total", missing)] == 1
+    assert samples[("openwop_request_duration_seconds_count", (("door", "a2a-grpc"), ("operation", "GetTask")))] == 1
+
+
 async def test_bad_credential_is_unauthenticated(grpc_address: str) -> None:
     refused = await _raw_error(grpc_address, "not-a-key", GetTaskRequest(id="acme/x"))
     assert refused.code() == grpc.StatusCode.UNAUTHENTICATED
