@@ -408,6 +408,9 @@ def _resume(run: Run, draft: Draft, *, inline: bool, answered: Mapping[str, Inte
             interrupt, branches = node_interrupts(run, node)  # branches answered earlier too
         else:
             interrupt, branches = answered.get(run.current_node_id), []
+            if interrupt is None:  # not the suspended node's own interrupt: a worker sorts it out
+                step_handoff(draft)
+                return
         started_at = (
             RunEvent.objects.for_tenant(run.tenant_id)
             .filter(run=run, type="node.started", node_id=run.current_node_id)
