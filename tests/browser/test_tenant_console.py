@@ -79,8 +79,9 @@ def test_tenant_creates_a_key_and_a_push_config_and_sees_the_delivery(
         assert sorted(r.event_type for r in rows) == ["interrupt.resolved", "run.completed"]
         assert all(r.status == DeliveryStatus.DELIVERED for r in rows)
         assert receiver.received, "the receiver got nothing"
-        pushed = receiver.received[-1]
-        assert pushed.headers["Authorization"] == f"Bearer {TOKEN}"
-        assert json.loads(pushed.body)["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        # Both deliveries may be in flight at once (a lane holds two), so they arrive in either order.
+        assert all(r.headers["Authorization"] == f"Bearer {TOKEN}" for r in receiver.received)
+        states = [json.loads(r.body)["statusUpdate"]["status"]["state"] for r in receiver.received]
+        assert "TASK_STATE_COMPLETED" in states, states
         page.locator("#task-deliveries details summary").first.click()
         assert "HTTP 200" in page.locator("#task-deliveries .attempts").first.inner_text()
