@@ -70,10 +70,8 @@ from apps.facets.negotiation import (
     Decision,
     inbound_peer_origin,
     negotiation_decide,
-    negotiation_precheck,
-    negotiation_record,
 )
-from apps.facets.policy import tenant_floors_cached
+from apps.facets.policy import TenantFloors, tenant_floors_cached
 from apps.facets.services import facet_cached
 from apps.push import services as push_services
 from apps.push.limits import push_backlog_check
@@ -94,12 +92,6 @@ class Call:
     agent: InventoryEntry | None = None
     # Served by the door itself on PostgreSQL (apps/doors): reads may use the event loop's pool.
     lean: bool = False
-    # What the exchange was negotiated from, so `call_routed` can check a resolved agent's floor.
-    requested: str | None = None
-    peer_origin: str = "anonymous"
-    # The binding resolved the request's `tenant: R` before negotiating (`agent_targeted`), so the
-    # one decision already applied the agent's floor: `call_routed` has nothing to re-decide.
-    agent_floor_decided: bool = False
 
 
 def version_accepted(decision: Decision) -> None:
@@ -120,15 +112,18 @@ def scopes_granted(subject: Subject, state: OAuthDoorState) -> None:
         raise InsufficientScope(scopes=missing, challenge=challenge)
 
 
-def agent_targeted(subject: Subject, facet: Any, a2a_tenant: str | None) -> int | None:
-    """The agent a routed operation's `tenant: R` names, when its floor could matter: per-agent
-    cards served and some agent of the caller's tenant holds a floor of its own (issue 24). Read
-    before negotiating, so the exchange's one `negotiation.decided` record applies that floor
-    (never an `accepted` record followed by a refusal). None: negotiate for the tenant."""
-    if not a2a_tenant or not facet.agent_cards:
-        return None
-    if not tenant_floors_cached(tenant_slug=subject.tenant).agents:
-        return None  # the common case: no read at all
+def agent_floor_may_apply(facet: Any, floors: TenantFloors) -> bool:
+    """Whether a routed operation's `tenant: R` must be resolved before negotiating (issue 24):
+    per-agent cards served and some agent of the caller's tenant holds a floor of its own. Every
+    binding passes R for the routed operations (SendMessage, SendStreamingMessage,
+    GetExtendedAgentCard), so the exchange's one `negotiation.decided` record applies the agent's
+    floor. The common case (no agent floor) reads nothing."""
+    return bool(facet.agent_cards) and bool(floors.agents)
+
+
+def agent_pk_of(subject: Subject, a2a_tenant: str) -> int | None:
+    """The agent R names in the caller's inventory (None: negotiate for the tenant; `call_routed`
+    refuses an unknown R afterwards, as for every operation)."""
     entry = agent_by_a2a_tenant(subject=subject, a2a_tenant=a2a_tenant)
     return entry.agent.pk if entry is not None else None
 
@@ -147,40 +142,20 @@ def call_open(
     if subject.scopes is not None:  # an access token (API keys carry no scopes: no lookup)
         scopes_granted(subject, oauth_door_state())
     facet = facet_cached(protocol="a2a")
-    peer_origin = inbound_peer_origin(origin_header=origin, subject=subject)
+    agent_pk = None
+    if a2a_tenant and agent_floor_may_apply(facet, tenant_floors_cached(tenant_slug=subject.tenant)):
+        agent_pk = agent_pk_of(subject, a2a_tenant)
     decision = negotiation_decide(
         protocol="a2a",
         requested=requested,
-        peer_origin=peer_origin,
+        peer_origin=inbound_peer_origin(origin_header=origin, subject=subject),
         subject=subject,
         run=None,
         facet=facet,
-        agent_pk=agent_targeted(subject, facet, a2a_tenant),
+        agent_pk=agent_pk,
     )
     version_accepted(decision)
-    return Call(
-        subject=subject, features=features_of(facet), requested=requested, peer_origin=peer_origin,
-        agent_floor_decided=a2a_tenant is not None,
-    )  # fmt: skip
-
-
-def agent_version_accepted(call: Call, entry: InventoryEntry) -> None:
-    """The agent's version policy (issue 24; apps/facets/negotiation.py) for a Call whose binding
-    did not resolve `tenant: R` before negotiating: the version must also clear the agent's floor;
-    below it the exchange is refused as below the host floor (-32009), with its `below-floor`
-    record. Every binding passes R to `call_open` / `_call_of` for the routed operations, so this
-    is a safety net."""
-    if call.agent_floor_decided:
-        return
-    if not tenant_floors_cached(tenant_slug=call.subject.tenant).agents:
-        return  # no agent of the tenant has a floor of its own (the common case: no decision to redo)
-    decision = negotiation_precheck(
-        protocol="a2a", requested=call.requested, peer_offers=None, authenticated=True,
-        facet=facet_cached(protocol="a2a"), tenant=call.subject.tenant, agent_pk=entry.agent.pk,
-    )
-    if not decision.accepted:
-        negotiation_record(decision, peer_origin=call.peer_origin, subject=call.subject)
-        version_accepted(decision)
+    return Call(subject=subject, features=features_of(facet))
 
 
 UNKNOWN_TENANT_MESSAGE = "The tenant names no agent of the caller."
@@ -191,9 +166,11 @@ def call_routed(call: Call, tenant: str) -> Call:
 
     Only the operations an agent changes resolve it: SendMessage / SendStreamingMessage (which
     workflow starts) and GetExtendedAgentCard (which card). They run after the binding has
-    authenticated and negotiated. R never selects a tenant: it is looked up in the caller's own
-    inventory, and every R outside it (another tenant's, an unpublished agent's, malformed, never
-    minted) takes this one path and gets the same -32602, which does not echo R. Every other
+    authenticated and negotiated, with R's agent floor already in the decision (the binding passed
+    R to `call_open` / views `_call_of`: `agent_floor_may_apply`). R never selects a tenant: it is
+    looked up in the caller's own inventory, and every R outside it (another tenant's, an
+    unpublished agent's, malformed, never minted) takes this one path and gets the same -32602,
+    which does not echo R. Every other
     operation treats `tenant` as the opaque hint interop.md §Isolation makes it: ignored, for a
     valid R and an unknown one alike, so they answer identically there too. While per-agent cards
     are not served, `tenant` is ignored everywhere.
@@ -203,7 +180,6 @@ def call_routed(call: Call, tenant: str) -> Call:
     entry = agent_by_a2a_tenant(subject=call.subject, a2a_tenant=tenant)
     if entry is None:
         raise invalid_params(UNKNOWN_TENANT_MESSAGE, field="tenant")
-    agent_version_accepted(call, entry)
     return replace(call, agent=entry)
 
 

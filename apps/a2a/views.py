@@ -126,23 +126,19 @@ async def _call_of(request: HttpRequest, a2a_tenant: str | None = None) -> Call:
     if subject.scopes is not None:  # an access token (API keys carry no scopes: no lookup)
         operations.scopes_granted(subject, await aoauth_door_state(lean=True))
     facet = await afacet_cached(protocol="a2a")
-    requested, peer_origin = _requested_version(request), _peer_origin(request, subject)
     agent_pk = None
-    if a2a_tenant and facet.agent_cards and (await atenant_floors_cached(tenant_slug=subject.tenant)).agents:
-        agent_pk = await sync_to_async(operations.agent_targeted)(subject, facet, a2a_tenant)
+    if a2a_tenant and operations.agent_floor_may_apply(facet, await atenant_floors_cached(tenant_slug=subject.tenant)):
+        agent_pk = await sync_to_async(operations.agent_pk_of)(subject, a2a_tenant)
     decision = await negotiation_decide_batched(
         protocol="a2a",
-        requested=requested,
-        peer_origin=peer_origin,
+        requested=_requested_version(request),
+        peer_origin=_peer_origin(request, subject),
         subject=subject,
         facet=facet,
         agent_pk=agent_pk,
     )
     operations.version_accepted(decision)
-    return Call(
-        subject=subject, features=features_of(facet), lean=True, requested=requested, peer_origin=peer_origin,
-        agent_floor_decided=a2a_tenant is not None,
-    )  # fmt: skip
+    return Call(subject=subject, features=features_of(facet), lean=True)
 
 
 # The operations whose `tenant` selects an agent (operations.call_routed), by binding.

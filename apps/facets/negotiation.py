@@ -14,9 +14,9 @@ Which exchanges see which floor:
 - MCP (HTTP and stdio, per-request and handshake-era) and every A2A operation: the caller's
   tenant floor (the Subject's tenant).
 - A2A operations that resolve a `tenant: R` to an agent (SendMessage, SendStreamingMessage,
-  GetExtendedAgentCard; apps/a2a/operations.py `call_routed`): that agent's floor too. The
-  exchange was already negotiated for the tenant before R was read; the agent's floor is checked
-  once R resolves, and a version below it is refused (-32009) with its own `below-floor` record.
+  GetExtendedAgentCard): that agent's floor too. Each binding hands R to the negotiation when an
+  agent of the tenant holds a floor (apps/a2a/operations.py `agent_floor_may_apply`), so the
+  exchange's one decision and record carry it.
 - Outbound exchanges (apps/peers/outbound.py): the run's tenant's floor.
 """
 

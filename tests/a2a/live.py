@@ -20,6 +20,7 @@ from a2a.types import (
     SendMessageConfiguration,
     SendMessageRequest,
     StreamResponse,
+    SubscribeToTaskRequest,
     Task,
     TaskState,
 )
@@ -111,6 +112,27 @@ async def only_task(client: Client, message: Message, *, immediately: bool = Fal
     [event] = await send(client, message, immediately=immediately)
     assert event.HasField("task"), event
     return event.task
+
+
+async def reattached_until_done(
+    streaming: Client, plain: Client, task_id: str, answer: Message
+) -> list[StreamResponse]:
+    """SubscribeToTask on a task waiting for input: once the current Task has arrived (asserted
+    to be INPUT_REQUIRED), `answer` is sent with `plain`; returns every event up to the stream's end."""
+    received: list[StreamResponse] = []
+    attached = asyncio.Event()
+
+    async def watch() -> None:
+        async for event in streaming.subscribe(SubscribeToTaskRequest(id=task_id)):
+            received.append(event)
+            attached.set()
+
+    watcher = asyncio.create_task(watch())
+    await asyncio.wait_for(attached.wait(), 60)
+    assert received[0].HasField("task") and received[0].task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    await only_task(plain, answer)
+    await asyncio.wait_for(watcher, 60)
+    return received
 
 
 async def until_terminal(client: Client, task_id: str) -> Task:

@@ -20,7 +20,6 @@ from a2a.types import (
     ListTaskPushNotificationConfigsRequest,
     ListTasksRequest,
     Message,
-    StreamResponse,
     SubscribeToTaskRequest,
     TaskState,
     a2a_pb2_grpc,
@@ -40,8 +39,9 @@ from apps.audit.models import HostEvent
 from apps.runs.models import Run
 from apps.tenants.models import Tenant
 from tests.a2a.conftest import Caller
-from tests.a2a.live import db_read, only_task, send, until_terminal, user_message
+from tests.a2a.live import db_read, only_task, reattached_until_done, send, until_terminal, user_message
 from tests.live import LiveProcess, start_grpc
+from tests.metrics_samples import scraped_in_process
 
 DETAILS_KEY = "grpc-status-details-bin"
 
@@ -210,19 +210,8 @@ async def test_streaming_send_and_resubscribe(clients: dict[str, Clients]) -> No
     final = events[-1].status_update.status.state if len(events) > 1 else events[0].task.status.state
     assert final == TaskState.TASK_STATE_INPUT_REQUIRED
 
-    received: list[StreamResponse] = []
-    attached = asyncio.Event()
-
-    async def watch() -> None:
-        async for event in streaming.subscribe(SubscribeToTaskRequest(id=task_id)):
-            received.append(event)
-            attached.set()
-
-    watcher = asyncio.create_task(watch())
-    await asyncio.wait_for(attached.wait(), 60)
-    assert received[0].HasField("task") and received[0].task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
-    await only_task(plain, _message(data={"action": "accept"}, task_id=task_id))
-    await asyncio.wait_for(watcher, 60)
+    accept = _message(data={"action": "accept"}, task_id=task_id)
+    received = await reattached_until_done(streaming, plain, task_id, accept)
     assert received[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
     assert [e.artifact_update.artifact.artifact_id for e in received if e.HasField("artifact_update")] == ["outputs"]
 
@@ -309,8 +298,6 @@ def test_the_request_rate_limit_answers_resource_exhausted(live_env, transaction
 def test_every_rpc_is_counted_in_metrics(live_env, transactional_db, make_key, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """grpc_serve records each RPC (door `a2a-grpc`, the RPC's name, its outcome); with the
     multi-process directory shared, the web process's /metrics shows them (README "Metrics")."""
-    from prometheus_client.parser import text_string_to_metric_families
-
     env, var_dir = live_env
     live, address = start_grpc({**env, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}, var_dir)
     try:
@@ -328,12 +315,7 @@ def test_every_rpc_is_counted_in_metrics(live_env, transactional_db, make_key, t
     finally:
         live.stop()
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
-    text = HttpClient().get("/metrics", REMOTE_ADDR="127.0.0.1").content.decode()
-    samples = {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
+    samples = scraped_in_process()
     listed = (("door", "a2a-grpc"), ("operation", "ListTasks"), ("outcome", "ok"))
     missing = (("door", "a2a-grpc"), ("operation", "GetTask"), ("outcome", "client_error"))
     assert samples[("openwop_requests_total", listed)] == 1

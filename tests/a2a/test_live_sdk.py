@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -12,7 +11,6 @@ from a2a.types import (
     GetTaskRequest,
     ListTasksRequest,
     Message,
-    StreamResponse,
     SubscribeToTaskRequest,
     TaskState,
 )
@@ -21,7 +19,7 @@ from google.protobuf import json_format
 
 from apps.audit.models import HostEvent
 from apps.runs.models import Run
-from tests.a2a.live import Session, db_read, only_task, send, until_terminal, user_message
+from tests.a2a.live import Session, db_read, only_task, reattached_until_done, send, until_terminal, user_message
 
 BINDINGS = ["JSONRPC", "HTTP+JSON"]
 
@@ -135,19 +133,8 @@ async def test_streaming_send_and_subscribe(sessions: dict[str, Session]) -> Non
     assert [order.index(s) for s in states] == sorted({order.index(s) for s in states})  # one update per change
 
     # SubscribeToTask reattaches: the current Task first, then everything up to the terminal status.
-    received: list[StreamResponse] = []
-    attached = asyncio.Event()
-
-    async def watch() -> None:
-        async for event in streaming.subscribe(SubscribeToTaskRequest(id=task_id)):
-            received.append(event)
-            attached.set()
-
-    watcher = asyncio.create_task(watch())
-    await asyncio.wait_for(attached.wait(), 60)
-    assert received[0].HasField("task") and received[0].task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
-    await only_task(plain, _message(data={"action": "accept"}, task_id=task_id))
-    await asyncio.wait_for(watcher, 60)
+    accept = _message(data={"action": "accept"}, task_id=task_id)
+    received = await reattached_until_done(streaming, plain, task_id, accept)
     kinds = [e.WhichOneof("payload") for e in received]
     assert kinds[0] == "task" and kinds[-1] == "status_update"
     assert received[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED

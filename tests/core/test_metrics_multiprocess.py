@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
+
+from tests.metrics_samples import scraped_in_process
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,14 +32,7 @@ def test_the_scrape_sums_every_process(db: None, tmp_path: Path, monkeypatch: py
         subprocess.run([sys.executable, "-c", RECORD], cwd=ROOT, env=env, check=True, timeout=120)
     assert list(tmp_path.glob("*.db")), "the processes wrote no samples to the shared directory"
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
-    from django.test import Client
-
-    text = Client().get("/metrics", REMOTE_ADDR="127.0.0.1").content.decode()
-    samples = {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
+    samples = scraped_in_process()
     request = (("door", "a2a"), ("operation", "GetTask"), ("outcome", "ok"))
     assert samples[("openwop_requests_total", request)] == 2
     assert samples[("openwop_push_attempts_total", (("result", "dead"),))] == 2

@@ -24,20 +24,16 @@ from apps.tenants.models import Tenant
 from tests.a2a.live import Session, live_card
 from tests.live import start_web
 from tests.mcp.sdk_client import mcp_client
+from tests.metrics_samples import Samples, samples_of
 
 MCP = "2026-07-28"
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
 def _scrape(base_url: str) -> Samples:
     response = httpx.get(f"{base_url}/metrics", timeout=10)
     assert response.status_code == 200, response.text[:500]
     assert response.headers["content-type"].startswith("text/plain")
-    samples: Samples = {}
-    for family in text_string_to_metric_families(response.text):
-        for sample in family.samples:
-            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return samples
+    return samples_of(response.text)
 
 
 def _value(samples: Samples, name: str, **labels: str) -> float:
