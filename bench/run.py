@@ -2,14 +2,18 @@
 
 Every scenario runs ours and the peer(s) in the same invocation, each server pinned to the same
 core set (BENCH_SERVER_CPUS, default "1") and wrk on its own (BENCH_GEN_CPUS, default "0"); each
-measurement is preceded by a warm-up run against the same server. Targets are measured one after
-the other per concurrency level (ours, then each peer), so drift in the machine's load hits both.
+measurement is preceded by a warm-up run against the same server. Every point is measured N times
+(--repeats: 3 in --quick, 5 in the full run), the targets taking turns (ours, peer, ours, peer, ...),
+so drift in the machine's load hits each side alike; a row's numbers are the medians of its repeats,
+every repeat kept beside them (`rps_runs`, ...), and ratios are ratios of medians (bench/harness/repeats.py).
+CPU per request counts the server's processes and the PostgreSQL and Redis processes they use.
+The peer's database is created anew for each run, so both sides list exactly the seeded tasks.
 
 Ours runs with production settings: DJANGO_DEBUG=0, a secret key, PostgreSQL, Redis, requests as
 a TLS-terminating proxy forwards them (X-Forwarded-Proto: https), a real Celery worker for runs.
 The peers run from their own venv (BENCH_PEER_VENV, created from bench/peers/requirements.txt).
 
-    .venv/bin/python bench/run.py --quick            # under 3 minutes
+    .venv/bin/python bench/run.py --quick            # under 12 minutes
     .venv/bin/python bench/run.py                    # everything
     .venv/bin/python bench/run.py --scenarios gettask,asgi --seconds 10
 
@@ -37,7 +41,9 @@ sys.path.insert(0, str(BENCH))
 
 import sse_fanout  # noqa: E402
 from harness import report  # noqa: E402
+from harness.infra import InfraCpu, postgres_meta, redis_meta  # noqa: E402
 from harness.procs import Server, free_port  # noqa: E402
+from harness.repeats import combine  # noqa: E402
 from harness.wrk import Load, run_wrk  # noqa: E402
 
 VENV_BIN = Path(sys.executable).parent
@@ -56,11 +62,12 @@ SCENARIOS = ("gettask", "listpage", "card", "sendmessage", "mcp", "negotiation",
 QUICK = {
     "seconds": 3.0,
     "warmup": 1.0,
+    "repeats": 3,
     "scenarios": ("gettask", "listpage", "card", "sendmessage", "mcp", "negotiation"),
 }
 LIST_PAGE_TASKS = 10_000  # the `listpage` tenant's size (issue 13: a page of 20 from 10k tasks)
 LIST_PAGE_SIZE = 20
-FULL = {"seconds": 10.0, "warmup": 3.0, "scenarios": SCENARIOS}
+FULL = {"seconds": 10.0, "warmup": 3.0, "repeats": 5, "scenarios": SCENARIOS}
 CONCURRENCY = (1, 16, 64)
 
 # The ASGI servers we could ship; "recommended" is what ours runs as in every other scenario.
@@ -93,6 +100,17 @@ def _ensure_database(url: str) -> None:
     with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
         if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
             conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def _reset_database(url: str) -> None:
+    """The peer's database, created anew: the SDK's store keeps every task of every earlier run under
+    the one unauthenticated owner, so a kept database listed far more than the seeded tasks (issue 34)."""
+    import psycopg
+
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def _analyze(url: str) -> None:
@@ -289,38 +307,60 @@ def mcp_load(base: str, tool: str, key: str | None) -> Load:
 # Measuring
 
 
+Point = tuple[str, Load, list[Server]]  # (target, load, the target's server processes)
+
+
 class Bench:
-    def __init__(self, *, seconds: float, warmup: float) -> None:
+    def __init__(self, *, seconds: float, warmup: float, repeats: int) -> None:
         self.seconds = seconds
         self.warmup = warmup
+        self.repeats = repeats
         self.rows: list[dict[str, Any]] = []
 
-    def measure(
-        self, scenario: str, target: str, load: Load, servers: list[Server], connections: int, **extra: Any
-    ) -> dict[str, Any]:
+    def sample(self, load: Load, servers: list[Server], connections: int) -> dict[str, Any]:
+        """One warm-up and one measured wrk run against one target."""
         threads = 1 if connections < 8 else 2
         run_wrk(load, connections=connections, seconds=self.warmup, threads=threads, cpus=GEN_CPUS)
+        infra = InfraCpu()
         cpu_before = sum(s.cpu_seconds() for s in servers)
+        infra.start()
         result = run_wrk(load, connections=connections, seconds=self.seconds, threads=threads, cpus=GEN_CPUS)
         cpu_used = sum(s.cpu_seconds() for s in servers) - cpu_before
+        infra_used = infra.seconds()
         rss = {pid: mb for s in servers for pid, mb in s.rss_mb().items() if mb > 0}
-        row = {
-            "scenario": scenario,
-            "target": target,
-            "connections": connections,
+        return {
             **result,
             "server_cpu_pct": round(100 * cpu_used / result["wall_s"], 1),
+            "infra_cpu_pct": round(100 * infra_used / result["wall_s"], 1),
             "server_max_rss_mb": round(max(rss.values()), 1) if rss else 0.0,
-            **extra,
         }
-        self.rows.append(row)
-        print(
-            f"  {scenario:12} {target:22} c={connections:<3} {row['rps']:>8.1f} req/s  p50 {row['p50_ms']:>7.2f} ms"
-            f"  p99 {row['p99_ms']:>7.2f} ms  bad {row['bad'] + row['socket_errors']:>4}  server cpu"
-            f" {row['server_cpu_pct']:>5.1f}%  wrk cpu {row['generator_cpu_pct']:>5.1f}%",
-            flush=True,
-        )
-        return row
+
+    def point(self, scenario: str, connections: int, targets: list[Point], **extra: Any) -> None:
+        """Every target `self.repeats` times, taking turns; one row per target of the medians."""
+        samples: dict[str, list[dict[str, Any]]] = {target: [] for target, _, _ in targets}
+        for _ in range(self.repeats):
+            for target, load, servers in targets:
+                samples[target].append(self.sample(load, servers, connections))
+        for target, _, _ in targets:
+            row = {**combine(samples[target]), "scenario": scenario, "target": target, "connections": connections,
+                   **extra}  # fmt: skip
+            self.rows.append(row)
+            runs = "/".join(f"{r:.0f}" for r in row["rps_runs"])
+            print(
+                f"  {scenario:12} {target:22} c={connections:<3} {row['rps']:>8.1f} req/s ({runs})"
+                f"  p50 {row['p50_ms']:>7.2f} ms  p99 {row['p99_ms']:>7.2f} ms"
+                f"  bad {row['bad'] + row['socket_errors']:>4}"
+                f"  server cpu {row['server_cpu_pct']:>5.1f}%  pg+redis {row['infra_cpu_pct']:>5.1f}%"
+                f"  wrk cpu {row['generator_cpu_pct']:>5.1f}%",
+                flush=True,
+            )
+
+
+def list_total(base: str, key: str | None) -> int:
+    """The size of the listing a ListTasks page is taken from, as the server itself counts it."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {"pageSize": 1}}
+    answer = post_json(f"{base}/a2a/jsonrpc", body, a2a_headers(key))
+    return int(answer["result"]["totalSize"])
 
 
 def create_task(base: str, key: str) -> str:
@@ -337,17 +377,18 @@ def run(args: argparse.Namespace) -> Path:
     VAR.mkdir(parents=True, exist_ok=True)
     _ensure_peer_venv()
     _ensure_database(DATABASE_URL)
-    _ensure_database(PEER_DATABASE_URL)
+    _reset_database(PEER_DATABASE_URL)
     print(f"migrating {DATABASE_URL.rsplit('/', 1)[1]}", flush=True)
     manage("migrate", "--noinput", "-v", "0")
     _analyze(DATABASE_URL)
     _analyze(PEER_DATABASE_URL)
     keys = manage("shell", "-v", "0", "-c", _MAKE_KEYS).splitlines()[-1].split()  # 16 Subjects, one process
     key = keys[0]
-    bench = Bench(seconds=args.seconds, warmup=args.warmup)
+    bench = Bench(seconds=args.seconds, warmup=args.warmup, repeats=args.repeats)
     peer_task_id = f"bench-{secrets.token_hex(6)}"
     peer_pg_dsn = PEER_DATABASE_URL.replace("postgres://", "postgresql+asyncpg://", 1)
     started: list[Server] = []
+    meta_extra: dict[str, Any] = {}
     try:
         worker = start_worker()
         started.append(worker)
@@ -374,9 +415,10 @@ def run(args: argparse.Namespace) -> Path:
         if "gettask" in args.scenarios:
             print("scenario gettask", flush=True)
             for c in args.concurrency:
-                bench.measure("gettask", ours_name, gettask_load(base, task_id, key), ours_servers, c)
-                for name in ("a2a-sdk postgres", "a2a-sdk memory"):
-                    bench.measure("gettask", name, gettask_load(peer_base(name), peer_task_id, None), [peers[name]], c)
+                bench.point("gettask", c, [(ours_name, gettask_load(base, task_id, key), ours_servers)] + [
+                    (name, gettask_load(peer_base(name), peer_task_id, None), [peers[name]])
+                    for name in ("a2a-sdk postgres", "a2a-sdk memory")
+                ])  # fmt: skip
         # The two reads issue 13 added: quick runs measure them at c = 16 and 64 (its targets) and
         # against the durable peer only (the targets'; the card never touches the store anyway).
         levels = [c for c in args.concurrency if c > 1] if args.quick else args.concurrency
@@ -388,36 +430,40 @@ def run(args: argparse.Namespace) -> Path:
             # or a fresh database plans the page as a sort of the whole tenant (42 ms, not 1).
             _analyze(DATABASE_URL)
             _analyze(PEER_DATABASE_URL)
+            list_counts = {ours_name: list_total(base, page_key)}
+            list_counts.update({name: list_total(peer_base(name), None) for name in read_peers})
+            meta_extra["list_counts"] = list_counts
+            print(f"  listed tasks per target: {list_counts}", flush=True)
+            if len(set(list_counts.values())) != 1:
+                raise RuntimeError(f"ListTasks would compare unequal data: {list_counts}")
             for c in levels:
-                bench.measure("listpage", ours_name, listpage_load(base, page_key), ours_servers, c)
-                for name in read_peers:
-                    bench.measure("listpage", name, listpage_load(peer_base(name), None), [peers[name]], c)
+                bench.point("listpage", c, [(ours_name, listpage_load(base, page_key), ours_servers)] + [
+                    (name, listpage_load(peer_base(name), None), [peers[name]]) for name in read_peers
+                ])  # fmt: skip
         if "card" in args.scenarios:
             print("scenario card (GET /.well-known/agent-card.json)", flush=True)
             for c in levels:
-                bench.measure("card", ours_name, card_load(base), ours_servers, c)
-                for name in read_peers:
-                    bench.measure("card", name, card_load(peer_base(name)), [peers[name]], c)
+                bench.point("card", c, [(ours_name, card_load(base), ours_servers)] + [
+                    (name, card_load(peer_base(name)), [peers[name]]) for name in read_peers
+                ])  # fmt: skip
         if "sendmessage" in args.scenarios:
             print("scenario sendmessage", flush=True)
+            # --quick: the durable peer only (the target is against it); the full run adds memory.
+            send_peers = ("a2a-sdk postgres",) if args.quick else ("a2a-sdk postgres", "a2a-sdk memory")
             for c in args.concurrency:
-                bench.measure("sendmessage", ours_name, sendmessage_load(base, key), ours_servers, c)
-                # --quick: the durable peer only (the target is against it); the full run adds memory.
-                for name in ("a2a-sdk postgres",) if args.quick else ("a2a-sdk postgres", "a2a-sdk memory"):
-                    bench.measure("sendmessage", name, sendmessage_load(peer_base(name), None), [peers[name]], c)
+                bench.point("sendmessage", c, [(ours_name, sendmessage_load(base, key), ours_servers)] + [
+                    (name, sendmessage_load(peer_base(name), None), [peers[name]]) for name in send_peers
+                ])  # fmt: skip
         if "mcp" in args.scenarios:
             print("scenario mcp", flush=True)
             mcp_peer = start_peer("mcp_reference", "mcp-sdk", {}, WORKERS)
             started.append(mcp_peer)
+            mcp_base = f"http://127.0.0.1:{mcp_peer.port}"
             for c in args.concurrency:
-                bench.measure("mcp", ours_name, mcp_load(base, "conformance-noop", key), ours_servers, c)
-                bench.measure(
-                    "mcp",
-                    "mcp-sdk MCPServer",
-                    mcp_load(f"http://127.0.0.1:{mcp_peer.port}", "noop", None),
-                    [mcp_peer],
-                    c,
-                )
+                bench.point("mcp", c, [
+                    (ours_name, mcp_load(base, "conformance-noop", key), ours_servers),
+                    ("mcp-sdk MCPServer", mcp_load(mcp_base, "noop", None), [mcp_peer]),
+                ])  # fmt: skip
         if "negotiation" in args.scenarios:
             print("scenario negotiation", flush=True)
             levels = [16] if args.quick else [c for c in args.concurrency if c > 1]
@@ -447,7 +493,8 @@ def run(args: argparse.Namespace) -> Path:
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                     "load_avg_at_end": os.getloadavg()},
         "server_cpus": SERVER_CPUS, "generator_cpus": GEN_CPUS, "ours": ours_name,
-        "seconds": args.seconds, "warmup": args.warmup,
+        "seconds": args.seconds, "warmup": args.warmup, "repeats": args.repeats,
+        "postgres": postgres_meta(DATABASE_URL), "redis": redis_meta(REDIS_URL), **meta_extra,
     }  # fmt: skip
     return report.write(meta, bench.rows, BENCH / "results", name=args.name)
 
@@ -459,14 +506,15 @@ def _negotiation(
     runs and is still recorded: no bypass exists), and spread over 16 keys of the same tenant (16
     Subjects, 16 host-event streams) to show the per-Subject sequence lock the record takes."""
     for c in levels:
-        bench.measure("negotiation", f"{ours_name} A2A-Version", gettask_load(base, task_id, keys[0]), servers, c)
-        load = gettask_load(base, task_id, keys[0], version=False)
-        bench.measure("negotiation", f"{ours_name} no header", load, servers, c)
         multi = gettask_load(base, task_id, "{{KEY}}")
         multi = Load(
             url=multi.url, body=multi.body, headers=multi.headers, ok_marker=multi.ok_marker, rotate=tuple(keys)
         )
-        bench.measure("negotiation", f"{ours_name} 16 subjects", multi, servers, c)
+        bench.point("negotiation", c, [
+            (f"{ours_name} A2A-Version", gettask_load(base, task_id, keys[0]), servers),
+            (f"{ours_name} no header", gettask_load(base, task_id, keys[0], version=False), servers),
+            (f"{ours_name} 16 subjects", multi, servers),
+        ])  # fmt: skip
 
 
 def _negotiation_inproc(key: str, task_id: str, *, n: int) -> dict[str, Any]:
@@ -500,7 +548,7 @@ def _asgi(bench: Bench, task_id: str, key: str, worker: Server, concurrency: lis
         try:
             base = f"http://127.0.0.1:{server.port}"
             for c in concurrency:
-                bench.measure("asgi", label, gettask_load(base, task_id, key), [server, worker], c)
+                bench.point("asgi", c, [(label, gettask_load(base, task_id, key), [server, worker])])
         finally:
             server.stop()
 
@@ -520,6 +568,7 @@ def main() -> None:
     parser.add_argument("--scenarios", help=f"comma list of {','.join(SCENARIOS)}")
     parser.add_argument("--seconds", type=float, help="measured seconds per point")
     parser.add_argument("--warmup", type=float, help="warm-up seconds per point")
+    parser.add_argument("--repeats", type=int, help="measurements per point, interleaved (3 quick, 5 full)")
     parser.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)))
     parser.add_argument("--push", action="store_true", help="also run bench/push_isolation.py")
     parser.add_argument("--listtasks-sizes", default="10000,100000", help="runs per tenant (1000000 takes long)")
@@ -530,6 +579,7 @@ def main() -> None:
     args.scenarios = tuple(args.scenarios.split(",")) if args.scenarios else preset["scenarios"]
     args.seconds = args.seconds or preset["seconds"]
     args.warmup = args.warmup or preset["warmup"]
+    args.repeats = args.repeats or preset["repeats"]
     args.concurrency = [int(c) for c in args.concurrency.split(",")]
     unknown = set(args.scenarios) - set(SCENARIOS)
     if unknown:

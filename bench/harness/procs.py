@@ -79,7 +79,7 @@ class Server:
         return process_tree(self.proc.pid)
 
     def cpu_seconds(self) -> float:
-        return sum(_cpu(pid) for pid in self.pids())
+        return sum(process_cpu(pid) for pid in self.pids())
 
     def rss_mb(self) -> dict[int, float]:
         return {pid: _rss_mb(pid) for pid in self.pids()}
@@ -116,7 +116,7 @@ def process_tree(root: int) -> list[int]:
     return tree
 
 
-def _cpu(pid: int) -> float:
+def process_cpu(pid: int) -> float:
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:

@@ -7,7 +7,8 @@ The executor is the trivial one the issue names: it completes every task at once
 
 Before serving it saves one completed task (id from BENCH_TASK_ID) owned by the unauthenticated
 user every request resolves to, so GetTask has something to get; with BENCH_LIST_TASKS=N also
-N more of that user's (once per PostgreSQL database), so ListTasks has a tenant of N to page.
+N - 1 more of that user's, so ListTasks pages a listing of exactly N, as ours does (the bench
+creates the peer's database anew for each run and checks both totals before it measures).
 
     BENCH_A2A_STORE=postgres|memory BENCH_PG_DSN=postgresql+asyncpg://... BENCH_TASK_ID=... [BENCH_LIST_TASKS=N]
     uvicorn --factory bench.peers.a2a_reference:app_factory   (run from the repo root)
@@ -77,11 +78,11 @@ def _store() -> Any:
 
 
 async def _list_tasks_seed(store: Any, size: int) -> None:
-    """The ListTasks page scenario's tenant: `size` completed tasks of the same (unauthenticated)
-    owner, saved once (a PostgreSQL store keeps them across runs: the last one is the marker)."""
-    if size <= 0 or await store.get(f"bench-list-{size - 1}", ServerCallContext()) is not None:
+    """The ListTasks page scenario's listing: with the GetTask task, `size` completed tasks of the
+    same (unauthenticated) owner (several worker processes: the last one saved is the marker)."""
+    if size <= 1 or await store.get(f"bench-list-{size - 2}", ServerCallContext()) is not None:
         return
-    for n in range(size):
+    for n in range(size - 1):
         with contextlib.suppress(Exception):  # saved by another worker process meanwhile
             task = new_task(f"bench-list-{n}", "bench-list", TaskState.TASK_STATE_COMPLETED)
             await store.save(task, ServerCallContext())
