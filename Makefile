@@ -7,10 +7,12 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 # The A2A gRPC binding `make run` starts beside the web server; the card lists it (OPENWOP_GRPC_*).
 GRPC_PORT ?= 50051
+# HOST as a URL authority (an IPv6 address in brackets), for the URLs `make run` advertises.
+URL_HOST = $(if $(findstring :,$(HOST)),[$(HOST)],$(HOST))
 TEST_WORKERS ?= auto
 export DJANGO_DEBUG ?= 1
 
-.PHONY: install setup run test lint worker clean bench bench-quick fuzz soak
+.PHONY: install setup run test psql lint worker clean bench bench-quick fuzz soak
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -20,6 +22,17 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# With DEBUG on, `make run` binds loopback only (issue 33 item 7): DEBUG pages list every URL
+# pattern and the development secret may be public; settings and the ASGI app refuse too
+# (openwop_host/loopback_only.py). `+`: it refuses under `make -n` as well.
+.PHONY: debug-loopback-guard
+debug-loopback-guard:
+	+@case "$$(printf '%s' "$$DJANGO_DEBUG" | tr A-Z a-z)" in 1|true|yes|y|on|ok) \
+	  printf '%s\n' '$(HOST)' | grep -Eqx '127(\.[0-9]{1,3}){3}|localhost|::1|\[::1\]' || { \
+	    echo "make run: refusing HOST=$(HOST): with DJANGO_DEBUG=$$DJANGO_DEBUG the host serves loopback only" \
+	      "(127.0.0.1, localhost, ::1). To serve a network, run it with DJANGO_DEBUG=0 and a DJANGO_SECRET_KEY." >&2; \
+	    exit 2; };; esac
+
 # A development .env (git-ignored, read by settings): DEBUG on and a secret generated once, kept
 # across restarts, so commands pasted in another shell (`.venv/bin/python manage.py ...`) work too.
 .env: | $(STAMP)
@@ -28,36 +41,53 @@ install: $(STAMP)
 	  echo "DJANGO_SECRET_KEY=$$($(BIN)/python -c 'import secrets; print(secrets.token_urlsafe(50))')"; } > .env
 	@echo "wrote .env (DJANGO_DEBUG=1, a generated DJANGO_SECRET_KEY)"
 
-# Zero setup: SQLite under var/, filesystem Celery broker under var/, in-memory channel layer.
+# Zero setup: an embedded PostgreSQL under var/pg (unless DATABASE_URL is set), filesystem Celery
+# broker under var/, in-memory channel layer.
 setup: install .env
 	$(BIN)/python manage.py migrate --noinput -v 0
 	$(BIN)/python manage.py seed_demo
 	@test -s var/demo-api-key || $(BIN)/python manage.py create_api_key --tenant demo --label "make run demo key" > var/demo-api-key
+	@# The development host signs its agent cards (a host SHOULD); a key already active is kept.
+	@$(BIN)/python manage.py card_key generate --algorithm EdDSA --activate --if-none-active --actor "make setup" > /dev/null
 
+# Cards and facets advertise where this host listens (issue 32): OPENWOP_PUBLIC_URL from HOST and
+# PORT unless the environment (or the make command line) sets it; the card's gRPC URL is its host
+# and GRPC_PORT (settings), unless OPENWOP_GRPC_URL is set.
+run: export OPENWOP_PUBLIC_URL ?= http://$(URL_HOST):$(PORT)
 run: export OPENWOP_GRPC_ENABLED = 1
-run: export OPENWOP_GRPC_URL = $(HOST):$(GRPC_PORT)
-run: setup
+run: export OPENWOP_GRPC_PORT = $(GRPC_PORT)
+run: debug-loopback-guard setup
 	@echo ""
-	@echo "openwop-host is starting on http://$(HOST):$(PORT)"
-	@echo "  discovery   http://$(HOST):$(PORT)/.well-known/openwop"
-	@echo "  OpenAPI     http://$(HOST):$(PORT)/openapi.json"
-	@echo "  admin       http://$(HOST):$(PORT)/admin/  ($(BIN)/python manage.py createsuperuser)"
-	@echo "  console     http://$(HOST):$(PORT)/console/  ($(BIN)/python manage.py console_member_create --tenant demo --username <name>)"
+	@echo "openwop-host is starting on http://$(URL_HOST):$(PORT)"
+	@echo "  advertised  $(OPENWOP_PUBLIC_URL)  (cards, facets: OPENWOP_PUBLIC_URL)"
+	@echo "  discovery   http://$(URL_HOST):$(PORT)/.well-known/openwop"
+	@echo "  OpenAPI     http://$(URL_HOST):$(PORT)/openapi.json"
+	@echo "  admin       http://$(URL_HOST):$(PORT)/admin/  ($(BIN)/python manage.py createsuperuser)"
+	@echo "  console     http://$(URL_HOST):$(PORT)/console/  ($(BIN)/python manage.py console_member_create --tenant demo --username <name>)"
 	@echo "  demo key    $$(cat var/demo-api-key)   (tenant demo: Authorization: Bearer <key>)"
 	@echo "  more keys   $(BIN)/python manage.py create_api_key --tenant <slug>"
 	@echo "  A2A gRPC    $(HOST):$(GRPC_PORT)  (log var/grpc.log)"
 	@echo "  worker log  var/worker.log"
+	@echo "  beat        periodic jobs: facet refresh, stuck-run sweeper, scheduled floors (log var/beat.log)"
 	@echo ""
 	@$(BIN)/celery -A openwop_host worker --pool threads --concurrency 16 --loglevel info > var/worker.log 2>&1 & \
 	  worker=$$!; \
+	  $(BIN)/celery -A openwop_host beat --schedule var/celerybeat-schedule --loglevel info > var/beat.log 2>&1 & \
+	  beat=$$!; \
 	  $(BIN)/python manage.py grpc_serve --bind $(HOST) --port $(GRPC_PORT) > var/grpc.log 2>&1 & \
-	  grpc=$$!; trap 'kill $$worker $$grpc 2>/dev/null' EXIT INT TERM; \
+	  grpc=$$!; trap 'kill $$worker $$beat $$grpc 2>/dev/null' EXIT INT TERM; \
 	  $(BIN)/uvicorn openwop_host.asgi:application --host $(HOST) --port $(PORT) \
 	    --loop uvloop --http httptools --lifespan off --no-proxy-headers
 
-# With DATABASE_URL / REDIS_URL set the suite runs on PostgreSQL / Redis, otherwise on SQLite.
+# On the PostgreSQL of DATABASE_URL, else on a throwaway embedded PostgreSQL (a temporary folder,
+# stopped and deleted after the run); on Redis when REDIS_URL is set.
 test: install
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+	$(if $(DATABASE_URL),,$(BIN)/python -m openwop_host.embedded_postgres throwaway --) \
+	  $(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+
+# psql on the embedded server of `make run` (DATABASE_URL unset; starts it if the host is down).
+psql: install
+	$(BIN)/python -m openwop_host.embedded_postgres psql
 
 # Hostile input at volume (issue 12): FUZZ_EXAMPLES random cases per door (A2A, MCP) and for the
 # REST surface (schemathesis); the normal suite runs a derandomized few hundred.

@@ -6,7 +6,12 @@ cd "$1"
 port=8765
 setsid make run PORT=$port GRPC_PORT=50765 > run.log 2>&1 &
 host=$!
-stop() { kill -TERM -- "-$host" 2>/dev/null || true; sleep 2; kill -KILL -- "-$host" 2>/dev/null || true; }
+# Ctrl-C, as a person stops it: every process of the host ends, and the last stops the embedded PostgreSQL.
+stop() {
+  kill -INT -- "-$host" 2>/dev/null || true
+  for _ in $(seq 1 60); do kill -0 -- "-$host" 2>/dev/null || return 0; sleep 1; done
+  echo "make run did not stop within 60 s of Ctrl-C"; kill -KILL -- "-$host" 2>/dev/null || true; return 1
+}
 trap stop EXIT
 base="http://127.0.0.1:$port"
 for _ in $(seq 1 180); do curl -sf -o /dev/null "$base/readyz" && break; sleep 1; done
@@ -27,6 +32,12 @@ for _ in $(seq 1 60); do
 done
 [ "$status" = completed ] || { echo "the demo run did not complete: $status"; tail -50 run.log var/worker.log; exit 1; }
 echo "newcomer: make run answers on $base and ran $run_id to completion"
-stop
 trap - EXIT
-make test TEST_WORKERS=2 PYTEST_ARGS="tests/test_fresh_clone.py tests/test_settings.py tests/a2a/test_live_sdk.py tests/mcp/test_live_sdk.py tests/runs/test_live_client.py tests/core/test_readiness.py"
+stop
+for _ in $(seq 1 30); do [ -e var/pg/postmaster.pid ] || break; sleep 1; done
+[ ! -e var/pg/postmaster.pid ] || { echo "the embedded PostgreSQL outlived make run"; tail -20 var/pg/log; exit 1; }
+echo "newcomer: Ctrl-C stopped the host and its embedded PostgreSQL (data kept in var/pg)"
+# The suite's own fresh-clone test already plays `make setup` and the printed commands without any
+# variable; here, the live protocol tests on a throwaway embedded PostgreSQL without Redis.
+make test TEST_WORKERS=2 PYTEST_ARGS="tests/test_settings.py tests/a2a/test_live_sdk.py tests/mcp/test_live_sdk.py \
+  tests/runs/test_live_client.py tests/core/test_readiness.py tests/doors/test_stream_slots.py"

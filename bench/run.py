@@ -30,6 +30,7 @@ import platform
 import secrets
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -197,6 +198,71 @@ def start_host(variant: str, workers: int, **env: str) -> Server:
     server.start(cpus=SERVER_CPUS)
     server.wait_http("/.well-known/openwop", headers=PROXY)
     return server
+
+
+DEFAULT_NAME = "ours (make run default)"
+DEFAULT_VAR = VAR / "default-host"
+_DEFAULT_SECRET = secrets.token_urlsafe(50)
+
+
+def default_env(port: int) -> dict[str, str]:
+    """The host as `make run` starts it (issue 35): its development .env (DEBUG on, a generated
+    secret), no DATABASE_URL (the embedded PostgreSQL under its var folder), no REDIS_URL (the
+    filesystem broker, the in-memory channel layer), no pool, the Makefile's OPENWOP_PUBLIC_URL."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL")}
+    env.update(
+        DJANGO_DEBUG="1",
+        DJANGO_SECRET_KEY=_DEFAULT_SECRET,
+        OPENWOP_VAR_DIR=str(DEFAULT_VAR),
+        OPENWOP_ENV_FILE=str(DEFAULT_VAR / "no.env"),  # this checkout's own .env must not leak in
+        OPENWOP_PUBLIC_URL=f"http://127.0.0.1:{port}",
+        DJANGO_LOG_LEVEL="WARNING",
+    )
+    for name in ("DATABASE_POOL_MAX_SIZE", "OPENWOP_RATE_LIMIT_REQUESTS", "OPENWOP_MAX_STREAMS_PER_KEY"):
+        env.pop(name, None)
+    return env
+
+
+def start_default_host() -> tuple[list[Server], str]:
+    """The `make run` host: the embedded PostgreSQL (held by a process of its own, unpinned like the
+    machine's PostgreSQL the other targets use), migrated and seeded, a worker and uvicorn as the
+    Makefile starts them, pinned like every server. Returns its servers and a key."""
+    DEFAULT_VAR.mkdir(parents=True, exist_ok=True)
+    env0 = default_env(0)
+    holder = Server(name="default-pg", cmd=[sys.executable, "-m", "openwop_host.embedded_postgres", "hold"],
+                    env=env0, cwd=ROOT, log=VAR / "logs" / "default-pg.log")  # fmt: skip
+    holder.log.parent.mkdir(parents=True, exist_ok=True)
+    holder.proc = subprocess.Popen(holder.cmd, cwd=ROOT, env=env0, stdout=holder.log.open("ab"),
+                                   stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    for _ in range(600):
+        if "held until stopped" in holder.tail():
+            break
+        if holder.proc.poll() is not None:
+            raise RuntimeError(f"the embedded PostgreSQL did not start:\n{holder.tail()}")
+        time.sleep(0.2)
+    for args in (("migrate", "--noinput", "-v", "0"), ("seed_demo",)):
+        subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env0, check=True, capture_output=True)
+    key = subprocess.run(
+        [sys.executable, "manage.py", "create_api_key", "--tenant", "demo"], cwd=ROOT, env=env0, check=True,
+        capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    worker = Server(
+        name="default-celery",
+        cmd=[str(VENV_BIN / "celery"), "-A", "openwop_host", "worker", "--pool", "threads", "--concurrency", "16",
+             "--loglevel", "warning"],
+        env=env0, cwd=ROOT, log=VAR / "logs" / "default-celery.log",
+    )  # fmt: skip
+    worker.start(cpus=SERVER_CPUS)
+    port = free_port()
+    web = Server(
+        name="default-web",
+        cmd=[str(VENV_BIN / "uvicorn"), "openwop_host.asgi:application", "--host", "127.0.0.1", "--port", str(port),
+             "--loop", "uvloop", "--http", "httptools", "--lifespan", "off", "--no-proxy-headers"],
+        env=default_env(port), cwd=ROOT, log=VAR / "logs" / "default-web.log", port=port,
+    )  # fmt: skip
+    web.start(cpus=SERVER_CPUS)
+    web.wait_http("/.well-known/openwop")
+    return [holder, worker, web], key
 
 
 def start_peer(module: str, name: str, env: dict[str, str], workers: int) -> Server:
@@ -398,6 +464,15 @@ def run(args: argparse.Namespace) -> Path:
         task_id = create_task(base, key)
         ours_servers = [ours, worker]
         ours_name = f"ours ({RECOMMENDED} x{WORKERS})"
+        default_targets: list[Point] = []
+        if "gettask" in args.scenarios:
+            default_servers, default_key = start_default_host()
+            started.extend(default_servers)
+            default_base = f"http://127.0.0.1:{default_servers[-1].port}"
+            default_task = create_task(default_base, default_key)
+            # Its CPU: the web process and the worker (the held PostgreSQL counts as pg+redis).
+            default_load = gettask_load(default_base, default_task, default_key)
+            default_targets = [(DEFAULT_NAME, default_load, default_servers[1:])]
         peers: dict[str, Server] = {}
         if {"gettask", "listpage", "card", "sendmessage", "asgi"} & set(args.scenarios):
             for store in ("postgres", "memory"):
@@ -418,7 +493,7 @@ def run(args: argparse.Namespace) -> Path:
                 bench.point("gettask", c, [(ours_name, gettask_load(base, task_id, key), ours_servers)] + [
                     (name, gettask_load(peer_base(name), peer_task_id, None), [peers[name]])
                     for name in ("a2a-sdk postgres", "a2a-sdk memory")
-                ])  # fmt: skip
+                ] + default_targets)  # fmt: skip
         # The two reads issue 13 added: quick runs measure them at c = 16 and 64 (its targets) and
         # against the durable peer only (the targets'; the card never touches the store anyway).
         levels = [c for c in args.concurrency if c > 1] if args.quick else args.concurrency

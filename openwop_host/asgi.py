@@ -18,7 +18,11 @@ from apps.core.tracing import configure as tracing_configure  # noqa: E402
 tracing_configure("web")  # OpenTelemetry only when OTEL_EXPORTER_OTLP_ENDPOINT is set
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402 - Django must be set up first
+from django.conf import settings  # noqa: E402
 
 from apps.doors.asgi import doors_application  # noqa: E402
+from openwop_host.loopback_only import loopback_only  # noqa: E402
 
-application = ProtocolTypeRouter({"http": doors_application(django_asgi_app)})
+_http = doors_application(django_asgi_app)
+# A development host (DEBUG) answers loopback callers only (issue 33 item 7; loopback_only.py).
+application = ProtocolTypeRouter({"http": loopback_only(_http) if settings.DEBUG else _http})

@@ -1,20 +1,22 @@
 """Settings for openwop-host: everything from the environment through one django-environ `env`.
 
-Zero-setup default (no variables): SQLite under var/, the in-memory channel layer and a Celery
-broker on kombu's filesystem transport under var/, so `make run` needs no server. With
-DATABASE_URL / REDIS_URL / CELERY_BROKER_URL: PostgreSQL (psycopg 3), channels-redis, Celery on
-Redis.
+Zero-setup default (no variables): an embedded PostgreSQL server under var/pg, the in-memory
+channel layer and a Celery broker on kombu's filesystem transport under var/, so `make run` needs no
+server. With DATABASE_URL / REDIS_URL / CELERY_BROKER_URL: that PostgreSQL (psycopg 3),
+channels-redis, Celery on Redis.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
+
+from openwop_host.loopback_only import is_loopback_host_name
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -44,6 +46,13 @@ if not _secret:
 SECRET_KEY = _secret
 
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+# DEBUG serves this machine only (issue 33 item 7): its pages list every URL and show tracebacks.
+# A non-loopback name here is refused; the ASGI app also refuses non-loopback callers under DEBUG.
+if DEBUG and (_wide := [h for h in ALLOWED_HOSTS if h and not is_loopback_host_name(h)]):
+    raise ImproperlyConfigured(
+        f"DJANGO_DEBUG=1 serves loopback only, but DJANGO_ALLOWED_HOSTS names {', '.join(_wide)}: "
+        "to serve a network, set DJANGO_DEBUG=0 (with DJANGO_SECRET_KEY)."
+    )
 
 # The origin written into cards and facets (no trailing slash).
 OPENWOP_PUBLIC_URL = env.str("OPENWOP_PUBLIC_URL", default="http://127.0.0.1:8000").rstrip("/")
@@ -55,12 +64,14 @@ OPENWOP_PUBLIC_URL = env.str("OPENWOP_PUBLIC_URL", default="http://127.0.0.1:800
 OPENWOP_GRPC_ENABLED = env.bool("OPENWOP_GRPC_ENABLED", default=False)
 OPENWOP_GRPC_BIND = env.str("OPENWOP_GRPC_BIND", default="127.0.0.1")
 OPENWOP_GRPC_PORT = env.int("OPENWOP_GRPC_PORT", default=50051)
-OPENWOP_GRPC_URL = env.str(
-    "OPENWOP_GRPC_URL", default=f"{urlsplit(OPENWOP_PUBLIC_URL).hostname or '127.0.0.1'}:{OPENWOP_GRPC_PORT}"
-)
+_grpc_host = urlsplit(OPENWOP_PUBLIC_URL).hostname or "127.0.0.1"
+_grpc_host = f"[{_grpc_host}]" if ":" in _grpc_host else _grpc_host  # IPv6, as gRPC targets write it
+OPENWOP_GRPC_URL = env.str("OPENWOP_GRPC_URL", default=f"{_grpc_host}:{OPENWOP_GRPC_PORT}")
 OPENWOP_GRPC_TLS_CERT = env.str("OPENWOP_GRPC_TLS_CERT", default="")
 OPENWOP_GRPC_TLS_KEY = env.str("OPENWOP_GRPC_TLS_KEY", default="")
 OPENWOP_EGRESS_ALLOW_CIDRS = env.list("OPENWOP_EGRESS_ALLOW_CIDRS", default=[])
+# Plain http only to addresses inside these ranges (apps/core/egress.py); empty: https only.
+OPENWOP_EGRESS_ALLOW_HTTP_CIDRS = env.list("OPENWOP_EGRESS_ALLOW_HTTP_CIDRS", default=[])
 # Who may read GET /metrics (apps/core/metrics.py): loopback when empty; else these networks only.
 OPENWOP_METRICS_ALLOW_CIDRS = env.str("OPENWOP_METRICS_ALLOW_CIDRS", default="")
 # Per-tenant counts too (`openwop_tenant_*`, labelled with the tenant's slug): off by default.
@@ -145,35 +156,35 @@ TEMPLATES = [
 WSGI_APPLICATION = None
 ASGI_APPLICATION = "openwop_host.asgi.application"
 
-_sqlite_default = f"sqlite:///{VAR_DIR / 'db.sqlite3'}"
-DATABASES = {"default": env.db("DATABASE_URL", default=_sqlite_default)}
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Web and worker processes share the file: wait for locks, take the write lock up front, WAL.
-    DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {
-            "timeout": 30,
-            "transaction_mode": "IMMEDIATE",
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-        }
-    )
-    # A file, not :memory:, so a live server process can share the test database.
-    # One file per test run (xdist shares its run uid across workers and suffixes each worker).
-    _test_run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")[:12] or str(os.getpid())
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-dbs" / f"test-{_test_run}.sqlite3")}
-    (VAR_DIR / "test-dbs").mkdir(exist_ok=True)
+# PostgreSQL, always (DESIGN.md: one dialect, one code path): DATABASE_URL's, else the embedded
+# server of this checkout under var/pg (openwop_host/embedded_postgres.py), started by the host's
+# first process and stopped with its last.
+if env.str("DATABASE_URL", default=""):
+    DATABASES = {"default": env.db("DATABASE_URL")}
+    # A unix socket's folder as the URL's host, percent-encoded as libpq writes it (postgres://u@%2Frun%2Fpg/db).
+    DATABASES["default"]["HOST"] = unquote(str(DATABASES["default"].get("HOST") or ""))
 else:
-    DATABASES["default"].setdefault("CONN_MAX_AGE", 0)
-    DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
-    # Under ASGI every request's sync code runs on its own thread, so without a pool each request
-    # opens (and closes) its own PostgreSQL connection, and concurrency = connections. A pool per
-    # process (psycopg_pool) reuses them and caps the count; bench/README.md has the numbers.
-    _pool_max = env.int("DATABASE_POOL_MAX_SIZE", default=0)
-    if _pool_max:
-        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-            "min_size": min(2, _pool_max),
-            "max_size": _pool_max,
-            "timeout": env.float("DATABASE_POOL_TIMEOUT", default=10.0),
-        }
+    from openwop_host.embedded_postgres import embedded_database
+
+    DATABASES = {"default": embedded_database(VAR_DIR / "pg")}
+    # Several test runs may share this server (a second shell, two checkouts' helpers): one test
+    # database per run, as xdist shares its run uid across workers and suffixes each worker's.
+    _test_run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")[:12] or str(os.getpid())
+    DATABASES["default"]["TEST"] = {"NAME": f"test_openwop_{_test_run}"}
+if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+    raise ImproperlyConfigured("DATABASE_URL must name a PostgreSQL database (postgres://...): it is the only one")
+DATABASES["default"].setdefault("CONN_MAX_AGE", 0)
+DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
+# Under ASGI every request's sync code runs on its own thread, so without a pool each request
+# opens (and closes) its own PostgreSQL connection, and concurrency = connections. A pool per
+# process (psycopg_pool) reuses them and caps the count; bench/README.md has the numbers.
+_pool_max = env.int("DATABASE_POOL_MAX_SIZE", default=0)
+if _pool_max:
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": min(2, _pool_max),
+        "max_size": _pool_max,
+        "timeout": env.float("DATABASE_POOL_TIMEOUT", default=10.0),
+    }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -236,6 +247,9 @@ OPENWOP_RUN_LEASE_SECONDS = env.float("OPENWOP_RUN_LEASE_SECONDS", default=10.0)
 # (blocking SendMessage, MCP tools/call) runs up to this many instant nodes itself instead of a
 # Celery round trip; the first node that is not inline-safe goes to the queue. 0: always the queue.
 OPENWOP_INLINE_MAX_NODES = env.int("OPENWOP_INLINE_MAX_NODES", default=16)
+# A2A CancelTask on a running task waits this long for its worker to commit the cancel, then
+# answers the task as it is (apps/a2a/operations.py cancel_task; issue 32 item 1).
+OPENWOP_A2A_CANCEL_WAIT_SECONDS = env.float("OPENWOP_A2A_CANCEL_WAIT_SECONDS", default=5.0)
 
 # Push delivery (apps/push; webhooks.md §Durability). Discovery advertises MAX_ATTEMPTS as
 # webhooks.retryPolicy.maxAttempts, so the two can never disagree.
@@ -299,6 +313,9 @@ OPENWOP_MAX_JSON_DEPTH = env.int("OPENWOP_MAX_JSON_DEPTH", default=64)
 OPENWOP_RATE_LIMIT_REQUESTS = env.int("OPENWOP_RATE_LIMIT_REQUESTS", default=1200)
 OPENWOP_RATE_LIMIT_WINDOW_SECONDS = env.int("OPENWOP_RATE_LIMIT_WINDOW_SECONDS", default=60)
 OPENWOP_MAX_STREAMS_PER_KEY = env.int("OPENWOP_MAX_STREAMS_PER_KEY", default=32)
+# An open stream re-checks its credential this often and ends once it is revoked or expired
+# (apps/core/stream_lease.py).
+OPENWOP_STREAM_RECHECK_SECONDS = env.float("OPENWOP_STREAM_RECHECK_SECONDS", default=5.0)
 OPENWOP_MAX_PUSH_CONFIGS_PER_TASK = env.int("OPENWOP_MAX_PUSH_CONFIGS_PER_TASK", default=10)
 OPENWOP_MAX_PENDING_DELIVERIES_PER_TENANT = env.int("OPENWOP_MAX_PENDING_DELIVERIES_PER_TENANT", default=10000)
 # Tenant console sign-in: failures per username + address within the window (apps/console/login_throttle.py).

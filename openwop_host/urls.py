@@ -7,6 +7,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularJSONAPIView
 
+from apps.console.login_throttle import StaffAuthenticationForm, staff_sign_in
 from apps.core.metrics import metrics_view
 from apps.core.readiness import readyz
 from apps.facets.views import well_known_openwop
@@ -16,6 +17,9 @@ from apps.tenants.api import WhoAmIApi
 def healthz(request: HttpRequest) -> HttpResponse:
     return HttpResponse("ok", content_type="text/plain")
 
+
+# Staff sign in through the one sign-in throttle the console uses (apps/console/login_throttle.py).
+admin.site.login_form = StaffAuthenticationForm
 
 urlpatterns = [
     path(".well-known/openwop", well_known_openwop, name="discovery"),
@@ -28,6 +32,7 @@ urlpatterns = [
     path("readyz", readyz, name="readyz"),
     path("host/openwop-host/api/whoami", WhoAmIApi.as_view(), name="whoami"),
     path("metrics", metrics_view, name="metrics"),  # loopback / OPENWOP_METRICS_ALLOW_CIDRS only
+    path("admin/login/", staff_sign_in, name="staff-sign-in"),  # before the admin's own, which it wraps
     path("admin/", admin.site.urls),
     path("console/", include("apps.console.urls")),
     path("", include("apps.agents.urls")),

@@ -7,8 +7,9 @@
 # with its dependencies installed in a virtualenv (`python3 -m venv /path/to/a2a-tck/.venv &&
 # /path/to/a2a-tck/.venv/bin/pip install -e /path/to/a2a-tck`; TCK_PYTHON names another one).
 # This script starts a host like `make run` does (migrate, seed_demo, a demo key, a Celery worker,
-# uvicorn, and the gRPC binding on a second free port) on a free port, with a fresh SQLite database under a temporary OPENWOP_VAR_DIR unless
-# DATABASE_URL is set (then that database is migrated and used: give it an empty one). The TCK
+# uvicorn, and the gRPC binding on a second free port) on a free port, with push delivery allowed
+# to plain http on loopback (the TCK's webhook receiver), with a fresh embedded PostgreSQL under a
+# temporary OPENWOP_VAR_DIR unless DATABASE_URL is set (then that database is migrated and used: give it an empty one). The TCK
 # sends no credentials, so scripts/a2a_tck_auth.py (a pytest plugin) gives its HTTP clients and its
 # gRPC channels the demo key as a bearer. Reports land in the TCK checkout's reports/ directory.
 set -euo pipefail
@@ -33,6 +34,14 @@ export DJANGO_DEBUG=1 OPENWOP_VAR_DIR="$WORK" OPENWOP_PUBLIC_URL="$BASE"
 # The gRPC binding runs beside the web server, and the card lists it (the TCK's third transport).
 export OPENWOP_GRPC_ENABLED=1 OPENWOP_GRPC_URL="127.0.0.1:$GRPC_PORT"
 export OPENWOP_CELERY_QUEUE="a2a-tck-$PORT"  # never share a queue with another host on a shared broker
+# The TCK's webhook receiver is plain http on loopback (`--webhook-host 127.0.0.1` below): let push
+# delivery reach loopback, over http, for this host only, so its push scenarios run against real
+# delivery. Every other egress rule stays on (webhooks.md §Egress).
+export OPENWOP_EGRESS_ALLOW_CIDRS="127.0.0.0/8" OPENWOP_EGRESS_ALLOW_HTTP_CIDRS="127.0.0.0/8"
+# The TCK's push-config CRUD scenarios register https://example.com/...: this host's hosts file
+# names it on loopback, so they pass offline and their pushes never leave the machine.
+printf '127.0.0.1 example.com\n' > "$WORK/hosts"
+export OPENWOP_EGRESS_HOSTS_FILE="$WORK/hosts"
 cd "$ROOT"
 
 pids=()
@@ -47,8 +56,9 @@ trap cleanup EXIT INT TERM
 "$PY" manage.py seed_demo > /dev/null
 KEY=$("$PY" manage.py create_api_key --tenant demo --label "a2a-tck run" 2>/dev/null)
 
+# No -Q: the worker consumes every queue settings declare (runs, and push on "<queue>-push").
 "$ROOT/.venv/bin/celery" -A openwop_host worker --pool threads --concurrency 16 \
-  -Q "$OPENWOP_CELERY_QUEUE" --loglevel info > "$WORK/worker.log" 2>&1 &
+  --loglevel info > "$WORK/worker.log" 2>&1 &
 pids+=($!)
 "$PY" manage.py grpc_serve --bind 127.0.0.1 --port "$GRPC_PORT" > "$WORK/grpc.log" 2>&1 &
 pids+=($!)

@@ -7,12 +7,21 @@ the TCK makes goes through an `httpx.Client` (the module-level `httpx.get/post` 
 giving each new client a default `Authorization` header authenticates all of them without changing
 a line of the TCK. The key is read from A2A_TCK_BEARER and never printed. The TCK's webhook
 receiver binds 0.0.0.0 by default; it is bound to 127.0.0.1 here, where the host under test runs.
+
+The TCK's `tck_id(name)` returns one id per name for the whole session, so every scenario that
+sends `tck-complete-task-...` sends the same messageId, and this host's messageId de-duplication
+(a messageId names one message: a second task cannot reuse it) answers the later ones "already sent
+to another task" and the TCK skips them (the push delivery and history scenarios among them). Each
+call gets a fresh suffix here, keeping the prefix the fixture workflow routes on
+(A2A_TCK_UNIQUE_IDS=0 turns this off).
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import os
+import sys
 from typing import Any
 
 import httpx
@@ -67,7 +76,28 @@ def _grpc_with_bearer(token: str) -> None:
     grpc.insecure_channel = channel
 
 
+def _unique_tck_ids() -> None:
+    try:
+        from tck.requirements import base
+    except ImportError:
+        return
+    session_id = base.tck_id
+    counter = itertools.count(1)
+
+    @functools.wraps(session_id)
+    def unique(name: str) -> str:
+        return f"{session_id(name)}-{next(counter)}"
+
+    base.tck_id = unique
+    # Modules that imported the function by name before this ran (the TCK's conftest files).
+    for module in list(sys.modules.values()):
+        if getattr(module, "tck_id", None) is session_id:
+            module.tck_id = unique
+
+
 def pytest_configure(config: Any) -> None:
+    if os.environ.get("A2A_TCK_UNIQUE_IDS", "1") != "0":
+        _unique_tck_ids()
     token = os.environ.get("A2A_TCK_BEARER", "")
     if not token:
         raise RuntimeError("A2A_TCK_BEARER is not set: the host refuses unauthenticated A2A requests.")

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -14,7 +17,7 @@ from tests.live import LiveProcess, process_env, start_celery_worker, start_web
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    db = "PostgreSQL" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "SQLite"
+    db = "PostgreSQL" if os.environ.get("DATABASE_URL") else "embedded PostgreSQL (var/pg)"
     redis = "Redis" if os.environ.get("REDIS_URL") else "in-memory channel layer, filesystem broker"
     return [f"openwop-host: database {db}; {redis}"]
 
@@ -27,6 +30,16 @@ def django_db_setup(django_db_setup):  # type: ignore[no-untyped-def]
 
     yield
     invalidation_shutdown()
+
+
+@pytest.fixture
+def embedded_tmp() -> Iterator[Path]:
+    """A temporary folder for a process that runs the embedded PostgreSQL (no DATABASE_URL). Not
+    under pytest's own temporary root: run as root, the server runs as a user of its own that must
+    traverse the folder's parents, and every pytest session resets its root to mode 0700."""
+    folder = Path(tempfile.mkdtemp(prefix="openwop-t-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

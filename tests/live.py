@@ -15,22 +15,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
-import pytest
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _database_url() -> str:
+    """This test's database as a DATABASE_URL for a live process (a unix socket's folder, as the
+    embedded server listens on, percent-encoded as the host)."""
     db = connection.settings_dict
-    if db["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{Path(db['NAME']).resolve()}"
     user = db.get("USER") or ""
-    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    password = f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else ""
     auth = f"{user}{password}@" if user else ""
-    host = db.get("HOST") or "127.0.0.1"
+    host = quote(db.get("HOST") or "127.0.0.1", safe="")
     port = f":{db['PORT']}" if db.get("PORT") else ""
     return f"postgres://{auth}{host}{port}/{db['NAME']}"
 
@@ -43,13 +43,6 @@ def wait_until(predicate: Callable[[], Any], what: str, timeout: float = 90) -> 
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.05)
     return value
-
-
-# Live tests of the connection pool: it exists only on PostgreSQL.
-requires_pool = pytest.mark.skipif(
-    not os.environ.get("DATABASE_URL", "").startswith("postgres"),
-    reason="the connection pool exists only on PostgreSQL (DATABASE_URL unset: SQLite)",
-)
 
 
 def pooled_env(env: dict[str, str], *, size: int, timeout: float, queue_suffix: str | None = None) -> dict[str, str]:

@@ -83,7 +83,9 @@ def test_no_test_reads_beside_the_checkout() -> None:
     assert (ROOT / "spec/README.md").is_file() and "CC BY 4.0" in (ROOT / "spec/README.md").read_text()
 
 
-def test_fresh_clone_make_setup_then_the_printed_commands(tmp_path: Path) -> None:
+@pytest.mark.timeout(900)  # dozens of commands, each starting Django (and the embedded PostgreSQL) afresh
+def test_fresh_clone_make_setup_then_the_printed_commands(embedded_tmp: Path) -> None:
+    tmp_path = embedded_tmp
     if shutil.which("make") is None or shutil.which("git") is None:
         pytest.skip("make and git are needed to play a fresh clone")
     clone = tmp_path / "openwop-host"

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,7 +40,8 @@ def test_production_refuses_to_start_without_a_secret_key(tmp_path: Path) -> Non
     assert "DJANGO_SECRET_KEY is required" in result.stderr
 
 
-def test_development_dotenv_is_read_and_the_environment_wins(tmp_path: Path) -> None:
+def test_development_dotenv_is_read_and_the_environment_wins(embedded_tmp: Path) -> None:
+    tmp_path = embedded_tmp
     """make setup's .env turns DEBUG on with its own secret; a variable set in the environment wins."""
     dotenv = tmp_path / ".env"
     dotenv.write_text("DJANGO_DEBUG=1\nDJANGO_SECRET_KEY=" + "d" * 60 + "\n")
@@ -55,13 +59,30 @@ def test_development_dotenv_is_read_and_the_environment_wins(tmp_path: Path) -> 
     assert outputs == [["True", "ddd"], ["False", "ddd"], ["True", "eee"]]
 
 
-def test_zero_setup_defaults(tmp_path: Path) -> None:
-    result = _setup({"DJANGO_DEBUG": "1", "OPENWOP_VAR_DIR": str(tmp_path)})
+def test_zero_setup_defaults(embedded_tmp: Path) -> None:
+    """No DATABASE_URL: PostgreSQL all the same, an embedded server on a unix socket under the var
+    folder, started by the process and stopped when it (its last holder) exits; the data stays."""
+    code = (
+        "import django, json; django.setup(); from django.conf import settings as s; from django.db import connection;"
+        "print(json.dumps([s.DATABASES['default']['ENGINE'], s.DATABASES['default']['HOST'],"
+        " connection.cursor().execute('SHOW server_version').fetchone()[0], s.CHANNEL_LAYERS['default']['BACKEND'],"
+        " s.CELERY_BROKER_URL.split(':')[0]]))"
+    )
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_URL", "REDIS_URL"))}
+    env = {**base, "DJANGO_DEBUG": "1", "OPENWOP_VAR_DIR": str(embedded_tmp),
+           "DJANGO_SETTINGS_MODULE": "openwop_host.settings",
+           "OPENWOP_ENV_FILE": str(embedded_tmp / "absent.env")}  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr
-    engine, layer, broker = json.loads(result.stdout)
-    assert engine == "django.db.backends.sqlite3"
+    engine, host, version, layer, broker = json.loads(result.stdout.splitlines()[-1])
+    assert engine == "django.db.backends.postgresql"
+    assert Path(host) == (embedded_tmp / "pg").resolve() and version.startswith("18")
     assert layer == "channels.layers.InMemoryChannelLayer"
     assert broker == "filesystem"
+    assert (embedded_tmp / "pg" / "PG_VERSION").exists()  # kept for the next start
+    assert not (embedded_tmp / "pg" / "postmaster.pid").exists(), result.stderr  # stopped with its last process
 
 
 def test_configured_backends(tmp_path: Path) -> None:
@@ -100,3 +121,40 @@ def test_database_pool_is_opt_in(tmp_path: Path) -> None:
         outputs.append(json.loads(result.stdout.strip().splitlines()[-1]))
     assert outputs[0] is None
     assert outputs[1] == {"min_size": 2, "max_size": 4, "timeout": 10.0}
+
+
+def test_debug_serves_loopback_host_names_only(tmp_path: Path) -> None:
+    """Issue 33 item 7: with DEBUG on, DJANGO_ALLOWED_HOSTS may name only this machine."""
+    # A database URL nothing connects to: settings load without starting a database.
+    base = {"DATABASE_URL": "postgres://postgres@127.0.0.1:5432/not_connected_to", "OPENWOP_VAR_DIR": str(tmp_path)}
+    for hosts in ("*", "192.168.1.5", "localhost,lan.example", "0.0.0.0"):
+        result = _setup({**base, "DJANGO_DEBUG": "1", "DJANGO_ALLOWED_HOSTS": hosts})
+        assert result.returncode != 0, hosts
+        assert "DJANGO_DEBUG=1 serves loopback only" in result.stderr, result.stderr
+    loopback = "localhost,127.0.0.1,127.0.0.2,[::1],app.localhost"
+    result = _setup({**base, "DJANGO_DEBUG": "1", "DJANGO_ALLOWED_HOSTS": loopback})
+    assert result.returncode == 0, result.stderr
+    production = {"DJANGO_DEBUG": "0", "DJANGO_SECRET_KEY": "k" * 50, "DJANGO_ALLOWED_HOSTS": "*"}
+    result = _setup({**base, **production})
+    assert result.returncode == 0, result.stderr
+
+
+def test_make_run_refuses_a_non_loopback_host_with_debug() -> None:
+    """The Makefile's guard runs even under `make -n`, so nothing else is started to prove it."""
+    if shutil.which("make") is None:
+        pytest.skip("make is needed to run the Makefile's guard")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
+
+    def make_run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["make", "-n", "run", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=60)
+
+    for host in ("0.0.0.0", "192.168.1.5", "::"):
+        refused = make_run(f"HOST={host}")
+        assert refused.returncode != 0
+        assert f"refusing HOST={host}: with DJANGO_DEBUG=1 the host serves loopback only" in refused.stderr
+        assert "uvicorn" not in refused.stdout  # stopped before the plan reached the servers
+    for args in (("HOST=127.0.0.1",), ("HOST=::1",), ("HOST=0.0.0.0", "DJANGO_DEBUG=0")):
+        planned = make_run(*args)
+        assert planned.returncode == 0, planned.stderr
+        assert "uvicorn openwop_host.asgi:application" in planned.stdout

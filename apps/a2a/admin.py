@@ -25,6 +25,7 @@ from apps.a2a.services import card_key_activate, card_key_generate, card_key_ret
 from apps.a2a.signing import card_sign, card_signing_key_active, grace_seconds, jwks_url, public_jwk_of
 from apps.a2a.wire import to_wire
 from apps.core.admin_read_only import ReadOnlyAdminMixin
+from apps.core.admin_service_writes import ServiceWritesAdminMixin
 from apps.core.errors import OpenWopError
 
 
@@ -38,18 +39,14 @@ class SkillRouteAdmin(admin.ModelAdmin):
 
 
 @admin.register(TaskMessage)
-class TaskMessageAdmin(admin.ModelAdmin):
+class TaskMessageAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """The messages a task received, kept as evidence: never added, changed or deleted here."""
+
     list_display = ("message_id", "run", "tenant", "principal", "created_at")
     list_filter = ("tenant",)
     search_fields = ("message_id", "run__run_id")
     list_select_related = ("tenant", "run")
     readonly_fields = ("tenant", "run", "principal", "message_id", "document", "created_at")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: TaskMessage | None = None) -> bool:
-        return False
 
 
 class CardSigningKeyAddForm(forms.ModelForm):
@@ -72,7 +69,7 @@ def signed_card_preview() -> str:
 
 
 @admin.register(CardSigningKey)
-class CardSigningKeyAdmin(admin.ModelAdmin):
+class CardSigningKeyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
     """Generate (add form), activate, retire. Keys are never edited or deleted: a retired key's
     row is its audit subject, and the JWKS drops it by itself once its grace window passed."""
 

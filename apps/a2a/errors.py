@@ -33,7 +33,7 @@ from a2a.utils.errors import (
     VersionNotSupportedError,
 )
 
-from apps.core.errors import Unauthenticated
+from apps.core.errors import Unauthenticated, ValidationFailed
 
 ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
 BAD_REQUEST_TYPE = "type.googleapis.com/google.rpc.BadRequest"
@@ -157,6 +157,13 @@ def invalid_params(message: str, *, field: str | None = None) -> InvalidParamsEr
     if field is not None:
         data = {"field": field, "fieldViolations": [{"field": field, "description": message}]}
     return InvalidParamsError(message, data=data)
+
+
+def invalid_input(exc: ValidationFailed) -> InvalidParamsError:
+    """A value refused at parse (apps/core/caller_input.py), or one the database refused
+    (api_errors.data_error_refusal), as -32602 / 400 / INVALID_ARGUMENT naming its field."""
+    field = exc.details.get("field") if exc.details else None
+    return invalid_params(exc.message, field=field if isinstance(field, str) else None)
 
 
 def jsonrpc_error_body(error: A2AError, request_id: Any) -> dict[str, Any]:

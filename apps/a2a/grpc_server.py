@@ -44,26 +44,35 @@ from a2a.types import (
 )
 from a2a.utils.errors import A2AError, InternalError
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.db import DataError
 from google.protobuf import json_format
 from google.protobuf.empty_pb2 import Empty
+from google.protobuf.message import Message as ProtoMessage
 from google.rpc import error_details_pb2, status_pb2
 
 from apps.a2a import operations
-from apps.a2a.errors import A2A_DOMAIN, ERROR_INFO_TYPE, error_details, error_message, error_row
+from apps.a2a.errors import (
+    A2A_DOMAIN,
+    ERROR_INFO_TYPE,
+    AuthenticationRequired,
+    error_details,
+    error_message,
+    error_row,
+    invalid_input,
+)
 from apps.a2a.operations import Call, StreamPlan
 from apps.a2a.refusals import REFUSAL_ROWS
 from apps.a2a.streams import task_responses
+from apps.a2a.wire import request_check
 from apps.core import metrics
+from apps.core.api_errors import data_error_refusal
 from apps.core.db_threads import release_db_connection
+from apps.core.errors import ValidationFailed
 from apps.core.overload import is_overload
-from apps.core.rate_limits import (
-    LimitSettings,
-    caller_key,
-    request_admit_async,
-    stream_slot_acquire,
-    stream_slot_release,
-)
+from apps.core.rate_limits import LimitSettings, caller_key, request_admit_async, stream_slot_acquire
 from apps.core.request_limits import STREAM_RETRY_AFTER_SECONDS, Refusal, overload_refusal
+from apps.core.stream_lease import CredentialLapsed, items_while_allowed, stream_slot_held
+from apps.tenants.stream_credential import credential_check
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +130,8 @@ def _refused_for(exc: BaseException) -> GrpcRefused:
         return exc
     if isinstance(exc, A2AError):
         return refused_for_error(exc)
+    if isinstance(exc, DataError):  # a value the database refused that the parse step missed
+        return refused_for_error(invalid_input(data_error_refusal(exc)))
     if isinstance(exc, Exception) and is_overload(exc):
         return refused_for_limit(overload_refusal())
     logger.exception("a2a grpc: unhandled error", exc_info=exc)
@@ -219,31 +230,33 @@ async def _streamed(
     refused: GrpcRefused | None = None
     bucket: str | None = None
     started = time.perf_counter()
+    authorization = _metadata(context, "authorization")
     async with ThreadSensitiveContext():
         try:
-            bucket = await _admitted(_metadata(context, "authorization"), stream=True)
-            plan = await operation(await _call_of(context, a2a_tenant))
-            await release_db_connection()  # nothing is held while the stream waits on the log
-            if isinstance(plan, StreamPlan):
-                stream = task_responses(
-                    run=plan.run, first=plan.first, position=plan.position,
-                    end_when_interrupted=plan.end_when_interrupted,
-                )  # fmt: skip
-                try:
-                    async for response in stream:
-                        yield response
-                finally:
-                    with contextlib.suppress(Exception):
-                        await stream.aclose()  # type: ignore[attr-defined]
-            elif isinstance(plan, Task):  # an operation that answered without a stream: its one event
-                yield StreamResponse(task=plan)
-            else:
-                raise InternalError()
+            bucket = await _admitted(authorization, stream=True)
+            # The slot goes back however the RPC ends, a cancellation included (apps.core.stream_lease).
+            async with stream_slot_held(bucket):
+                plan = await operation(await _call_of(context, a2a_tenant))
+                await release_db_connection()  # nothing is held while the stream waits on the log
+                if isinstance(plan, StreamPlan):
+                    stream = task_responses(
+                        run=plan.run, first=plan.first, position=plan.position,
+                        end_when_interrupted=plan.end_when_interrupted,
+                    )  # fmt: skip
+                    # Authorized when it opened; ends UNAUTHENTICATED once the credential lapses.
+                    guarded = items_while_allowed(stream, credential_check(authorization, door="a2a"))
+                    async with contextlib.aclosing(guarded):
+                        async for response in guarded:
+                            yield response
+                elif isinstance(plan, Task):  # an operation that answered without a stream: its one event
+                    yield StreamResponse(task=plan)
+                else:
+                    raise InternalError()
+        except CredentialLapsed:
+            refused = refused_for_error(AuthenticationRequired())
         except Exception as exc:
             refused = _refused_for(exc)
         finally:
-            if bucket is not None:
-                await sync_to_async(stream_slot_release, thread_sensitive=False)(bucket)
             await release_db_connection()
     _observed(method, started, refused)
     if refused is not None:
@@ -252,6 +265,21 @@ async def _streamed(
 
 # ---------------------------------------------------------------------------------------------
 # The service
+
+
+def _parsed(request: ProtoMessage, operation: Callable[[Call], Awaitable[T]]) -> Callable[[Call], Awaitable[T]]:
+    """The operation behind the unary parse step the HTTP bindings run on their JSON: a request
+    holding what no column or wire type can (a NUL, a messageId past 512, NaN in a Struct, an
+    unknown enum value) is INVALID_ARGUMENT, once the caller is authenticated (wire.request_check)."""
+
+    async def checked(call: Call) -> T:
+        try:
+            request_check(request)
+        except ValidationFailed as exc:
+            raise invalid_input(exc) from None
+        return await operation(call)
+
+    return checked
 
 
 async def _send(call: Call, request: SendMessageRequest) -> SendMessageResponse:
@@ -267,31 +295,31 @@ async def _get(call: Call, request: GetTaskRequest) -> Task:
 
 
 class A2AGrpcService(a2a_pb2_grpc.A2AServiceServicer):
-    """Every method: admit, authenticate + negotiate, the operation, or the mapped status."""
+    """Every method: admit, authenticate + negotiate, the parse check, the operation, or the mapped status."""
 
     async def SendMessage(self, request: SendMessageRequest, context: Context) -> SendMessageResponse:
-        return await _unary("SendMessage", context, lambda call: _send(call, request), request.tenant)
+        return await _unary("SendMessage", context, _parsed(request, lambda call: _send(call, request)), request.tenant)
 
     async def SendStreamingMessage(
         self, request: SendMessageRequest, context: Context
     ) -> AsyncIterator[StreamResponse]:
-        operation: Callable[[Call], Awaitable[Any]] = lambda call: operations.send_message(  # noqa: E731
-            call, request, streaming=True
+        operation: Callable[[Call], Awaitable[Any]] = _parsed(
+            request, lambda call: operations.send_message(call, request, streaming=True)
         )
         async for response in _streamed("SendStreamingMessage", context, operation, request.tenant):
             yield response
 
     async def GetTask(self, request: GetTaskRequest, context: Context) -> Task:
-        return await _unary("GetTask", context, lambda call: _get(call, request))
+        return await _unary("GetTask", context, _parsed(request, lambda call: _get(call, request)))
 
     async def ListTasks(self, request: ListTasksRequest, context: Context) -> ListTasksResponse:
-        return await _unary("ListTasks", context, lambda call: operations.list_tasks(call, request))
+        return await _unary("ListTasks", context, _parsed(request, lambda call: operations.list_tasks(call, request)))
 
     async def CancelTask(self, request: CancelTaskRequest, context: Context) -> Task:
-        return await _unary("CancelTask", context, lambda call: operations.cancel_task(call, request))
+        return await _unary("CancelTask", context, _parsed(request, lambda call: operations.cancel_task(call, request)))
 
     async def SubscribeToTask(self, request: SubscribeToTaskRequest, context: Context) -> AsyncIterator[StreamResponse]:
-        subscribe: Callable[[Call], Awaitable[Any]] = lambda call: operations.subscribe(call, request)  # noqa: E731
+        subscribe: Callable[[Call], Awaitable[Any]] = _parsed(request, lambda call: operations.subscribe(call, request))
         async for response in _streamed("SubscribeToTask", context, subscribe):
             yield response
 
@@ -299,33 +327,44 @@ class A2AGrpcService(a2a_pb2_grpc.A2AServiceServicer):
         self, request: TaskPushNotificationConfig, context: Context
     ) -> TaskPushNotificationConfig:
         return await _unary(
-            "CreateTaskPushNotificationConfig", context, lambda call: operations.push_config_create(call, request)
+            "CreateTaskPushNotificationConfig",
+            context,
+            _parsed(request, lambda call: operations.push_config_create(call, request)),
         )
 
     async def GetTaskPushNotificationConfig(
         self, request: GetTaskPushNotificationConfigRequest, context: Context
     ) -> TaskPushNotificationConfig:
         return await _unary(
-            "GetTaskPushNotificationConfig", context, lambda call: operations.push_config_get(call, request)
+            "GetTaskPushNotificationConfig",
+            context,
+            _parsed(request, lambda call: operations.push_config_get(call, request)),
         )
 
     async def ListTaskPushNotificationConfigs(
         self, request: ListTaskPushNotificationConfigsRequest, context: Context
     ) -> ListTaskPushNotificationConfigsResponse:
         return await _unary(
-            "ListTaskPushNotificationConfigs", context, lambda call: operations.push_config_list(call, request)
+            "ListTaskPushNotificationConfigs",
+            context,
+            _parsed(request, lambda call: operations.push_config_list(call, request)),
         )
 
     async def GetExtendedAgentCard(self, request: GetExtendedAgentCardRequest, context: Context) -> AgentCard:
         return await _unary(
-            "GetExtendedAgentCard", context, lambda call: operations.get_extended_card(call, request), request.tenant
+            "GetExtendedAgentCard",
+            context,
+            _parsed(request, lambda call: operations.get_extended_card(call, request)),
+            request.tenant,
         )
 
     async def DeleteTaskPushNotificationConfig(
         self, request: DeleteTaskPushNotificationConfigRequest, context: Context
     ) -> Empty:
         return await _unary(
-            "DeleteTaskPushNotificationConfig", context, lambda call: operations.push_config_delete(call, request)
+            "DeleteTaskPushNotificationConfig",
+            context,
+            _parsed(request, lambda call: operations.push_config_delete(call, request)),
         )
 
 

@@ -43,6 +43,7 @@ from a2a.utils.errors import (
 )
 from a2a.utils.proto_utils import validate_proto_required_fields
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from google.protobuf import json_format
 from google.protobuf.empty_pb2 import Empty
 from google.protobuf.message import Message as ProtoMessage
@@ -75,7 +76,8 @@ from apps.facets.policy import TenantFloors, tenant_floors_cached
 from apps.facets.services import facet_cached
 from apps.push import services as push_services
 from apps.push.limits import push_backlog_check
-from apps.runs.models import TERMINAL_STATUSES, WAITING_STATUSES, Run
+from apps.runs.models import TERMINAL_STATUSES, WAITING_STATUSES, Run, RunStatus
+from apps.runs.services import run_resend_unclaimed
 from apps.tenants.selectors import subject_from_authorization_cached
 from apps.tenants.subject import Subject
 
@@ -283,6 +285,23 @@ def _snapshot(subject: Subject, run_id: str, history_length: int | None) -> tupl
 def _send_sync(
     call: Call, request: SendMessageRequest, *, inline: bool = False, records: Callable[[Run], None] | None = None
 ) -> Run:
+    """Start or continue the task; a retry (a messageId already sent) answers the run it created,
+    and re-sends it to the workers when none ever claimed it (issue 32 item 8: a run accepted while
+    the broker was down starts when the client retries)."""
+    written: list[Run] = []
+
+    def recorded(run: Run) -> None:  # called only for a run this request writes
+        written.append(run)
+        if records is not None:
+            records(run)
+
+    run = _send_or_replay(call, request, inline=inline, records=recorded)
+    if not any(run is w for w in written):
+        run = run_resend_unclaimed(run=run)
+    return run
+
+
+def _send_or_replay(call: Call, request: SendMessageRequest, *, inline: bool, records: Callable[[Run], None]) -> Run:
     message = request.message
     if message.task_id:
         return message_continue(
@@ -392,7 +411,9 @@ async def send_message(call: Call, request: SendMessageRequest, *, streaming: bo
             return task
     else:
         run = await sync_to_async(_start_sync)(call, request, inline=False)
-    if not immediate:
+    # No message reached the workers (the broker is down: runs.services.advance_send): nothing
+    # advances the run before the sweeper or a retry sends it, so answer it as committed now.
+    if not immediate and not (run.enqueued_at is None and not run.lease_owner):
         await run_wait_settled(run)
     _, task, _ = await sync_to_async(_snapshot)(call.subject, run.run_id, history_length)
     return task
@@ -478,13 +499,18 @@ async def list_tasks(call: Call, request: ListTasksRequest) -> ListTasksResponse
     return await sync_to_async(_list_sync)(call, request)
 
 
-def _cancel_sync(call: Call, request: CancelTaskRequest) -> Task:
-    run = task_cancel(subject=call.subject, task_id=request.id)
-    return _snapshot(call.subject, run.run_id, None)[1]
-
-
 async def cancel_task(call: Call, request: CancelTaskRequest) -> Task:
-    return await sync_to_async(_cancel_sync)(call, request)
+    """CancelTask answers the task cancelled (issue 32 item 1): a running run only moves to
+    `cancelling` here, and its worker commits the cancel at its next check (~100 ms from inside a
+    waiting node), so the answer waits for that, on the run's wake-ups, at most
+    OPENWOP_A2A_CANCEL_WAIT_SECONDS. Past the bound it answers what is true then (WORKING, the
+    cancel still pending: a worker busy in a node that does not check, or none alive); every
+    binding calls this one operation."""
+    run = await sync_to_async(task_cancel)(subject=call.subject, task_id=request.id)
+    if run.status == RunStatus.CANCELLING:
+        await run_wait_settled(run, timeout=settings.OPENWOP_A2A_CANCEL_WAIT_SECONDS)
+    _, task, _ = await sync_to_async(_snapshot)(call.subject, run.run_id, None)
+    return task
 
 
 async def subscribe(call: Call, request: SubscribeToTaskRequest) -> StreamPlan:

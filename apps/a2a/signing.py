@@ -36,6 +36,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from apps.a2a.models import CardSigningAlgorithm, CardSigningKey, CardSigningKeyState
+from apps.core.errors import NotFound
 from apps.core.invalidation import TOPIC_CARD, cached
 from apps.core.sealing import seal, unseal
 
@@ -118,6 +119,19 @@ def public_jwk_of(key: CardSigningKey) -> dict[str, str]:
 
 def card_signing_key_active() -> CardSigningKey | None:
     return CardSigningKey.objects.filter(state=CardSigningKeyState.ACTIVE).first()
+
+
+def card_signing_key_by_kid(kid: str) -> CardSigningKey:
+    """The key with this kid (`manage.py card_key activate|retire <kid>`), or NotFound."""
+    key = CardSigningKey.objects.filter(kid=kid).first()
+    if key is None:
+        raise NotFound("No such card signing key.")
+    return key
+
+
+def card_signing_keys() -> list[CardSigningKey]:
+    """Every key, newest first (`manage.py card_key list`)."""
+    return list(CardSigningKey.objects.order_by("-created_at", "-id"))
 
 
 @dataclass(frozen=True, slots=True)

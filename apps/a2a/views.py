@@ -42,6 +42,7 @@ from a2a.utils.errors import (
 from a2a.utils.proto_utils import parse_params
 from asgiref.sync import sync_to_async
 from django.core.handlers.exception import response_for_exception
+from django.db import DataError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.utils.http import http_date
 from django.views.decorators.csrf import csrf_exempt
@@ -55,6 +56,7 @@ from apps.a2a.errors import (
     AUTHENTICATE_HEADER,
     AuthenticationRequired,
     InsufficientScope,
+    invalid_input,
     invalid_params,
     jsonrpc_error_body,
     rest_error_body,
@@ -64,8 +66,10 @@ from apps.a2a.operations import Call, StreamPlan
 from apps.a2a.selectors import card_path_configured
 from apps.a2a.signing import jwks_document
 from apps.a2a.streams import jsonrpc_frame, rest_frame, task_stream
-from apps.a2a.wire import to_wire
+from apps.a2a.wire import request_check, request_doc_check, to_wire
+from apps.core.api_errors import data_error_refusal
 from apps.core.async_db import async_db_enabled
+from apps.core.caller_input import caller_text_check
 from apps.core.errors import OpenWopError, ValidationFailed
 from apps.core.ids import unproject_id
 from apps.core.json_limits import json_loads_limited, request_json
@@ -217,14 +221,21 @@ def _rpc_error(error: A2AError, request_id: Any) -> JsonResponse:
 
 
 def _parse_params(message_type: type[ProtoMessage], params: Any) -> ProtoMessage:
+    """The request's proto, with what no column or wire type can hold refused as invalid params
+    (wire.request_doc_check / request_check; issue 33 items 10, 11, 13)."""
     if params is None:
         params = {}
     if not isinstance(params, dict):
         raise invalid_params("params must be an object.", field="params")
     try:
-        return json_format.ParseDict(params, message_type(), ignore_unknown_fields=True)
+        request_doc_check(params, message_type.DESCRIPTOR)
+        message = json_format.ParseDict(params, message_type(), ignore_unknown_fields=True)
+        request_check(message, structs=False)
+    except ValidationFailed as exc:
+        raise invalid_input(exc) from None
     except json_format.ParseError as exc:
         raise invalid_params(f"params do not match {message_type.__name__}: {exc}", field="params") from None
+    return message
 
 
 def _list_result(response: ListTasksResponse) -> dict[str, Any]:
@@ -281,6 +292,8 @@ async def jsonrpc_endpoint(request: HttpRequest) -> HttpResponseBase:
         result = await handler(call, _parse_params(message_type, body.get("params")))
     except A2AError as error:
         return await _challenged(request, _rpc_error(error, request_id))
+    except DataError as exc:  # a value the database refused that no parse step caught
+        return _rpc_error(invalid_input(data_error_refusal(exc)), request_id)
     except Exception as exc:
         if is_overload(exc):
             raise  # 503 + Retry-After in this binding's wire (RequestLimitsMiddleware.process_exception)
@@ -315,7 +328,9 @@ async def _challenged(request: HttpRequest, response: JsonResponse) -> JsonRespo
     state = await aoauth_door_state(lean=is_lean(request) and async_db_enabled())
     if state.enabled:
         presented = bool((request.headers.get("Authorization") or "").strip())
-        response["WWW-Authenticate"] = bearer_challenge(metadata_url=state.host_metadata_url, presented=presented)
+        response["WWW-Authenticate"] = bearer_challenge(
+            metadata_url=state.host_metadata_url, presented=presented, scopes=state.scopes_of("a2a")
+        )
     return response
 
 
@@ -335,7 +350,12 @@ def _rest_ok(doc: Any) -> HttpResponse:
 
 def _task_id(raw: str) -> str:
     """A task id in a path: raw `tenant/opaque` (and `%2F`, which the server decodes to `/`) or
-    the `~2F` projection. An undecodable one is simply an id no task has (TaskNotFound)."""
+    the `~2F` projection. An undecodable one is simply an id no task has (TaskNotFound); one
+    holding a NUL (`%00`) is no id at all (invalid params, as in a body)."""
+    try:
+        caller_text_check(raw, field="id")
+    except ValidationFailed as exc:
+        raise invalid_input(exc) from None
     if "~" not in raw and "%" not in raw:
         return raw
     try:
@@ -360,7 +380,12 @@ def _body(request: HttpRequest) -> dict[str, Any]:
 
 def _query(request: HttpRequest, message: ProtoMessage) -> ProtoMessage:
     try:
+        # The last value of each parameter is the one parse_params keeps.
+        request_doc_check({key: request.GET[key] for key in request.GET}, message.DESCRIPTOR, field="query")
         parse_params(request.GET, message)  # type: ignore[arg-type]
+        request_check(message, field="query", structs=False)
+    except ValidationFailed as exc:
+        raise invalid_input(exc) from None
     except json_format.ParseError as exc:
         raise invalid_params(f"Query parameters do not match {type(message).__name__}: {exc}", field="query") from None
     return message
@@ -491,6 +516,8 @@ async def rest_endpoint(request: HttpRequest, route: str) -> HttpResponseBase:
         result = await handler(call, request, task_ref, tenant)
     except A2AError as error:
         return await _challenged(request, _rest_error(error))
+    except DataError as exc:  # a value the database refused that no parse step caught
+        return _rest_error(invalid_input(data_error_refusal(exc)))
     except Exception as exc:
         if is_overload(exc):
             raise  # 503 + Retry-After in this binding's wire (RequestLimitsMiddleware.process_exception)

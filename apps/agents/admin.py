@@ -27,6 +27,7 @@ from apps.agents.services import (
     prompt_update,
 )
 from apps.core.admin_read_only import ReadOnlyAdminMixin
+from apps.core.admin_service_writes import ServiceWritesAdminMixin
 from apps.core.errors import NotFound
 from apps.tenants.subject import Subject
 
@@ -76,7 +77,7 @@ class WorkflowAdmin(admin.ModelAdmin):
 
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
     """Operators edit an agent's descriptive fields; publishing goes through the audited actions
     only (STYLE.md habit 15), and agents are unpublished, never deleted (their audit rows stay)."""
 
@@ -149,7 +150,7 @@ class AgentChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(Prompt)
-class PromptAdmin(admin.ModelAdmin):
+class PromptAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
     """Operators author a tenant's MCP prompts. A malformed `arguments` or `messages` is refused on
     the field by `Prompt.clean` (the services' own check); saves go through the services."""
 

@@ -9,14 +9,12 @@ for members of the `auditors` group (and superusers).
 
 from __future__ import annotations
 
-import csv
-import datetime as dt
 from collections.abc import Iterator
 from typing import Any
 
 from django import forms
 from django.contrib.auth.decorators import user_passes_test
-from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponseBase
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
@@ -27,6 +25,7 @@ from apps.audit.negotiations import (
     negotiation_page,
     negotiation_records,
 )
+from apps.core.downloads import csv_download
 
 PAGE_SIZE = 100
 CSV_COLUMNS = ("at", "tenant", "protocol", "outcome", "requested", "version", "reason", "floor", "peerDigest", "where")
@@ -44,6 +43,13 @@ class NegotiationFilterForm(forms.Form):
     until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
     requested = forms.CharField(required=False, max_length=32, label="Requested version")
 
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        since, until = data.get("since"), data.get("until")
+        if since and until and since > until:  # no record could match: say so, never an empty page
+            raise forms.ValidationError("'Since' must not be after 'until'.")
+        return data
+
     def filters(self) -> NegotiationFilters:
         data = self.cleaned_data
         return NegotiationFilters(
@@ -56,27 +62,19 @@ class NegotiationFilterForm(forms.Form):
         )
 
 
-def _csv_rows(filters: NegotiationFilters) -> Iterator[str]:
-    class _Line:
-        def write(self, value: str) -> str:
-            return value
-
-    writer = csv.writer(_Line())
-    yield writer.writerow(CSV_COLUMNS)
+def _csv_rows(filters: NegotiationFilters) -> Iterator[tuple[str | None, ...]]:
     for r in negotiation_records(filters=filters):
-        yield writer.writerow(
-            (
-                r.at.isoformat(),
-                r.tenant,
-                r.protocol,
-                r.outcome_class,
-                r.requested,
-                r.version,
-                r.reason,
-                r.floor,
-                r.peer_digest,
-                r.location,
-            )
+        yield (
+            r.at.isoformat(),
+            r.tenant,
+            r.protocol,
+            r.outcome_class,
+            r.requested,
+            r.version,
+            r.reason,
+            r.floor,
+            r.peer_digest,
+            r.location,
         )
 
 
@@ -86,10 +84,7 @@ def negotiation_audit(request: HttpRequest) -> HttpResponseBase:
     form = NegotiationFilterForm(request.GET or None)
     filters = form.filters() if form.is_valid() else NegotiationFilters()
     if request.GET.get("format") == "csv":
-        response = StreamingHttpResponse(_csv_rows(filters), content_type="text/csv; charset=utf-8")
-        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-        response["Content-Disposition"] = f'attachment; filename="negotiations-{stamp}.csv"'
-        return response
+        return csv_download(stem="negotiations", header=CSV_COLUMNS, rows=_csv_rows(filters))
     after = request.GET.get("after") or None
     records, next_cursor = negotiation_page(filters=filters, after=after, size=PAGE_SIZE)
     # One chart per protocol: accepted / downgraded / refused per day, on one shared scale.

@@ -234,14 +234,16 @@ def _versions_below(protocol: Protocol, floor: str, seen: Iterable[str]) -> list
     )
 
 
-def what_if(*, protocol: str, floor: str, days: int = 30, today: dt.date | None = None) -> WhatIf:
-    """What `floor` for `protocol` would have refused over the last `days` days, host-wide: the
-    exchanges whose requested version is below it (whatever their outcome then), their distinct
-    tenants and peers, and how many of them were accepted. Raises ValueError for a protocol or
-    floor outside the grammar."""
+def what_if(
+    *, protocol: str, floor: str, window: Window | None = None, days: int = 30, today: dt.date | None = None
+) -> WhatIf:
+    """What `floor` for `protocol` would have refused over `window` (default: the last `days`
+    days), host-wide: the exchanges whose requested version is below it (whatever their outcome
+    then), their distinct tenants and peers, and how many of them were accepted. Raises ValueError
+    for a protocol or floor outside the grammar."""
     checked = _protocol(protocol)
     version_key(checked, floor)  # raises for a floor outside the grammar
-    window = Window.last_days(days, today=today)
+    window = window or Window.last_days(days, today=today)
     rows = _rows(window=window, protocol=checked)
     versions = _versions_below(checked, floor, rows.values_list("requested", flat=True).distinct().order_by())
     totals = rows.filter(requested__in=versions).aggregate(

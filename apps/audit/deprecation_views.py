@@ -9,16 +9,15 @@ per-peer rollup (`apps.audit.deprecation`), never from the record tables.
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from functools import wraps
 from typing import Any, cast
 
 from django import forms
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, HttpResponseBase, QueryDict
+from django.http import HttpRequest, HttpResponseBase, QueryDict
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
@@ -30,6 +29,7 @@ from apps.audit.deprecation import (
     version_tenants,
     what_if,
 )
+from apps.core.downloads import csv_download
 from apps.facets.versions import Protocol, is_valid_version
 
 STAFF_GROUPS = ("operators", "auditors")
@@ -95,18 +95,9 @@ class WhatIfForm(forms.Form):
         protocol, floor = data.get("whatif_protocol"), data.get("floor")
         if protocol and floor and not is_valid_version(cast(Protocol, protocol), floor):
             example = "1.0" if protocol == "a2a" else "2025-03-26"
-            self.add_error("floor", f"{floor!r} is not a {protocol} version (for example {example}).")
+            name = dict(PROTOCOL_CHOICES)[protocol]
+            self.add_error("floor", f"{floor!r} is not an {name} version (for example {example}).")
         return data
-
-
-def _csv_response(name: str, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> HttpResponse:
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    response["Content-Disposition"] = f'attachment; filename="{name}-{stamp}.csv"'
-    writer = csv.writer(response)
-    writer.writerow(header)
-    writer.writerows(rows)
-    return response
 
 
 @require_GET
@@ -117,10 +108,11 @@ def deprecation_overview(request: HttpRequest) -> HttpResponseBase:
     protocol = (form.cleaned_data.get("protocol") or None) if form.is_valid() else None
     rows = version_table(window=window, protocol=protocol)
     if request.GET.get("format") == "csv":
-        return _csv_response(
-            "deprecation",
-            ("protocol", "requested", "exchanges", "accepted", "refused", "tenants", "peers", "firstSeen", "lastSeen"),
-            (
+        return csv_download(
+            stem="deprecation",
+            header=("protocol", "requested", "exchanges", "accepted", "refused", "tenants", "peers", "firstSeen",
+                    "lastSeen"),
+            rows=(
                 (r.protocol, r.requested, r.exchanges, r.accepted, r.refused, r.tenants, r.peers,
                  r.first_seen.isoformat(), r.last_seen.isoformat())
                 for r in rows
@@ -129,7 +121,9 @@ def deprecation_overview(request: HttpRequest) -> HttpResponseBase:
     whatif_form = WhatIfForm(request.GET) if "floor" in request.GET else WhatIfForm()
     outcome = None
     if whatif_form.is_bound and whatif_form.is_valid():
-        outcome = what_if(protocol=whatif_form.cleaned_data["whatif_protocol"], floor=whatif_form.cleaned_data["floor"])
+        outcome = what_if(  # over the window the page shows (kept in the what-if form's hidden fields)
+            protocol=whatif_form.cleaned_data["whatif_protocol"], floor=whatif_form.cleaned_data["floor"], window=window
+        )
     window_query = {"since": window.since.isoformat(), "until": window.until.isoformat()}
     query = request.GET.copy()
     query["format"] = "csv"
@@ -170,17 +164,17 @@ def deprecation_version(request: HttpRequest) -> HttpResponseBase:
     peers = version_peers(window=window, protocol=protocol, requested=requested)
     part = request.GET.get("table")
     if request.GET.get("format") == "csv" and part == "peers":
-        return _csv_response(
-            f"deprecation-{protocol}-{requested or 'none'}-peers",
-            ("peerDigest", "tenants", "exchanges", "accepted", "firstSeen", "lastSeen"),
-            ((p.peer_digest, p.tenants, p.exchanges, p.accepted, p.first_seen.isoformat(), p.last_seen.isoformat())
+        return csv_download(  # the stem holds the caller's requested version: csv_download makes it safe
+            stem=f"deprecation-{protocol}-{requested or 'none'}-peers",
+            header=("peerDigest", "tenants", "exchanges", "accepted", "firstSeen", "lastSeen"),
+            rows=((p.peer_digest, p.tenants, p.exchanges, p.accepted, p.first_seen.isoformat(), p.last_seen.isoformat())
              for p in peers),
         )
     if request.GET.get("format") == "csv":
-        return _csv_response(
-            f"deprecation-{protocol}-{requested or 'none'}-tenants",
-            ("tenant", "exchanges", "accepted", "peers", "firstSeen", "lastSeen"),
-            ((t.tenant, t.exchanges, t.accepted, t.peers, t.first_seen.isoformat(), t.last_seen.isoformat())
+        return csv_download(
+            stem=f"deprecation-{protocol}-{requested or 'none'}-tenants",
+            header=("tenant", "exchanges", "accepted", "peers", "firstSeen", "lastSeen"),
+            rows=((t.tenant, t.exchanges, t.accepted, t.peers, t.first_seen.isoformat(), t.last_seen.isoformat())
              for t in tenants),
         )
     base = {"protocol": protocol, "requested": requested,

@@ -27,8 +27,6 @@ How a batch goes (one flusher task per event loop, so batches are written one af
   the batch gets its exception.
 - A caller that goes away (a client disconnect cancels its task) does not take its record with it:
   the event was decided and queued, and the batch is written regardless.
-
-PostgreSQL only (`apps.core.async_db`); on SQLite the callers take the ORM path.
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ from django.views.decorators.http import require_GET
 from apps.audit.selectors import host_event_cursor_open
 from apps.audit.streams import host_event_frames
 from apps.core.sse import sse_response
+from apps.core.stream_lease import while_allowed
 from apps.tenants.selectors import subject_from_authorization
+from apps.tenants.stream_credential import credential_check
 
 
 @require_GET
@@ -22,4 +24,6 @@ async def host_events(request: HttpRequest) -> StreamingHttpResponse:
     cursor = await sync_to_async(host_event_cursor_open)(
         subject=subject, last_event_id=request.headers.get("Last-Event-ID")
     )
-    return sse_response(host_event_frames(cursor=cursor))
+    # Authorized once here; the credential is re-checked while the stream lasts (apps.core.stream_lease).
+    allowed = credential_check(request.headers.get("Authorization"), door="rest")
+    return sse_response(while_allowed(host_event_frames(cursor=cursor), allowed))

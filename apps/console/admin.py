@@ -9,8 +9,10 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from apps.console.models import TenantMembership
+from apps.console.models import SignInRefusal, TenantMembership
 from apps.console.services import membership_create, membership_refusal
+from apps.core.admin_read_only import ReadOnlyAdminMixin
+from apps.core.admin_service_writes import ServiceWritesAdminMixin
 from apps.tenants.models import Tenant
 
 
@@ -34,7 +36,7 @@ class MembershipAddForm(forms.ModelForm):
 
 
 @admin.register(TenantMembership)
-class TenantMembershipAdmin(admin.ModelAdmin):
+class TenantMembershipAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
     list_display = ("user", "tenant", "created_at")
     list_filter = ("tenant",)
     search_fields = ("user__username", "tenant__slug")
@@ -63,3 +65,13 @@ class TenantMembershipAdmin(admin.ModelAdmin):
             tenant=tenant, username=form.cleaned_data["username"], password=form.cleaned_data["password"] or None
         )
         obj.pk, obj.user_id, obj.tenant_id = created.pk, created.user_id, created.tenant_id
+
+
+@admin.register(SignInRefusal)
+class SignInRefusalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Sign-ins the throttle refused, staff and console (append-only audit rows)."""
+
+    list_display = ("at", "door", "username", "address")
+    list_filter = ("door",)
+    search_fields = ("username", "address")
+    date_hierarchy = "at"

@@ -1,11 +1,12 @@
-"""Writes for the console: console users and their tenant membership."""
+"""Writes for the console: console users and their tenant membership, and the audit of refused
+sign-ins (staff and console share the throttle, apps/console/login_throttle.py)."""
 
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from apps.console.models import TenantMembership
+from apps.console.models import SignInRefusal, TenantMembership
 from apps.core.errors import ValidationFailed
 from apps.tenants.models import Tenant
 
@@ -39,3 +40,9 @@ def membership_create(*, tenant: Tenant, username: str, password: str | None = N
             user.set_password(password)
             user.save(update_fields=["password"])
         return TenantMembership.objects.create(user=user, tenant=tenant)
+
+
+def sign_in_refusal_record(*, door: str, username: str, address: str) -> SignInRefusal:
+    """Audit a sign-in the throttle refused (one insert: no transaction needed). The username is a
+    caller's string: kept as the form normalized it, cut to the column; templates escape it."""
+    return SignInRefusal.objects.create(door=door, username=username[:150], address=address[:64])

@@ -14,7 +14,6 @@ from functools import wraps
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from cryptography.fernet import InvalidToken
 from django import forms
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
@@ -27,16 +26,18 @@ from django.views.decorators.http import require_GET, require_POST
 
 from apps.a2a.signing import card_signing_status
 from apps.console import selectors
-from apps.console.login_throttle import login_failed, login_refused_for, login_succeeded
+from apps.console.login_throttle import ThrottledAuthenticationFormMixin, sign_in_answer
 from apps.console.models import TenantMembership
+from apps.console.stream_session import console_session_check
 from apps.core.egress import EgressRefused
 from apps.core.errors import NotFound, OpenWopError, ValidationFailed
-from apps.core.sealing import seal, unseal
 from apps.core.sse import SseEvent, sse_response, stream_log
-from apps.push.services import push_config_create
+from apps.core.stream_lease import while_allowed
+from apps.push.services import push_config_create, push_config_delete, push_config_get
 from apps.runs.log import run_wake_group
 from apps.runs.models import TERMINAL_EVENT_TYPES, Run
 from apps.runs.selectors import run_events_after, run_get_readable
+from apps.tenants.key_handover import new_key_hold, new_key_take
 from apps.tenants.models import ApiKeyKind
 from apps.tenants.services import api_key_create, api_key_revoke
 
@@ -68,8 +69,11 @@ def member_required(view: ConsoleView) -> ConsoleView:
     return wrapped
 
 
-class ConsoleLoginForm(AuthenticationForm):
-    """Only users bound to a tenant sign in here; operators use the admin, auditors their page."""
+class ConsoleLoginForm(ThrottledAuthenticationFormMixin, AuthenticationForm):
+    """Only users bound to a tenant sign in here; operators use the admin, auditors their page.
+    Throttled with the admin's sign-in (apps/console/login_throttle.py)."""
+
+    sign_in_door = "console"
 
     def confirm_login_allowed(self, user: Any) -> None:
         super().confirm_login_allowed(user)
@@ -88,31 +92,8 @@ class ConsoleLoginView(auth_views.LoginView):
     def get_default_redirect_url(self) -> str:
         return reverse("console:home")
 
-    def _attempt(self) -> tuple[str, str]:
-        return self.request.POST.get("username", ""), self.request.META.get("REMOTE_ADDR", "")
-
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        retry_after = login_refused_for(*self._attempt())
-        if retry_after is None:
-            return super().post(request, *args, **kwargs)
-        form = self.get_form_class()(request, initial={"username": self._attempt()[0]})
-        minutes = max(1, -(-retry_after // 60))
-        message = (
-            f"Too many failed sign-ins for this username from your address. "
-            f"Try again in {minutes} minute{'s' if minutes != 1 else ''}."
-        )
-        response = self.render_to_response(self.get_context_data(form=form, throttled=message))
-        response.status_code = 429
-        response["Retry-After"] = str(retry_after)
-        return response
-
-    def form_valid(self, form: AuthenticationForm) -> HttpResponse:
-        login_succeeded(*self._attempt())
-        return super().form_valid(form)
-
-    def form_invalid(self, form: AuthenticationForm) -> HttpResponse:
-        login_failed(*self._attempt())
-        return super().form_invalid(form)
+        return sign_in_answer(super().post(request, *args, **kwargs))  # type: ignore[return-value]
 
 
 class ApiKeyCreateForm(forms.Form):
@@ -136,20 +117,6 @@ def home(request: HttpRequest, membership: TenantMembership) -> HttpResponse:
     return redirect("console:keys")
 
 
-_NEW_KEY = "console.new_key"
-_NEW_KEY_PURPOSE = b"openwop.console.new-key.v1"
-
-
-def _new_key_pop(request: HttpRequest) -> str | None:
-    sealed = request.session.pop(_NEW_KEY, None)
-    if sealed is None:
-        return None
-    try:
-        return unseal(sealed.encode(), purpose=_NEW_KEY_PURPOSE)
-    except InvalidToken:  # sealed under a SECRET_KEY since rotated: it is gone either way
-        return None
-
-
 @member_required
 def keys(request: HttpRequest, membership: TenantMembership) -> HttpResponse:
     """List the tenant's keys; POST creates one and redirects here (POST-redirect-GET, so a reload
@@ -160,10 +127,10 @@ def keys(request: HttpRequest, membership: TenantMembership) -> HttpResponse:
         created, raw = api_key_create(
             tenant=membership.tenant, kind=form.cleaned_data["kind"], label=form.cleaned_data["label"]
         )
-        request.session[_NEW_KEY] = seal(raw, purpose=_NEW_KEY_PURPOSE).decode()
+        new_key_hold(request, raw)
         messages.success(request, f"Key {created.prefix} created. Copy it now: it is not shown again.")
         return redirect("console:keys")
-    new_key = _new_key_pop(request)
+    new_key = new_key_take(request)
     response = _page(
         request, membership, "console/keys.html", form=form, new_key=new_key,
         keys=selectors.api_keys(tenant=membership.tenant),
@@ -238,6 +205,20 @@ def task_push(request: HttpRequest, membership: TenantMembership, task_id: str) 
     return _page(request, membership, "console/task_push.html", detail=detail)
 
 
+@require_POST
+@member_required
+def push_config_remove(
+    request: HttpRequest, membership: TenantMembership, task_id: str, config_id: str
+) -> HttpResponse:
+    """Remove a push config through the push service (its pending deliveries go with it). A task
+    or config that is not the tenant's is the one not-found page (NotFound, via member_required)."""
+    subject = selectors.console_subject(membership)
+    config = push_config_get(subject=subject, task_id=task_id, config_id=config_id)
+    push_config_delete(subject=subject, task_id=config.run.run_id, config_id=config.config_id)
+    messages.success(request, f"Push config {config.config_id} removed: nothing more is pushed to it.")
+    return redirect("console:task-push", task_id=config.run.run_id)
+
+
 @require_GET
 @member_required
 def webhook(request: HttpRequest, membership: TenantMembership, webhook_id: str) -> HttpResponse:
@@ -280,4 +261,6 @@ async def run_status_stream(request: HttpRequest, run_id: str) -> HttpResponseBa
     async def fetch(position: int) -> list[SseEvent]:
         return await sync_to_async(_status_events)(run, position)
 
-    return sse_response(stream_log(group=run_wake_group(run.run_id), after=0, fetch=fetch, poll_seconds=0.5))
+    stream = stream_log(group=run_wake_group(run.run_id), after=0, fetch=fetch, poll_seconds=0.5)
+    # Authorized by the session when it opened; it ends once the sign-in no longer holds.
+    return sse_response(while_allowed(stream, console_session_check(request.session.session_key, user.pk)))

@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
+from django.db import DataError
 from django.http import Http404
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
@@ -56,6 +57,8 @@ def _translate(exc: Exception) -> OpenWopError:
         return err
     if is_overload(exc):  # saturated, not broken: 503 + Retry-After (apps/core/overload.py)
         return Overloaded(retry_after=OVERLOAD_RETRY_AFTER_SECONDS)
+    if isinstance(exc, DataError):
+        return data_error_refusal(exc)
     logger.exception("Unhandled error in a REST view")
     return InternalError()
 
@@ -77,3 +80,15 @@ def _oauth_challenge(response: Response, context: dict[str, Any]) -> None:
 
     request = context.get("request")
     oauth_401_challenge(response, presented=request is not None and bool(request.META.get("HTTP_AUTHORIZATION")))
+
+
+# What the database refused as a value (a NUL, a string past its column, a number out of range)
+# that no parse step caught first (apps/core/caller_input.py): the caller's input, so a 400.
+DATA_ERROR_MESSAGE = "The request holds a value the host cannot store."
+
+
+def data_error_refusal(exc: DataError) -> ValidationFailed:
+    """Every door's mapping of a DataError: a refusal of the request, never an internal error.
+    Logged without the database's message, which may quote the caller's value."""
+    logger.warning("a request value was refused by the database (%s)", type(exc.__cause__ or exc).__name__)
+    return ValidationFailed(DATA_ERROR_MESSAGE)

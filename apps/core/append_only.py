@@ -2,8 +2,7 @@
 
 PostgreSQL only: a row trigger refuses every UPDATE and DELETE on the table. TRUNCATE (how test
 databases are flushed) is a statement the row trigger does not see; production roles get no
-TRUNCATE grant. SQLite, the zero-setup default, keeps the rule in code alone: its test flush deletes
-rows one by one, which a trigger would refuse.
+TRUNCATE grant.
 """
 
 from __future__ import annotations
@@ -15,10 +14,8 @@ from django.db import migrations
 
 
 def on_postgresql(statements: list[str]) -> Callable[[Any, Any], None]:
-    """A RunPython function executing raw `statements` on PostgreSQL only (SQLite: nothing)."""
+    """A RunPython function executing raw PostgreSQL `statements`."""
     def run(apps: Any, schema_editor: Any) -> None:
-        if schema_editor.connection.vendor != "postgresql":
-            return
         for sql in statements:
             schema_editor.execute(sql, params=None)  # None: no %-placeholder processing
 

@@ -2,8 +2,7 @@
 
 The protocol doors (apps/doors) serve their hot reads and writes from the event loop itself: no
 thread hop, no ORM query compilation (DESIGN.md §The hot path). This module owns the pool they
-share. It exists only on PostgreSQL; on SQLite (the zero-setup default) `async_db_enabled()` is
-False and every caller takes its ORM path instead.
+share.
 
 A pool belongs to the loop that opened it (psycopg's async connections are bound to one loop), so
 there is one per running loop: the server's single loop in production, one per test in the suite.

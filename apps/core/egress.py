@@ -20,6 +20,10 @@ implementation of the rules and every entry point uses it:
   `2001::/23` are refused outright;
 - `settings.OPENWOP_EGRESS_ALLOW_CIDRS` (an operator relaxation, read at call time) admits
   addresses inside the named ranges; it never relaxes the scheme, name or redirect rules.
+- `settings.OPENWOP_EGRESS_ALLOW_HTTP_CIDRS` (empty by default) is the only relaxation of the
+  scheme: plain `http` to a destination every address of which lies inside these ranges, checked
+  at registration and again at connect. Every other rule still applies (the address must also be
+  allowed, by the rules or OPENWOP_EGRESS_ALLOW_CIDRS; redirects are still never followed).
 
 Any explicit port 1-65535 is allowed: the guard is about which machine is reached, and receivers
 legitimately listen on 8443 and friends.
@@ -53,6 +57,7 @@ logger = logging.getLogger(__name__)
 
 MAX_URL_LENGTH = 2048
 HTTPS_PORT = 443
+HTTP_PORT = 80
 
 # Public reason codes (EgressRefused.reason / details.reason) and their fixed messages.
 REASON_SCHEME = "scheme_not_https"
@@ -185,9 +190,8 @@ def address_refusal(ip: IPAddress, allow: tuple[IPNetwork, ...] = ()) -> str | N
     return None
 
 
-def allowed_networks() -> tuple[IPNetwork, ...]:
-    """The operator relaxation `OPENWOP_EGRESS_ALLOW_CIDRS`, read now so tests and reloads see changes."""
-    raw: Any = getattr(settings, "OPENWOP_EGRESS_ALLOW_CIDRS", None) or []
+def _networks(setting: str) -> tuple[IPNetwork, ...]:
+    raw: Any = getattr(settings, setting, None) or []
     if isinstance(raw, str):
         raw = [part for part in raw.split(",") if part.strip()]
     networks: list[IPNetwork] = []
@@ -196,16 +200,35 @@ def allowed_networks() -> tuple[IPNetwork, ...]:
             networks.append(ipaddress.ip_network(str(entry).strip(), strict=False))
         except ValueError:
             # Fail closed and loudly: a typo must not silently widen or narrow egress.
-            raise ImproperlyConfigured(f"OPENWOP_EGRESS_ALLOW_CIDRS: {entry!r} is not a CIDR") from None
+            raise ImproperlyConfigured(f"{setting}: {entry!r} is not a CIDR") from None
     return tuple(networks)
 
 
+def allowed_networks() -> tuple[IPNetwork, ...]:
+    """The operator relaxation `OPENWOP_EGRESS_ALLOW_CIDRS`, read now so tests and reloads see changes."""
+    return _networks("OPENWOP_EGRESS_ALLOW_CIDRS")
+
+
+def plain_http_networks() -> tuple[IPNetwork, ...]:
+    """`OPENWOP_EGRESS_ALLOW_HTTP_CIDRS`: where plain http may go (nowhere when empty), read now."""
+    return _networks("OPENWOP_EGRESS_ALLOW_HTTP_CIDRS")
+
+
+def _inside(ip: IPAddress, networks: tuple[IPNetwork, ...]) -> bool:
+    if any(ip.version == net.version and ip in net for net in networks):
+        return True
+    embedded = _embedded_ipv4(ip) if isinstance(ip, ipaddress.IPv6Address) else None
+    return embedded is not None and _inside(embedded[0], networks)
+
+
 def egress_relaxation() -> dict[str, Any] | None:
-    """What discovery says about the operator relaxation (`extensions["openwop-host.egress"]`), or None."""
-    networks = allowed_networks()
-    if not networks:
-        return None
-    return {"allowCidrs": [str(net) for net in networks]}
+    """What discovery says about the operator relaxations (`extensions["openwop-host.egress"]`), or None."""
+    described: dict[str, Any] = {}
+    if networks := allowed_networks():
+        described["allowCidrs"] = [str(net) for net in networks]
+    if http_networks := plain_http_networks():
+        described["allowHttpCidrs"] = [str(net) for net in http_networks]
+    return described or None
 
 
 # --- host names and literals --------------------------------------------------------------------
@@ -368,43 +391,64 @@ def _static_refusal(name: str, literal: IPAddress | None, allow: tuple[IPNetwork
     return None if why is None else EgressRefused(REASON_HOST, f"{name}: {why}")
 
 
-def egress_addresses(host: str, port: int) -> list[IPAddress]:
+def egress_addresses(host: str, port: int, *, plain_http: bool = False) -> list[IPAddress]:
     """Resolve `host` now and return its addresses, every one checked; refuse if any is forbidden.
 
     The transports connect only to what this returns, so check and connect see the same answer.
+    `plain_http`: the connection will carry http, so every address must also lie inside
+    OPENWOP_EGRESS_ALLOW_HTTP_CIDRS.
     """
     name, literal = _normalise_host(host)
     allow = allowed_networks()
     if (refusal := _static_refusal(name, literal, allow)) is not None:
         raise refusal
     if literal is not None:
-        return [literal]
-    try:
-        addresses = resolve_host(name, port)
-    except (OSError, UnicodeError) as exc:
-        raise EgressRefused(REASON_ADDRESS, f"{name} does not resolve ({type(exc).__name__})") from None
-    if not addresses:
-        raise EgressRefused(REASON_ADDRESS, f"{name} has no addresses")
-    for address in addresses:
-        why = address_refusal(address, allow)
-        if why is not None:
-            # One forbidden answer refuses the name: the attacker, not us, picks which one is used.
-            raise EgressRefused(REASON_ADDRESS, f"{name} -> {address}: {why}")
+        addresses = [literal]
+    else:
+        try:
+            addresses = resolve_host(name, port)
+        except (OSError, UnicodeError) as exc:
+            raise EgressRefused(REASON_ADDRESS, f"{name} does not resolve ({type(exc).__name__})") from None
+        if not addresses:
+            raise EgressRefused(REASON_ADDRESS, f"{name} has no addresses")
+        for address in addresses:
+            why = address_refusal(address, allow)
+            if why is not None:
+                # One forbidden answer refuses the name: the attacker, not us, picks which one is used.
+                raise EgressRefused(REASON_ADDRESS, f"{name} -> {address}: {why}")
+    if plain_http:
+        http_allow = plain_http_networks()
+        for address in addresses:
+            if not _inside(address, http_allow):
+                raise EgressRefused(REASON_SCHEME, f"{name} -> {address}: plain http outside the http ranges")
     return addresses
+
+
+def scheme_refusal(scheme: str) -> EgressRefused | None:
+    """https always; plain http only while OPENWOP_EGRESS_ALLOW_HTTP_CIDRS names a range (the
+    addresses are judged against those ranges by `egress_addresses`)."""
+    scheme = scheme.lower()
+    if scheme == "https" or (scheme == "http" and plain_http_networks()):
+        return None
+    return EgressRefused(REASON_SCHEME, f"scheme {scheme[:10]}")
 
 
 def egress_check_origin(*, scheme: str, host: str, port: int | None, resolve: bool = True) -> EgressTarget:
     """The scheme/host/port rules on already-parsed parts (the transports' entry point)."""
-    if scheme.lower() != "https":
-        raise EgressRefused(REASON_SCHEME)
+    if (refusal := scheme_refusal(scheme)) is not None:
+        raise refusal
+    plain_http = scheme.lower() == "http"
     if port is not None and not 0 < port < 65536:
         raise EgressRefused(REASON_MALFORMED, "port out of range")
-    port = port or HTTPS_PORT
+    port = port or (HTTP_PORT if plain_http else HTTPS_PORT)
     name, literal = _normalise_host(host)
     if resolve:
-        return EgressTarget(host=name, port=port, addresses=tuple(egress_addresses(name, port)))
+        addresses = egress_addresses(name, port, plain_http=plain_http)
+        return EgressTarget(host=name, port=port, addresses=tuple(addresses))
     if (refusal := _static_refusal(name, literal, allowed_networks())) is not None:
         raise refusal
+    if plain_http and literal is not None and not _inside(literal, plain_http_networks()):
+        raise EgressRefused(REASON_SCHEME, f"{literal}: plain http outside the http ranges")
     return EgressTarget(host=name, port=port, addresses=())
 
 
@@ -425,8 +469,8 @@ def _split_url(url: str) -> tuple[str, str, int | None]:
     scheme, separator, rest = url.partition("://")
     if not separator or not _SCHEME_RE.match(scheme):
         raise EgressRefused(REASON_MALFORMED, "no scheme")
-    if scheme.lower() != "https":
-        raise EgressRefused(REASON_SCHEME, f"scheme {scheme.lower()[:10]}")
+    if (refusal := scheme_refusal(scheme)) is not None:
+        raise refusal
     if any(_is_unsafe_char(ch) for ch in url):
         raise EgressRefused(REASON_MALFORMED, "whitespace, control character or backslash")
     if "#" in rest:

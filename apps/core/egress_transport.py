@@ -16,10 +16,19 @@ also drop `Location` from every 3xx, so even an `httpx.Client(follow_redirects=T
 
 Environment proxies are never used: the transports build their own pool and egress_request uses no
 client, so `HTTPS_PROXY` cannot reroute a checked connection.
+
+Plain http (only while OPENWOP_EGRESS_ALLOW_HTTP_CIDRS names a range) is judged at connect like
+everything else: the transport tells the backend, through `_CONNECT_SCHEME`, which scheme the
+connection it is opening will carry, and an http connection goes only to addresses in those ranges.
+
+`egress_request` has an overall deadline: httpx times each read, so a receiver that drips a byte
+per read would otherwise hold an attempt for ever. Every socket operation of its one connection
+(connect, TLS handshake, each write and read of headers and body) gets at most the time left.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import logging
 import os
@@ -47,6 +56,12 @@ DEFAULT_LIMITS = httpx.Limits()
 USER_AGENT = "openwop-host"
 # At most this many checked addresses are tried before giving up on a connect.
 MAX_CONNECT_ADDRESSES = 4
+# The overall deadline of one `egress_request` whose caller names none and sets no timeouts.
+DEFAULT_DEADLINE_SECONDS = 30.0
+
+# The scheme of the request whose connection the backend is opening (set by the transports around
+# the pool call). Unset reads as plain http, the stricter check: fail closed.
+_CONNECT_SCHEME: contextvars.ContextVar[str] = contextvars.ContextVar("egress_connect_scheme", default="http")
 
 
 # --- trust ---------------------------------------------------------------------------------------
@@ -87,11 +102,53 @@ def _remaining(deadline: float | None) -> float | None:
     return left
 
 
-class _PinnedBackend(httpcore.NetworkBackend):
-    """Sync sockets that only ever connect to addresses `egress_addresses` just checked."""
+def _earliest(*deadlines: float | None) -> float | None:
+    known = [d for d in deadlines if d is not None]
+    return min(known) if known else None
 
-    def __init__(self) -> None:
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A stream whose every operation gets at most the time left before the attempt's deadline.
+
+    CPython bounds a whole TLS handshake and a whole sendall by the socket timeout, and a read
+    returns what has arrived, so each operation ends by the deadline however the peer drips."""
+
+    def __init__(self, stream: httpcore.NetworkStream, deadline: float) -> None:
+        self._stream = stream
+        self._deadline = deadline
+
+    def _bound(self, timeout: float | None, expired: type[Exception]) -> float:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise expired("the attempt's deadline passed")
+        return left if timeout is None else min(timeout, left)
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, self._bound(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, self._bound(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(
+        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.NetworkStream:
+        tls = self._stream.start_tls(ssl_context, server_hostname, self._bound(timeout, httpcore.ConnectTimeout))
+        return _DeadlineStream(tls, self._deadline)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _PinnedBackend(httpcore.NetworkBackend):
+    """Sync sockets that only ever connect to addresses `egress_addresses` just checked; with a
+    `deadline` (time.monotonic()), every stream it opens ends its operations by then."""
+
+    def __init__(self, deadline: float | None = None) -> None:
         self._sockets = httpcore.SyncBackend()
+        self._deadline = deadline
 
     def connect_tcp(
         self,
@@ -101,12 +158,12 @@ class _PinnedBackend(httpcore.NetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.NetworkStream:
-        addresses = egress.egress_addresses(host, port)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        addresses = egress.egress_addresses(host, port, plain_http=_CONNECT_SCHEME.get() != "https")
+        deadline = _earliest(None if timeout is None else time.monotonic() + timeout, self._deadline)
         failure: Exception | None = None
         for address in addresses[:MAX_CONNECT_ADDRESSES]:
             try:
-                return self._sockets.connect_tcp(
+                stream = self._sockets.connect_tcp(
                     str(address),
                     port,
                     timeout=_remaining(deadline),
@@ -115,6 +172,8 @@ class _PinnedBackend(httpcore.NetworkBackend):
                 )
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
                 failure = exc
+                continue
+            return stream if self._deadline is None else _DeadlineStream(stream, self._deadline)
         assert failure is not None
         raise failure
 
@@ -141,7 +200,8 @@ class _PinnedAsyncBackend(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.AsyncNetworkStream:
-        addresses: list[IPAddress] = await anyio.to_thread.run_sync(egress.egress_addresses, host, port)
+        check = functools.partial(egress.egress_addresses, plain_http=_CONNECT_SCHEME.get() != "https")
+        addresses: list[IPAddress] = await anyio.to_thread.run_sync(check, host, port)
         deadline = None if timeout is None else time.monotonic() + timeout
         failure: Exception | None = None
         for address in addresses[:MAX_CONNECT_ADDRESSES]:
@@ -173,8 +233,8 @@ class _PinnedAsyncBackend(httpcore.AsyncNetworkBackend):
 def _guard_request(request: httpx.Request) -> None:
     """URL rules on what httpx will actually send (its parse, not the caller's string)."""
     url = request.url
-    if url.scheme != "https":
-        raise EgressRefused(egress.REASON_SCHEME)
+    if (refusal := egress.scheme_refusal(url.scheme)) is not None:
+        raise refusal
     if url.userinfo:
         raise EgressRefused(egress.REASON_USERINFO)
     egress.egress_check_origin(scheme=url.scheme, host=url.raw_host.decode("ascii"), port=url.port, resolve=False)
@@ -209,17 +269,22 @@ def _require_pool_attribute(transport: object, pool_type: type) -> None:
 
 
 class EgressTransport(httpx.HTTPTransport):
-    """An httpx.HTTPTransport whose every connection is checked and pinned (see module doc)."""
+    """An httpx.HTTPTransport whose every connection is checked and pinned (see module doc).
+    `deadline` (a time.monotonic() instant) bounds every connection it opens."""
 
-    def __init__(self, *, limits: httpx.Limits = DEFAULT_LIMITS) -> None:
+    def __init__(self, *, limits: httpx.Limits = DEFAULT_LIMITS, deadline: float | None = None) -> None:
         options = _pool_options(limits)
         super().__init__(verify=options["ssl_context"], trust_env=False, limits=limits)
         _require_pool_attribute(self, httpcore.ConnectionPool)
-        self._pool = httpcore.ConnectionPool(**options, network_backend=_PinnedBackend())
+        self._pool = httpcore.ConnectionPool(**options, network_backend=_PinnedBackend(deadline))
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         _guard_request(request)
-        return _drop_redirect_target(super().handle_request(request))
+        scheme = _CONNECT_SCHEME.set(request.url.scheme)
+        try:
+            return _drop_redirect_target(super().handle_request(request))
+        finally:
+            _CONNECT_SCHEME.reset(scheme)
 
 
 class EgressAsyncTransport(httpx.AsyncHTTPTransport):
@@ -233,7 +298,11 @@ class EgressAsyncTransport(httpx.AsyncHTTPTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         _guard_request(request)
-        return _drop_redirect_target(await super().handle_async_request(request))
+        scheme = _CONNECT_SCHEME.set(request.url.scheme)
+        try:
+            return _drop_redirect_target(await super().handle_async_request(request))
+        finally:
+            _CONNECT_SCHEME.reset(scheme)
 
 
 def egress_transport() -> httpx.BaseTransport:
@@ -292,6 +361,12 @@ def _read_capped(stream: Iterable[bytes], limit: int) -> tuple[bytes, bool]:
     return b"".join(chunks), False
 
 
+def _default_deadline(timeout: float | httpx.Timeout) -> float:
+    limits = httpx.Timeout(timeout)
+    parts = [limits.connect, limits.write, limits.read, limits.read]
+    return sum(part for part in parts if part is not None) if any(parts) else DEFAULT_DEADLINE_SECONDS
+
+
 def egress_request(
     method: str,
     url: str,
@@ -299,9 +374,15 @@ def egress_request(
     headers: Mapping[str, str],
     content: bytes | None = None,
     timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+    deadline_seconds: float | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
 ) -> EgressResponse:
     """One outbound attempt through the guard (sync; for Celery tasks).
+
+    `timeout` bounds each operation; `deadline_seconds` the whole attempt (connect, TLS, writing
+    the request, reading headers and body): past it the attempt ends as a `timeout`, or, when the
+    status line had come, with the body read so far. Unnamed, it is what the per-operation
+    timeouts allow a well-behaved peer (connect, write, then a read each for headers and body).
 
     Raises EgressRefused when the guard refuses (nothing was sent). Otherwise returns the outcome,
     failures included. No client is involved: no redirects, cookies, env proxies, or httpx's INFO
@@ -327,7 +408,8 @@ def egress_request(
         except httpx.InvalidURL:
             # Our grammar accepted it but httpx reads it differently: refuse rather than guess.
             raise EgressRefused(egress.REASON_MALFORMED, "httpx could not parse the URL") from None
-        with EgressTransport(limits=httpx.Limits(max_keepalive_connections=0)) as transport:
+        deadline = started + (deadline_seconds if deadline_seconds is not None else _default_deadline(timeout))
+        with EgressTransport(limits=httpx.Limits(max_keepalive_connections=0), deadline=deadline) as transport:
             response = transport.handle_request(request)
             try:
                 try:

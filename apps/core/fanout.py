@@ -78,6 +78,7 @@ class _Feed:
     ids: list[int] = field(default_factory=list)
     subscribers: int = 0
     closed: bool = False
+    terminal: int | None = None  # the id of the terminal frame, once read: the log ends there
     task: asyncio.Task[None] | None = None
     sinks: set[_Sink] = field(default_factory=set)  # subscribers written to by the feed itself
 
@@ -96,6 +97,8 @@ class _Feed:
                 self.ids.append(frame.id)
                 self.head = frame.id
                 fresh.append(frame)
+                if frame.terminal:
+                    self.terminal = frame.id
         if fresh and self.sinks:
             _push(self.sinks, before, fresh)
         if len(self.frames) > 2 * BUFFER_FRAMES:  # trim in batches, not on every frame
@@ -369,6 +372,10 @@ class FanOut:
         feed.sinks.add(sink)
         try:
             while not sink.ended:
+                if feed.terminal is not None and sink.position >= feed.terminal:
+                    # A cursor past the log (Last-Event-ID beyond it) on a run that has now ended:
+                    # the caller holds the end already; close, as for a run that had ended at open.
+                    break
                 if feed.closed:  # its task failed or the loop is stopping: a fresh feed
                     feed.sinks.discard(sink)
                     feed.subscribers -= 1

@@ -14,7 +14,7 @@ empties the matching cache in every process:
   it wakes however busy the event loop is.
 - **Cached only while listening.** Before the LISTEN is established, after the connection drops
   (notifications sent meanwhile are lost) and until it is back (which empties every topic), every
-  lookup goes to its loader. SQLite has no LISTEN: there, nothing is ever cached.
+  lookup goes to its loader.
 - **A generation per topic** closes the loader race: a value read before a commit whose
   notification lands while the loader is still running is not stored (the notification already
   came and went, so nothing else would ever drop it).
@@ -52,7 +52,6 @@ from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, TypeVar
 
 import psycopg
-from django.conf import settings
 from django.db import connection, migrations
 
 from apps.core.append_only import on_postgresql
@@ -109,18 +108,11 @@ os.register_at_fork(after_in_child=_reset_after_fork)
 # Lookups
 
 
-def caching_supported() -> bool:
-    """PostgreSQL only: SQLite has no LISTEN, so it never caches (correctness first)."""
-    return "postgresql" in settings.DATABASES["default"]["ENGINE"]
-
-
 def _cacheable_here() -> bool:
     """Not inside an atomic block: the read may see uncommitted (or to-be-rolled-back) rows.
 
     On an event loop's thread no ORM runs (Django refuses it), so no block can be open there and
     the check, which would build a connection object per request context, is skipped."""
-    if not caching_supported():
-        return False
     return asyncio._get_running_loop() is not None or not connection.in_atomic_block
 
 
@@ -253,12 +245,10 @@ def listener_application_name(pid: int | None = None) -> str:
 
 
 def _listener_start() -> None:
-    """Start this process's listener once (first lookup), never on SQLite or after shut-down."""
+    """Start this process's listener once (first lookup), never after shut-down."""
     state = _state
     with state.lock:
         if state.shut_down or (state.thread is not None and state.pid == os.getpid()):
-            return
-        if not caching_supported():
             return
         state.pid = os.getpid()
         thread = threading.Thread(
@@ -343,7 +333,7 @@ def invalidation_shutdown(timeout: float = 5.0) -> None:
 
 def invalidation_trigger(table: str, topics: tuple[str, ...]) -> migrations.RunPython:
     """A reversible operation installing `table`'s statement-level trigger that notifies each of
-    `topics` on INSERT, UPDATE, DELETE and TRUNCATE (PostgreSQL only; SQLite caches nothing)."""
+    `topics` on INSERT, UPDATE, DELETE and TRUNCATE."""
     unknown = set(topics) - set(TOPICS)
     if unknown or not topics:
         raise ValueError(f"unknown invalidation topics: {sorted(unknown)}")

@@ -19,6 +19,8 @@ from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser, get_encoding  # type: ignore[attr-defined]  # not in the DRF stubs
 
+from apps.core.caller_input import caller_json_check
+
 # A JSON string token (escapes included); removed before counting so brackets inside strings don't count.
 _STRING_RE = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 # Every byte but a bracket is deleted; then `[`/`{` weigh +1 and `]`/`}` weigh -1.
@@ -138,11 +140,15 @@ def request_json(request: Any) -> Any:
 
 
 class LimitedJSONParser(JSONParser):
-    """DRF's JSON parser on the shared loader: the REST wire refuses what the protocol doors refuse."""
+    """DRF's JSON parser on the shared loader: the REST wire refuses what the protocol doors refuse,
+    including what parses but no column can hold (a NUL, a number past a double: 400, not a
+    DataError; apps/core/caller_input.py)."""
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Mapping[str, Any] | None = None) -> Any:
         encoding = get_encoding(parser_context or {})
         try:
-            return json_loads_limited(stream.read().decode(encoding))
+            value = json_loads_limited(stream.read().decode(encoding))
         except (ValueError, LookupError) as exc:
             raise ParseError(f"JSON parse error - {exc}") from None
+        caller_json_check(value, field="body")
+        return value

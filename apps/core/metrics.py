@@ -85,6 +85,12 @@ TENANT_RUNS_STARTED = Counter(
 TENANT_RUNS_FINISHED = Counter(
     "openwop_tenant_runs_finished_total", "Runs finished per tenant (opt-in).", ["tenant", "status", "transport"]
 )
+SIGN_INS = Counter(
+    "openwop_sign_ins_total",
+    "Password sign-ins by door (admin, console) and outcome: ok, failed, or throttled (refused "
+    "without checking the password).",
+    ["door", "outcome"],
+)
 SSE_STREAMS = Gauge("openwop_sse_streams_open", "Server-sent event streams open now.", multiprocess_mode="livesum")
 
 # Bounded operation names per door: a label value outside these is `other`.
@@ -174,6 +180,10 @@ def run_events_committed(transport: str, types: list[str], tenant: str | None = 
 
 def push_attempt_settled(result: str) -> None:
     PUSH_ATTEMPTS.labels(result).inc()
+
+
+def sign_in_observed(door: str, outcome: str) -> None:
+    SIGN_INS.labels(door, outcome).inc()
 
 
 class _ScrapeTime(Collector):

@@ -40,6 +40,7 @@ from apps.core.rate_limits import (
     stream_slot_release,
 )
 from apps.core.responses import envelope_response
+from apps.core.stream_lease import stream_slot_give_back, stream_slot_held
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +107,8 @@ def body_refusal(request: HttpRequest) -> Refusal | None:
     limit = max_body_bytes()
     too_large = Refusal("payload_too_large", f"The request body exceeds {limit} bytes.", limit)
     declared = (request.META.get("CONTENT_LENGTH") or "").strip()
-    if limit > 0 and declared.isdigit() and int(declared) > limit:
+    # ASCII digits only (str.isdigit also takes "²"), and no int() of thousands of digits.
+    if limit > 0 and declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > limit):
         return too_large
     try:
         body = request.body
@@ -157,11 +159,9 @@ def _is_stream_response(response: HttpResponseBase) -> TypeGuard[StreamingHttpRe
 
 async def stream_released_after(stream: AsyncIterator[bytes], bucket: str) -> AsyncIterator[bytes]:
     """The same bytes; the slot goes back however the stream ends (done, error, client gone)."""
-    try:
+    async with stream_slot_held(bucket):
         async for chunk in stream:
             yield chunk
-    finally:
-        await sync_to_async(stream_slot_release, thread_sensitive=False)(bucket)
 
 
 def _released_after_sync(stream: Iterator[bytes], bucket: str) -> Iterator[bytes]:
@@ -262,10 +262,10 @@ class RequestLimitsMiddleware(HybridMiddleware):
             response = await self.async_next(request)
         except BaseException:
             if admission.held_bucket is not None:
-                await sync_to_async(stream_slot_release, thread_sensitive=False)(admission.held_bucket)
+                await stream_slot_give_back(admission.held_bucket)
             raise
         if admission.held_bucket is not None and not (_is_stream_response(response) and response.is_async):
-            await sync_to_async(stream_slot_release, thread_sensitive=False)(admission.held_bucket)
+            await stream_slot_give_back(admission.held_bucket)
             return response
         return self._hand_back(response, admission)
 

@@ -26,6 +26,7 @@ from asgiref.sync import SyncToAsync, async_to_sync
 from channels.layers import get_channel_layer
 from django.http import HttpRequest, StreamingHttpResponse
 
+from apps.core.caller_input import ascii_digits
 from apps.core.db_threads import release_db_connection
 from apps.core.errors import ValidationFailed
 from apps.core.metrics import SSE_STREAMS
@@ -117,6 +118,17 @@ def _server_loop() -> asyncio.AbstractEventLoop | None:
     return loop if loop.is_running() else None
 
 
+MAX_POSITION = 2**63 - 1  # the sequence columns' bigint: 19 digits
+
+
+def position_parse(raw: str) -> int | None:
+    """A caller's log position (Last-Event-ID, afterSequence), or None when it is not one: ASCII
+    digits only, at most a bigint's 19. A well-formed position past any log is kept (clamped to
+    the largest a log can hold): it is an exclusive cursor, not refused (events.md §SSE frames)."""
+    value = ascii_digits(raw, max_digits=19)
+    return None if value is None else min(value, MAX_POSITION)
+
+
 def last_event_id(request: HttpRequest, query_param: str | None = None) -> int:
     """The position to resume after: `Last-Event-ID` header (or a query parameter), default 0."""
     raw = request.headers.get("Last-Event-ID")
@@ -124,9 +136,12 @@ def last_event_id(request: HttpRequest, query_param: str | None = None) -> int:
         raw = request.GET.get(query_param)
     if raw is None or raw == "":
         return 0
-    if not raw.isdigit():
-        raise ValidationFailed("Last-Event-ID must be a non-negative integer.", details={"field": "Last-Event-ID"})
-    return int(raw)
+    position = position_parse(raw)
+    if position is None:
+        raise ValidationFailed(
+            "Last-Event-ID must be a non-negative integer of at most 19 digits.", details={"field": "Last-Event-ID"}
+        )
+    return position
 
 
 def format_event(event: SseEvent) -> bytes:

@@ -13,7 +13,9 @@ What Django's stack did for these paths is done here, once and cheaply:
   RequestLimitsMiddleware takes, rendered by the door's registered refusal renderer.
 - The security headers SecurityMiddleware and XFrameOptionsMiddleware add.
 - A client that disconnects cancels the view (as Django's handler does: tools/call cancels its
-  run on it), and a stream slot is given back however a stream ends.
+  run on it); the server's disconnect after a completed response does not. A stream slot is given
+  back however a stream ends, and a stream re-checks its credential while it lasts
+  (apps/core/stream_lease.py).
 - Sync work a view does (`sync_to_async`) runs on a thread of the request's own (asgiref's
   ThreadSensitiveContext, as Django's handler gives each request), whose database connection
   goes back to the pool when the request ends. The lean reads and the negotiation record use
@@ -30,25 +32,28 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, cast
 
-from asgiref.sync import SyncToAsync, ThreadSensitiveContext, sync_to_async
+from asgiref.sync import SyncToAsync, ThreadSensitiveContext
 from django.conf import settings
 from django.core.signals import setting_changed
+from django.db import DataError
 from django.dispatch import receiver
 from django.http import HttpResponseBase, StreamingHttpResponse
 from django.http.request import split_domain_port, validate_host
 
 from apps.core import metrics, tracing
+from apps.core.api_errors import data_error_refusal
 from apps.core.db_threads import release_db_connection
 from apps.core.errors import InternalError
 from apps.core.fanout import FanOut
 from apps.core.middleware import ProtocolEnvelopeMiddleware
 from apps.core.overload import is_overload
 from apps.core.protocol import wants_envelope
-from apps.core.rate_limits import stream_slot_release
-from apps.core.request_limits import _request_id, admit_async, overload_refusal, renderer_for, stream_released_after
+from apps.core.request_limits import _request_id, admit_async, overload_refusal, renderer_for
 from apps.core.responses import envelope_response
+from apps.core.stream_lease import REVOKED_COMMENT, Allowed, served_while_allowed, stream_slot_held
 from apps.doors.request import DoorRequest
 from apps.runs.paths import RunRefConverter
+from apps.tenants.stream_credential import credential_check, door_of
 
 logger = logging.getLogger(__name__)
 
@@ -228,7 +233,11 @@ def _response_headers(response: HttpResponseBase, extra: list[tuple[bytes, bytes
     return headers
 
 
-async def _send_response(response: HttpResponseBase, send: Send, extra: list[tuple[bytes, bytes]]) -> None:
+async def _send_response(
+    response: HttpResponseBase, send: Send, extra: list[tuple[bytes, bytes]], allowed: Allowed | None = None
+) -> None:
+    """The response; a stream is re-checked with `allowed` while it lasts (apps.core.stream_lease)
+    and ended cleanly the first time its credential no longer holds."""
     headers = _response_headers(response, extra)
     if not response.streaming:
         content = cast(Any, response).content
@@ -239,7 +248,16 @@ async def _send_response(response: HttpResponseBase, send: Send, extra: list[tup
         return
     await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
     stream = cast(StreamingHttpResponse, response)
-    fan_out = getattr(response, "fan_out", None)
+    if allowed is None:
+        await _send_stream(stream, send)
+    elif await served_while_allowed(_send_stream(stream, send), allowed):
+        await send({"type": "http.response.body", "body": REVOKED_COMMENT, "more_body": True})
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def _send_stream(stream: StreamingHttpResponse, send: Send) -> None:
+    """A streaming response's body, without its end (the caller ends the response)."""
+    fan_out = getattr(stream, "fan_out", None)
     if fan_out is not None:  # a run's event stream: its feed writes to `send` itself
         await cast(FanOut, fan_out).send_to(send)
     elif stream.is_async:
@@ -254,7 +272,6 @@ async def _send_response(response: HttpResponseBase, send: Send, extra: list[tup
     else:
         for part in stream.streaming_content:  # type: ignore[union-attr]
             await send({"type": "http.response.body", "body": bytes(part), "more_body": True})
-    await send({"type": "http.response.body", "body": b""})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -264,18 +281,21 @@ async def _send_response(response: HttpResponseBase, send: Send, extra: list[tup
 class _Observed:
     """What the door answered (status, the body's first bytes), for the request metrics."""
 
-    __slots__ = ("head", "send", "status")
+    __slots__ = ("complete", "head", "send", "status")
 
     def __init__(self, send: Send) -> None:
         self.status = 499  # the client left before any answer
         self.head = b""
         self.send = send
+        self.complete = False  # the response's last body message was sent
 
     async def __call__(self, message: Any) -> None:
         if message["type"] == "http.response.start":
             self.status = message["status"]
-        elif not self.head:
-            self.head = message.get("body", b"")[:200]
+        else:
+            if not self.head:
+                self.head = message.get("body", b"")[:200]
+            self.complete = not message.get("more_body", False)
         await self.send(message)
 
 
@@ -340,20 +360,21 @@ async def _serve_request(
             if render is None:
                 # The card (the one path the limits leave alone): answered from memory, nothing to
                 # cancel on a disconnect, so no watcher beside it.
-                await _respond(request, view, kwargs, send, extra, None)
+                await _respond(request, view, kwargs, send, extra)
                 return
             admission = await admit_async(request)  # type: ignore[arg-type]
             if admission.refusal is not None:
                 await _send_response(render(request, admission.refusal), send, extra)  # type: ignore[arg-type]
                 return
-            bucket = admission.held_bucket  # _respond owns it from here
-            await _respond_until_disconnect(_respond(request, view, kwargs, send, extra, bucket), receive)
+            # The slot taken at admission goes back however the answer ends (apps.core.stream_lease).
+            async with stream_slot_held(admission.held_bucket):
+                await _respond_until_disconnect(_respond(request, view, kwargs, send, extra), receive, send)
         finally:
             if context in SyncToAsync.context_to_thread_executor:
                 await release_db_connection()  # the request's thread did database work
 
 
-async def _respond_until_disconnect(respond: Awaitable[None], receive: Receive) -> None:
+async def _respond_until_disconnect(respond: Awaitable[None], receive: Receive, send: Send) -> None:
     """Answer in this task; a client that leaves first cancels it, so the view sees CancelledError,
     as under Django's handler (tools/call cancels its run on it). One watcher task, no wait set."""
     current = asyncio.current_task()
@@ -364,7 +385,8 @@ async def _respond_until_disconnect(respond: Awaitable[None], receive: Receive) 
         nonlocal left
         while (await receive())["type"] != "http.disconnect":
             pass
-        if not finished:  # a server reports the end of a completed response as a disconnect too
+        # A server reports the end of a completed response as a disconnect too: nobody left then.
+        if not finished and not (isinstance(send, _Observed) and send.complete):
             left = True
             current.cancel()
 
@@ -381,33 +403,21 @@ async def _respond_until_disconnect(respond: Awaitable[None], receive: Receive) 
 
 
 async def _respond(
-    request: DoorRequest,
-    view: View,
-    kwargs: dict[str, str],
-    send: Send,
-    extra: list[tuple[bytes, bytes]],
-    held_bucket: str | None,
+    request: DoorRequest, view: View, kwargs: dict[str, str], send: Send, extra: list[tuple[bytes, bytes]]
 ) -> None:
     try:
-        try:
-            response = await view(request, **kwargs)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            response = _failure(request, exc)
-        # A run's event stream (`fan_out`) is served here to its end: its slot goes back below.
-        if held_bucket is not None and getattr(response, "fan_out", None) is None:
-            if isinstance(response, StreamingHttpResponse) and response.is_async:
-                content = cast(AsyncIterator[bytes], response.streaming_content)
-                response.streaming_content = stream_released_after(content, held_bucket)
-            else:
-                await sync_to_async(stream_slot_release, thread_sensitive=False)(held_bucket)
-            held_bucket = None
-        with contextlib.suppress(OSError):
-            await _send_response(response, send, extra)
-    finally:
-        if held_bucket is not None:
-            await sync_to_async(stream_slot_release, thread_sensitive=False)(held_bucket)
+        response = await view(request, **kwargs)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        response = _failure(request, exc)
+    allowed = None
+    authorization = request.headers.get("Authorization")
+    if response.streaming and authorization:
+        # Authorized once when it opened; re-checked while it lasts (apps.core.stream_lease).
+        allowed = credential_check(authorization, door=door_of(request.path))
+    with contextlib.suppress(OSError):
+        await _send_response(response, send, extra, allowed)
 
 
 def _failure(request: DoorRequest, exc: Exception) -> HttpResponseBase:
@@ -417,6 +427,8 @@ def _failure(request: DoorRequest, exc: Exception) -> HttpResponseBase:
     if render is not None and is_overload(exc):
         logger.warning("overloaded: %s %s answered 503 (%s)", request.method, request.path, type(exc).__name__)
         return render(request, overload_refusal(_request_id(request)))  # type: ignore[arg-type]
+    if isinstance(exc, DataError):
+        return _data_error_answer(request, exc)
     logger.exception("door: unhandled error on %s %s", request.method, request.path)
     from django.http import JsonResponse
 
@@ -427,6 +439,27 @@ def _failure(request: DoorRequest, exc: Exception) -> HttpResponseBase:
     if wants_envelope(request.path):  # the REST wire (a run's event stream)
         return envelope_response(InternalError())
     return JsonResponse({"error": {"code": 500, "status": "INTERNAL", "message": "Internal error"}}, status=500)
+
+
+def _data_error_answer(request: DoorRequest, exc: DataError) -> HttpResponseBase:
+    """A caller's value the database refused, which the view did not map: the binding's invalid
+    params (the request id kept), as the views answer it (issue 33 item 10)."""
+    from django.http import JsonResponse
+
+    from apps.a2a.errors import invalid_input, jsonrpc_error_body, rest_error_body
+    from apps.mcp.errors import mcp_error_from
+
+    refusal = data_error_refusal(exc)
+    if request.path == "/mcp":
+        error = mcp_error_from(refusal)
+        body = {"jsonrpc": "2.0", "id": _request_id(request), "error": error.error_object()}  # type: ignore[arg-type]
+        return JsonResponse(body, status=error.http_status)
+    if request.path.rstrip("/") == "/a2a/jsonrpc":
+        return JsonResponse(jsonrpc_error_body(invalid_input(refusal), _request_id(request)))  # type: ignore[arg-type]
+    if wants_envelope(request.path):
+        return envelope_response(refusal)
+    status, body = rest_error_body(invalid_input(refusal))
+    return JsonResponse(body, status=status)
 
 
 def doors_application(django_app: ASGIApp) -> ASGIApp:

@@ -4,7 +4,9 @@ Two questions every door asks on its hot path, answered from one per-process sna
 enabled trusted issuers (apps/oauth):
 
 - Is any issuer enabled? Then a 401 carries `WWW-Authenticate: Bearer resource_metadata="..."`
-  pointing at the RFC 9728 document, and `error="invalid_token"` when a credential was presented.
+  pointing at the RFC 9728 document, `error="invalid_token"` when a credential was presented, and
+  `scope="..."` naming what the door requires (issue 32: the MCP authorization spec's scope
+  selection asks for exactly these; the RFC 9728 document lists the same as `scopes_supported`).
 - Does the caller's access token hold the scopes its issuer requires for this method family
   (`required_scopes`: "mcp:tools", ..., "a2a", "rest")? If not, a 403 with the scope challenge
   (`error="insufficient_scope", scope="..."`). API keys carry no scopes (`Subject.scopes` None):
@@ -29,6 +31,9 @@ from apps.core.invalidation import TOPIC_CARD, acached, cached
 from apps.core.responses import envelope_response
 from apps.tenants.subject import Subject
 
+# The method families the MCP mount's operations fall in (apps/oauth/models.py METHOD_FAMILIES).
+MCP_FAMILIES = ("mcp:tools", "mcp:resources", "mcp:prompts", "mcp:tasks", "mcp:other")
+
 
 @dataclass(frozen=True, slots=True)
 class OAuthDoorState:
@@ -37,8 +42,8 @@ class OAuthDoorState:
     issuers: tuple[str, ...] = ()
     # issuer -> method family -> the scopes a token of that issuer needs for it
     required: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
-    # every scope any enabled issuer requires (RFC 9728 `scopes_supported`), sorted
-    scopes_supported: tuple[str, ...] = ()
+    # method family -> every scope any enabled issuer requires for it, sorted
+    family_scopes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # RFC 9728 §3.1 metadata URLs: the MCP mount's, and the host's own (A2A and REST)
     mcp_metadata_url: str = ""
     host_metadata_url: str = ""
@@ -47,27 +52,42 @@ class OAuthDoorState:
     def enabled(self) -> bool:
         return bool(self.issuers)
 
+    def scopes_of(self, *families: str) -> tuple[str, ...]:
+        """Every scope the families require (of any enabled issuer), sorted: a resource's RFC 9728
+        `scopes_supported`, and the `scope` of a door's 401 challenge."""
+        return tuple(sorted({scope for family in families for scope in self.family_scopes.get(family, ())}))
+
+    @property
+    def mcp_scopes(self) -> tuple[str, ...]:
+        """What the MCP mount (one resource, every mcp:* family) requires."""
+        return self.scopes_of(*MCP_FAMILIES)
+
+    @property
+    def host_scopes(self) -> tuple[str, ...]:
+        """What the host's own resource (the A2A and REST doors) requires."""
+        return self.scopes_of("a2a", "rest")
+
 
 def _state_load() -> OAuthDoorState:
     from apps.oauth.selectors import protected_resource_metadata_url, trusted_issuers
 
     issuers = trusted_issuers()
     required: dict[str, dict[str, tuple[str, ...]]] = {}
-    supported: set[str] = set()
+    by_family: dict[str, set[str]] = {}
     for issuer in issuers:
         families = issuer.required_scopes if isinstance(issuer.required_scopes, dict) else {}
-        by_family = {
+        own = {
             str(family): tuple(s for s in scopes if isinstance(s, str) and s)
             for family, scopes in families.items()
             if isinstance(scopes, list)
         }
-        required[issuer.issuer] = {family: scopes for family, scopes in by_family.items() if scopes}
-        for scopes in by_family.values():
-            supported.update(scopes)
+        required[issuer.issuer] = {family: scopes for family, scopes in own.items() if scopes}
+        for family, scopes in own.items():
+            by_family.setdefault(family, set()).update(scopes)
     return OAuthDoorState(
         issuers=tuple(issuer.issuer for issuer in issuers),
         required=required,
-        scopes_supported=tuple(sorted(supported)),
+        family_scopes={family: tuple(sorted(scopes)) for family, scopes in by_family.items() if scopes},
         mcp_metadata_url=protected_resource_metadata_url("mcp"),
         host_metadata_url=protected_resource_metadata_url("a2a"),
     )
@@ -106,12 +126,15 @@ def _quoted(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def bearer_challenge(*, metadata_url: str, presented: bool) -> str:
-    """The 401 challenge on a host with an OAuth lane: the RFC 9728 metadata, and
-    `error="invalid_token"` only when a credential was presented (identity.md §2.5)."""
+def bearer_challenge(*, metadata_url: str, presented: bool, scopes: tuple[str, ...] = ()) -> str:
+    """The 401 challenge on a host with an OAuth lane: the RFC 9728 metadata, `error="invalid_token"`
+    only when a credential was presented (identity.md §2.5), and the scopes the door requires
+    (RFC 6750 §3; MCP authorization, scope selection: a client asks for these first)."""
     parts = ['realm="openwop"']
     if presented:
         parts.append('error="invalid_token"')
+    if scopes:
+        parts.append(f"scope={_quoted(' '.join(scopes))}")
     parts.append(f"resource_metadata={_quoted(metadata_url)}")
     return "Bearer " + ", ".join(parts)
 
@@ -129,7 +152,9 @@ def oauth_401_challenge(response: HttpResponseBase, *, presented: bool) -> None:
     metadata (identity.md §2.5). Sync (a cache miss reads the issuers): call it off the event loop."""
     state = oauth_door_state()
     if state.enabled:
-        response["WWW-Authenticate"] = bearer_challenge(metadata_url=state.host_metadata_url, presented=presented)
+        response["WWW-Authenticate"] = bearer_challenge(
+            metadata_url=state.host_metadata_url, presented=presented, scopes=state.scopes_of("rest")
+        )
 
 
 def envelope_challenged(error: OpenWopError, *, presented: bool) -> HttpResponseBase:

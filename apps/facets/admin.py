@@ -26,6 +26,7 @@ from apps.a2a.card import public_card_current
 from apps.a2a.signing import card_sign
 from apps.a2a.wire import to_wire
 from apps.core.admin_read_only import ReadOnlyAdminMixin
+from apps.core.admin_service_writes import ServiceWritesAdminMixin
 from apps.core.errors import ValidationFailed
 from apps.facets.discovery import discovery_document
 from apps.facets.models import Facet, FacetChange, FacetRefresh, VersionPolicy, VersionPolicyChange
@@ -72,8 +73,8 @@ class AppendOnlyAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(Facet)
-class FacetAdmin(admin.ModelAdmin):
-    list_display = ("protocol", "versions", "preferred_version", "minimum_version", "refreshed_at", "freshness")
+class FacetAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
+    list_display = ("protocol", "offered_versions", "preferred_version", "minimum_version", "refreshed_at", "freshness")
     readonly_fields = (
         "protocol", "refreshed_at", "freshness", "updated_at", "scheduled_minimum_version", "scheduled_at",
     )
@@ -91,6 +92,10 @@ class FacetAdmin(admin.ModelAdmin):
         # The scheduled floor is set with `facet_set --at` (audited); shown here, not edited.
         schedule = ("scheduled_minimum_version", "scheduled_at")
         return ("protocol", *editable, *schedule, "refreshed_at", "freshness", "updated_at")
+
+    @admin.display(description="Versions")
+    def offered_versions(self, obj: Facet) -> str:
+        return ", ".join(obj.versions)  # the list as people write it, not as JSON
 
     @admin.display(description="Refresh SLA")
     def freshness(self, obj: Facet) -> str:
@@ -164,16 +169,20 @@ class FacetChangeAdmin(AppendOnlyAdmin):
 
 @admin.register(FacetRefresh)
 class FacetRefreshAdmin(AppendOnlyAdmin):
-    list_display = ("at", "protocol", "evaluated_on", "ok", "unknown")
+    list_display = ("at", "protocol", "evaluated_on", "ok", "unknown_versions")
     list_filter = ("protocol", "ok")
     date_hierarchy = "at"
     readonly_fields = (
         "protocol", "at", "evaluated_on", "ok", "offered", "unknown", "registry_source", "registry_updated",
     )
 
+    @admin.display(description="Unknown to the registry")
+    def unknown_versions(self, obj: FacetRefresh) -> str:
+        return ", ".join(obj.unknown) or "none"
+
 
 @admin.register(VersionPolicy)
-class VersionPolicyAdmin(admin.ModelAdmin):
+class VersionPolicyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
     """A tenant's or an agent's floor (issue 24). The form runs the policy rules (model clean():
     never looser than the host floor, an agent's never looser than its tenant's) and shows their
     messages on the fields; every save and delete goes through the services, audited in the same

@@ -169,7 +169,9 @@ def version_policy_errors(
         if not value:
             return False
         if not is_valid_version(protocol, value):
-            errors[field].append(f"The {label} {value!r} is not a valid {protocol} {noun}: use {GRAMMAR[protocol]}.")
+            errors[field].append(
+                f"The {label} {value!r} is not a valid {protocol.upper()} {noun}: use {GRAMMAR[protocol]}."
+            )
             return False
         if _looser(protocol, value, host_floor):
             errors[field].append(f"The {label} {value} is looser than the host floor {host_floor} ({field_name}).")

@@ -55,7 +55,7 @@ def facet_errors(protocol: Protocol, data: dict[str, Any]) -> dict[str, list[str
         versions = []
     for value in versions:
         if not is_valid_version(protocol, value):
-            errors["versions"].append(f"{value!r} is not a valid {protocol} {noun}: use {grammar}.")
+            errors["versions"].append(f"{value!r} is not a valid {protocol.upper()} {noun}: use {grammar}.")
     for value in versions:
         if is_valid_version(protocol, value) and not is_servable(protocol, value):
             servable = ", ".join(sorted(servable_versions(protocol))) or "none"
@@ -89,7 +89,7 @@ def facet_errors(protocol: Protocol, data: dict[str, Any]) -> dict[str, list[str
             continue
         version = profile_version(protocol, profile) if isinstance(profile, str) else None
         if version is None:
-            errors["profiles"].append(f"{profile!r} is not a {protocol} profile id ({protocol}-<{noun}>).")
+            errors["profiles"].append(f"{profile!r} is not an {protocol.upper()} profile id ({protocol}-<{noun}>).")
         elif version not in offered:
             errors["profiles"].append(f"{profile!r} names {version}, which is not an offered {noun}.")
 

@@ -37,7 +37,7 @@ def is_valid_version(protocol: Protocol, value: object) -> bool:
 def version_key(protocol: Protocol, value: str) -> tuple[int, ...]:
     """Sort key; raises ValueError for a value outside the protocol's grammar."""
     if not is_valid_version(protocol, value):
-        raise ValueError(f"{value!r} is not a {protocol} version")
+        raise ValueError(f"{value!r} is not an {protocol.upper()} version")
     sep = "." if protocol == "a2a" else "-"
     return tuple(int(part) for part in value.split(sep))
 

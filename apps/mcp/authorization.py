@@ -4,11 +4,13 @@
   MCP mount path, and at `/.well-known/oauth-protected-resource` for the host itself (the REST and
   A2A doors' resource, OPENWOP_PUBLIC_URL): `resource` is exactly the identifier the well-known
   path was formed from (RFC 9728 §3.3, identity.md §2.5), `authorization_servers` the enabled
-  trusted issuers, `scopes_supported` every scope they require. A host with no enabled issuer has
-  no OAuth lane and serves neither document (its usual 404).
-- The 401 challenge names the mount's document (apps/doors/oauth.py builds the header), and a
-  method whose family the caller's token lacks scopes for is a 403 with the scope challenge; the
-  JSON-RPC error carries the reason in `data`, as every refusal on the mount does.
+  trusted issuers, `scopes_supported` every scope they require for that resource's method
+  families (the mount: mcp:*; the host: a2a and rest). A host with no enabled issuer has no OAuth
+  lane and serves neither document (its usual 404).
+- The 401 challenge names the mount's document and the mount's scopes (apps/doors/oauth.py builds
+  the header: the MCP client's scope selection asks for them), and a method whose family the
+  caller's token lacks scopes for is a 403 with the scope challenge; the JSON-RPC error carries the
+  reason in `data`, as every refusal on the mount does.
 """
 
 from __future__ import annotations
@@ -54,7 +56,9 @@ def unauthenticated_error(exc: Unauthenticated, *, state: OAuthDoorState, presen
     error = McpError(INVALID_REQUEST, exc.message, {"reason": exc.code}, http_status=401)
     error.headers.update(exc.headers)
     if state.enabled:
-        error.headers["WWW-Authenticate"] = bearer_challenge(metadata_url=state.mcp_metadata_url, presented=presented)
+        error.headers["WWW-Authenticate"] = bearer_challenge(
+            metadata_url=state.mcp_metadata_url, presented=presented, scopes=state.mcp_scopes
+        )
     return error
 
 
@@ -84,9 +88,9 @@ def protected_resource_document(*, mount: str | None) -> dict[str, Any] | None:
         return None
     base = str(settings.OPENWOP_PUBLIC_URL)
     if mount is None:
-        resource, name = base, HOST_RESOURCE_NAME
+        resource, name, scopes = base, HOST_RESOURCE_NAME, state.host_scopes
     elif mount in _mount_paths():
-        resource, name = base + mount, MCP_RESOURCE_NAME
+        resource, name, scopes = base + mount, MCP_RESOURCE_NAME, state.mcp_scopes
     else:
         return None
     document: dict[str, Any] = {
@@ -95,8 +99,8 @@ def protected_resource_document(*, mount: str | None) -> dict[str, Any] | None:
         "bearer_methods_supported": ["header"],
         "resource_name": name,
     }
-    if state.scopes_supported:
-        document["scopes_supported"] = list(state.scopes_supported)
+    if scopes:
+        document["scopes_supported"] = list(scopes)
     return document
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import DataError
 from mcp_types.jsonrpc import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
@@ -21,6 +22,8 @@ from mcp_types.jsonrpc import (
     UNSUPPORTED_PROTOCOL_VERSION,
 )
 
+from apps.core.api_errors import data_error_refusal
+from apps.core.caller_input import caller_json_check
 from apps.core.errors import NotFound, OpenWopError, ValidationFailed
 
 HTTP_STATUS_BY_CODE: dict[int, int] = {
@@ -97,3 +100,24 @@ def mcp_error_from(exc: OpenWopError) -> McpError:
     if isinstance(exc, NotFound):
         return invalid_params(exc.message)
     return McpError(INTERNAL_ERROR, "Internal error")
+
+
+def mcp_error_from_data_error(exc: DataError) -> McpError:
+    """A value the database refused that no parse step caught: the caller's -32602, not -32603."""
+    return mcp_error_from(data_error_refusal(exc))
+
+
+def params_check(params: Any) -> None:
+    """The parse step (issue 33 items 10, 11): no NUL anywhere in the params (tool arguments,
+    prompt names, answers: PostgreSQL's text and jsonb refuse it) and no number a double cannot
+    hold, refused as -32602 before anything is read, opened or stored."""
+    try:
+        caller_json_check(params, field="params")
+    except ValidationFailed as exc:
+        raise mcp_error_from(exc) from None
+
+
+def request_id_valid(value: Any) -> bool:
+    """JSON-RPC 2.0 ids are strings or integers (a bool is no integer; fractions SHOULD NOT be
+    sent), and MCP forbids null: anything else is -32600, answered with id null."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))

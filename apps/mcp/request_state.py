@@ -109,7 +109,9 @@ def request_state_open(*, token: Any, subject: Subject, tool: str, arguments: di
 
 
 def request_state_redeem(*, subject: Subject, state: RequestState) -> None:
-    """Spend the state's nonce; a second redemption (a replay) is refused like a forgery."""
+    """Spend the state's nonce; a second redemption (a replay) is refused like a forgery. Called
+    inside the transaction that applies the state's answer (tools._call_continue), so an answer
+    that fails leaves the state unspent for the client's next retry."""
     tenant = Tenant.objects.get(slug=subject.tenant)
     try:
         with transaction.atomic():

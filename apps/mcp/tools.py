@@ -275,11 +275,12 @@ def _capability_refusal(exchange: Exchange, workflow: Workflow, arguments: dict[
 def _call_continue(
     exchange: Exchange, name: str, arguments: dict[str, Any], token: Any, params: dict[str, Any]
 ) -> tuple[str, int]:
-    """An MRTR retry: verify and spend the state, resolve the interrupts it asked (one, or a
-    parallel node's several) with the answers given, in one transaction."""
+    """An MRTR retry: verify the state, resolve the interrupts it asked (one, or a parallel
+    node's several) with the answers given and spend the state, in one transaction: an answer
+    that fails (the database refusing it, say) leaves the state unspent, so the client can retry
+    it (issue 33 item 10). A retry that resolves nothing still spends it (single use)."""
     subject = exchange.subject
     state = request_state_open(token=token, subject=subject, tool=name, arguments=arguments)
-    request_state_redeem(subject=subject, state=state)
     try:
         run = run_get_readable(subject=subject, run_id=state.run_id)
     except NotFound:
@@ -287,9 +288,18 @@ def _call_continue(
     asked = [i for i in run_open_interrupts(run=run) if i.interrupt_id in state.interrupt_ids]
     answers = answers_of(run, asked, params.get("inputResponses"))
     if answers:
-        # Resolved elsewhere first, or an answer the schema refuses: the run's state says which.
-        with contextlib.suppress(Conflict, ValidationFailed):
-            interrupts_resolve(subject=subject, run_id=state.run_id, resolutions=answers, inline=True)
+        try:
+            interrupts_resolve(
+                subject=subject,
+                run_id=state.run_id,
+                resolutions=answers,
+                inline=True,
+                records=lambda _run: request_state_redeem(subject=subject, state=state),
+            )
+            return state.run_id, state.round
+        except (Conflict, ValidationFailed):
+            pass  # resolved elsewhere first, or an answer the schema refuses: the run's state says which
+    request_state_redeem(subject=subject, state=state)
     return state.run_id, state.round
 
 

@@ -39,6 +39,7 @@ from urllib.parse import urlsplit
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import DataError
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.http.request import validate_host
 from django.views.decorators.csrf import csrf_exempt
@@ -55,7 +56,7 @@ from apps.doors.oauth import aoauth_door_state, scopes_missing
 from apps.doors.request import is_lean
 from apps.mcp.authorization import insufficient_scope_error, method_family, unauthenticated_error
 from apps.mcp.dispatch import dispatch_begin, exchange_open
-from apps.mcp.errors import McpError, mcp_error_from
+from apps.mcp.errors import McpError, mcp_error_from, mcp_error_from_data_error, params_check, request_id_valid
 from apps.mcp.handshake import (
     HANDSHAKE_REVISIONS,
     SESSION_HEADER,
@@ -179,7 +180,10 @@ async def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
         return _error(None, McpError(PARSE_ERROR, "Parse error"))
     if not isinstance(body, dict) or body.get("jsonrpc") != "2.0" or not isinstance(body.get("method"), str):
         request_id = body.get("id") if isinstance(body, dict) else None
+        request_id = request_id if request_id_valid(request_id) else None
         return _error(request_id, McpError(INVALID_REQUEST, "Invalid Request"))
+    if "id" in body and not request_id_valid(body["id"]):
+        return _error(None, McpError(INVALID_REQUEST, "Invalid Request: id must be a string or an integer"))
     request_id = body.get("id")
     subject = await _authenticate(request, request_id)
     if isinstance(subject, HttpResponse):
@@ -196,6 +200,7 @@ async def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
             if session_path and body["method"] != "initialize":
                 await session_check(subject=subject, headers=headers)
             return HttpResponse(status=202)
+        params_check(body.get("params"))
         if session_path and body["method"] == "initialize":
             result, session_id = await initialize(body=body, subject=subject, origin=origin)
             return _json({"jsonrpc": "2.0", "id": request_id, "result": result}, headers={SESSION_HEADER: session_id})
@@ -211,6 +216,8 @@ async def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
         return _error(request_id, exc)
     except OpenWopError as exc:
         return _error(request_id, mcp_error_from(exc))
+    except DataError as exc:  # a value the database refused that the parse step missed
+        return _error(request_id, mcp_error_from_data_error(exc))
     # Only a tools/call's `_meta` may ask for its run's log or progress (notifications.py).
     ask = notification_ask(body.get("params")) if body["method"] == "tools/call" else None
     return await _respond(request, request_id, finish, ask)
@@ -224,6 +231,8 @@ def _outcome(request_id: Any, task: asyncio.Future[dict[str, Any]]) -> tuple[dic
         error = exc
     except OpenWopError as exc:
         error = mcp_error_from(exc)
+    except DataError as exc:
+        error = mcp_error_from_data_error(exc)
     except Exception as exc:  # never a stack trace on the wire, streamed or not
         if is_overload(exc):  # saturated, not broken: retriable (apps/core/overload.py)
             error = McpError(

@@ -14,6 +14,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from apps.core.admin_read_only import ReadOnlyAdminMixin
+from apps.core.admin_service_writes import ServiceWritesAdminMixin
 from apps.core.errors import ValidationFailed
 from apps.oauth.documents import IssuerDocuments, IssuerUnreachable, issuer_documents_fetch
 from apps.oauth.models import TrustedIssuer, TrustedIssuerChange
@@ -81,7 +82,7 @@ class TrustedIssuerForm(forms.ModelForm):
 
 
 @admin.register(TrustedIssuer)
-class TrustedIssuerAdmin(admin.ModelAdmin):
+class TrustedIssuerAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
     form = TrustedIssuerForm
     list_display = ("issuer", "lane", "tenant", "tenant_claim", "revocation", "revocation_window_seconds",
                     "enabled", "fetched_at")  # fmt: skip

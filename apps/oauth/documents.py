@@ -113,14 +113,13 @@ class IntrospectionFailed(Exception):
 
 
 def token_introspect(*, endpoint: str, token: str, client_id: str, client_secret: str) -> dict[str, Any]:
-    """POST the token to the RFC 7662 endpoint with HTTP Basic client authentication (§2.1);
-    the JSON answer. The token travels in the body only and never reaches a log."""
-    credentials = f"{quote(client_id, safe='')}:{quote(client_secret, safe='')}"  # RFC 6749 §2.3.1
-    headers = {
-        "Accept": "application/json",
-        "Content-Type": "application/x-www-form-urlencoded",
-        "Authorization": "Basic " + base64.b64encode(credentials.encode()).decode("ascii"),
-    }
+    """POST the token to the RFC 7662 endpoint with HTTP Basic client authentication (§2.1), or
+    none when `client_id` is empty (an issuer whose metadata allows it); the JSON answer. The token
+    travels in the body only and never reaches a log."""
+    headers = {"Accept": "application/json", "Content-Type": "application/x-www-form-urlencoded"}
+    if client_id:
+        credentials = f"{quote(client_id, safe='')}:{quote(client_secret, safe='')}"  # RFC 6749 §2.3.1
+        headers["Authorization"] = "Basic " + base64.b64encode(credentials.encode()).decode("ascii")
     body = urlencode({"token": token, "token_type_hint": "access_token"}).encode()
     try:
         response = egress_request(

@@ -117,22 +117,39 @@ def issuer_errors(fields: dict[str, Any], *, has_secret: bool) -> dict[str, list
         if revocation == RevocationMode.EXP_ONLY:
             message = "exp-only needs a window of at least 1 second: the longest token lifetime accepted."
         errors["revocation_window_seconds"].append(message)
-    if revocation == RevocationMode.EXP_AND_RECHECK and (not fields.get("introspection_client_id") or not has_secret):
+    if revocation == RevocationMode.EXP_AND_RECHECK and bool(fields.get("introspection_client_id")) != has_secret:
+        # Neither is fine when the issuer introspects without client authentication (metadata_errors).
         errors["introspection_client_id"].append(
             "exp-and-recheck re-checks tokens by RFC 7662 introspection: give the introspection client id "
-            "and secret (or choose exp-only)."
+            "and its secret together (or neither, when the issuer's metadata allows introspection without "
+            "client authentication; or choose exp-only)."
         )
     errors["required_scopes"].extend(required_scopes_errors(fields.get("required_scopes", {})))
     return {field: messages for field, messages in errors.items() if messages}
 
 
+def introspection_without_client(metadata: dict[str, Any]) -> bool:
+    """Does the issuer introspect without client authentication? Its RFC 8414 metadata says so
+    with `none` in `introspection_endpoint_auth_methods_supported` (issue 32)."""
+    methods = metadata.get("introspection_endpoint_auth_methods_supported")
+    return isinstance(methods, list) and "none" in methods
+
+
 def metadata_errors(fields: dict[str, Any], metadata: dict[str, Any]) -> dict[str, list[str]]:
-    """Rules that need the fetched metadata: exp-and-recheck needs an introspection endpoint."""
+    """Rules that need the fetched metadata: exp-and-recheck needs an introspection endpoint, and
+    client credentials for it unless the issuer introspects without (issuer_errors saw both or neither)."""
     if fields.get("revocation") == RevocationMode.EXP_AND_RECHECK:
         endpoint = metadata.get("introspection_endpoint")
         if not isinstance(endpoint, str) or not endpoint.startswith("https://"):
             return {"revocation": ["The issuer's metadata has no https introspection_endpoint: exp-and-recheck "
                                    "cannot re-check its tokens (choose exp-only)."]}
+        if not fields.get("introspection_client_id") and not introspection_without_client(metadata):
+            return {"introspection_client_id": [
+                "exp-and-recheck re-checks tokens by RFC 7662 introspection, and the issuer's metadata does "
+                "not allow it without client authentication (no `none` in "
+                "introspection_endpoint_auth_methods_supported): give the introspection client id and secret "
+                "(or choose exp-only)."
+            ]}  # fmt: skip
     return {}
 
 

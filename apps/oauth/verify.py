@@ -54,12 +54,12 @@ from apps.core.invalidation import (
     cache_generation,
     cache_listening,
     cached,
-    caching_supported,
     secret_cache_key,
 )
 from apps.oauth.documents import IntrospectionFailed, IssuerUnreachable, issuer_documents_fetch, token_introspect
 from apps.oauth.models import RevocationMode, TrustedIssuer
 from apps.oauth.selectors import door_audience, door_audiences
+from apps.oauth.validation import introspection_without_client
 from apps.tenants.subject import Subject
 
 logger = logging.getLogger(__name__)
@@ -90,6 +90,7 @@ class IssuerConfig:
     introspection_endpoint: str
     introspection_client_id: str
     introspection_secret_sealed: str = field(repr=False)
+    introspection_without_client: bool  # the metadata allows it (validation.introspection_without_client)
     jwks: Mapping[str, Any] = field(repr=False)
     fetched_at: dt.datetime | None = None
 
@@ -136,6 +137,7 @@ def _config_load(iss: str) -> IssuerConfig:
         introspection_endpoint=endpoint if isinstance(endpoint, str) else "",
         introspection_client_id=row.introspection_client_id,
         introspection_secret_sealed=row.introspection_client_secret,
+        introspection_without_client=introspection_without_client(metadata),
         jwks=row.jwks or {"keys": []},
         fetched_at=row.fetched_at,
     )
@@ -213,7 +215,7 @@ def _introspected_active(config: IssuerConfig, token: str, digest: str, exp: int
         hit = _introspections.get(digest)
     if hit is not None and hit[1] > now:
         return hit
-    if not config.introspection_endpoint or not config.introspection_client_id:
+    if not config.introspection_endpoint or not (config.introspection_client_id or config.introspection_without_client):
         logger.warning("oauth issuer %s: no introspection endpoint or client; token refused", config.issuer)
         raise IdentityUnverified(
             "The access token cannot be re-checked with its issuer (no introspection configured)."
@@ -417,8 +419,8 @@ _verified: dict[tuple[str, str | None], tuple[Subject, float, tuple[int, int]]] 
 
 
 def _cacheable_here() -> bool:
-    """As apps/core/invalidation.py: PostgreSQL, listening, and not inside an atomic block."""
-    if not caching_supported() or not cache_listening():
+    """As apps/core/invalidation.py: listening, and not inside an atomic block."""
+    if not cache_listening():
         return False
     return asyncio._get_running_loop() is not None or not connection.in_atomic_block
 

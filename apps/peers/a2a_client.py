@@ -164,7 +164,8 @@ def _jwks_of(outbound: Outbound, jku: str) -> Any:
 
 
 def _jsonrpc_endpoint(card: AgentCard | None, version: str | None) -> str:
-    """The JSON-RPC interface the card lists for the agreed version."""
+    """The JSON-RPC interface the card lists for the agreed version. It may be on another origin;
+    then `peer_send` refuses to carry the credential there (peer_endpoint_origin_mismatch)."""
     for interface in card.supported_interfaces if card else []:
         if (major_minor(interface.protocol_version) == version and interface.protocol_binding.upper() == "JSONRPC"
                 and interface.url):

@@ -48,7 +48,7 @@ def _outbound(ctx: NodeContext, config: dict[str, Any]) -> Outbound:
     tenant_slug, _ = split_bound_id(ctx.run_id)
     tenant = Tenant.objects.get(slug=tenant_slug)
     run = Run.objects.for_tenant(tenant).get(run_id=ctx.run_id)
-    authorization, card_trust = None, CardTrust()
+    authorization, credential_origin, card_trust = None, None, CardTrust()
     if isinstance(config.get("credentialId"), str):
         try:
             credential = peer_credential_get(tenant_slug=tenant_slug, credential_id=config["credentialId"])
@@ -57,12 +57,13 @@ def _outbound(ctx: NodeContext, config: dict[str, Any]) -> Outbound:
         if credential.origin != peer_origin_of(url):
             # A credential goes only to the origin it was registered for.
             raise PeerFailure("forbidden", "The credential is not registered for this peer.", {"field": "credentialId"})
-        authorization = peer_authorization(credential)
+        authorization, credential_origin = peer_authorization(credential), credential.origin
         card_trust = CardTrust(policy=credential.card_signature_policy, pinned_key=credential.pinned_card_key)
     return Outbound(
         run=run,
         peer_url=url,
         authorization=authorization,
+        credential_origin=credential_origin,
         timeout_seconds=int(config.get("timeoutMs", DEFAULT_TIMEOUT_MS)) / 1000,
         heartbeat=ctx.heartbeat,
         cancel_requested=ctx.cancel_requested,

@@ -37,6 +37,7 @@ from apps.facets.negotiation import (
     peer_origin_digest,
 )
 from apps.facets.versions import Protocol, is_valid_version, version_key
+from apps.peers.selectors import peer_origin_of
 from apps.runs.models import Run
 from apps.runs.trace_context import traceparent_child
 
@@ -57,6 +58,9 @@ PEER_TIMEOUT = vendor_code("peer_timeout", 504)  # the peer's task did not end w
 # The peer's agent card fails its credential's cardSignaturePolicy (issue 21): nothing was sent.
 PEER_CARD_UNSIGNED = vendor_code("peer_card_unsigned", 502)  # policy `require`, card has no signatures
 PEER_CARD_SIGNATURE_INVALID = vendor_code("peer_card_signature_invalid", 502)  # no signature verifies
+# Issue 33: the peer (its card) names an endpoint on another origin than the credential's; the
+# credential goes only to the origin it was registered for, so nothing is sent there.
+PEER_ENDPOINT_ORIGIN_MISMATCH = vendor_code("peer_endpoint_origin_mismatch", 502)
 
 
 class PeerFailure(Exception):
@@ -87,6 +91,7 @@ class Outbound:
     run: Run
     peer_url: str
     authorization: str | None  # the tenant's registered credential for this origin, or None
+    credential_origin: str | None = None  # the origin `authorization` was registered for
     timeout_seconds: float = 30.0
     heartbeat: Callable[[], None] = lambda: None
     cancel_requested: Callable[[], bool] = lambda: False
@@ -140,6 +145,7 @@ def _json_from(body: bytes, content_type: str) -> Any:
 
 def peer_send(outbound: Outbound, method: str, url: str, *, headers: Mapping[str, str], body: Any = None) -> PeerReply:
     """One HTTP exchange with the peer, through the egress guard (resolve, check, pin, no redirects)."""
+    credential_origin_check(outbound, url)
     outbound.heartbeat()
     sent = dict(headers)
     if outbound.authorization is not None:
@@ -164,6 +170,24 @@ def peer_send(outbound: Outbound, method: str, url: str, *, headers: Mapping[str
         raise PeerFailure(PEER_PROTOCOL_ERROR, "The peer's answer is too large.")
     content_type = str(response.headers.get("content-type", ""))
     return PeerReply(status=response.status_code, document=_json_from(response.body, content_type))
+
+
+def credential_origin_check(outbound: Outbound, url: str) -> None:
+    """A credential goes only to the origin it was registered for (issue 33): a URL elsewhere (an
+    endpoint the peer's card names) is refused before anything is sent, never sent without it."""
+    if outbound.authorization is None:
+        return
+    try:
+        origin: str | None = peer_origin_of(url)
+    except ValueError:  # a port out of range: no origin, so not the credential's
+        origin = None
+    if origin is None or origin != outbound.credential_origin:
+        details = {"credentialOrigin": outbound.credential_origin, **({"endpointOrigin": origin} if origin else {})}
+        raise PeerFailure(
+            PEER_ENDPOINT_ORIGIN_MISMATCH,
+            "The peer names an endpoint on another origin than its credential's; nothing was sent there.",
+            details,
+        )
 
 
 def _while_heartbeating(outbound: Outbound, send: Callable[[], EgressResponse]) -> EgressResponse:

@@ -8,6 +8,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from apps.core.admin_read_only import ReadOnlyAdminMixin
+from apps.core.errors import Conflict
 from apps.push.models import DeadLetter, Delivery, DeliveryAttempt, DeliveryStatus, PushConfig, Webhook
 from apps.push.services import delivery_redeliver
 
@@ -37,7 +38,11 @@ class DeliveryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def redeliver(self, request: HttpRequest, queryset: QuerySet[Delivery]) -> None:
         count = 0
         for pk in queryset.filter(status=DeliveryStatus.DEAD).values_list("pk", flat=True):
-            delivery = delivery_redeliver(delivery_pk=pk)
+            try:
+                delivery = delivery_redeliver(delivery_pk=pk)
+            except Conflict as refused:
+                self.message_user(request, refused.message, messages.ERROR)
+                continue
             self.log_change(request, delivery, "Redelivered (dead letter queued again).")
             count += 1
         self.message_user(request, f"{count} dead letter(s) queued for redelivery.", messages.SUCCESS)

@@ -11,6 +11,17 @@ The `push.deliver` task (`delivery_dispatch`) does 1 on the Celery slot and hand
 thread, so a hung receiver never holds a pool slot. A worker killed between 1 and 3 leaves a claim
 that expires; the sweeper then re-enqueues the row (at-least-once). Duplicate messages are
 harmless: only one of them can win the claim.
+
+Three rules keep a push what its task's client expects (issue 33, items 14 and 15):
+- every attempt has an overall deadline (the attempt timeout, for connect, TLS, headers and body
+  together) well inside its claim, so a claim never lapses while its attempt is still open; and
+  the attempt budget is checked at the claim, so a claim that lapsed anyway (a killed worker)
+  cannot buy an attempt past `max_attempts`: the row is dead-lettered instead;
+- the pushes of one config (one task, one receiver) go out in event order: a row waits while an
+  earlier row of its config is pending, and the earlier row wakes it when it settles;
+- the config's credential is discarded only once no delivery of it can still be attempted (the
+  final push settled and nothing is pending), and a push is never sent without a credential its
+  config had: a row that would be is dead-lettered (`credential_discarded`).
 """
 
 from __future__ import annotations
@@ -21,7 +32,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 
 import httpx
@@ -36,7 +47,7 @@ from apps.push.capabilities import DEAD_LETTER_RETENTION_DAYS, push_setting
 from apps.push.crypto import credential_open
 from apps.push.lanes import lane_cap, lane_in_flight, lane_lock, lane_wake, senders
 from apps.push.models import Delivery, DeliveryAttempt, DeliveryKind, DeliveryStatus
-from apps.push.services import delivery_enqueue, push_config_credentials_wipe
+from apps.push.services import delivery_enqueue, push_config_credentials_wipe, push_config_exhausted
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +71,8 @@ def backoff_seconds(attempts: int) -> float:
 
 
 def claim_seconds() -> float:
-    # Long enough for connect + a stalled read, each bounded by the attempt timeout, plus margin.
+    # The attempt's overall deadline is the attempt timeout; the claim outlives it by a wide margin
+    # (sender start, recording the outcome), so it never lapses while its attempt is open.
     return attempt_timeout_seconds() * 3 + 10
 
 
@@ -114,6 +126,25 @@ def _claim(delivery_pk: int) -> _Claimed | None:
             return None  # a stale message for an earlier attempt; the scheduled one will come
         if delivery.in_flight_until is not None and delivery.in_flight_until > now:
             return None  # another attempt is under way
+        if delivery.attempts >= delivery.max_attempts:
+            # Its last claimed attempt never recorded (a killed worker): the budget is spent.
+            _settle(delivery, now, status=DeliveryStatus.DEAD, error="attempt_lost")
+            return None
+        if delivery.kind == DeliveryKind.A2A_PUSH:
+            earlier_due = _earlier_pending_due(delivery)
+            if earlier_due is not None:
+                # Event order: an earlier push of this config is pending. It wakes this row when it
+                # settles; until then this row is not due before it (keeps the sweeper quiet).
+                if earlier_due > delivery.next_attempt_at:
+                    delivery.next_attempt_at = earlier_due
+                    delivery.save(update_fields=["next_attempt_at"])
+                return None
+            config = delivery.push_config
+            assert config is not None
+            if config.credentials_wiped_at is not None:
+                # Never sent without the credential its config carried (a redelivered dead letter).
+                _settle(delivery, now, status=DeliveryStatus.DEAD, error="credential_discarded")
+                return None
         lane = delivery.lane
         lane_lock(lane)
         if lane_in_flight(lane) >= lane_cap():
@@ -127,6 +158,49 @@ def _claim(delivery_pk: int) -> _Claimed | None:
         delivery.parked = False
         delivery.save(update_fields=["attempts", "in_flight_until", "parked"])
         return _Claimed(delivery.pk, delivery.attempts, delivery.kind, lane, url, delivery.body.encode(), headers)
+
+
+def _earlier_pending_due(delivery: Delivery) -> datetime | None:
+    """When the oldest pending push of the same config before this one is due, or None."""
+    earlier = Delivery.unscoped_all_tenants.filter(
+        push_config_id=delivery.push_config_id, status=DeliveryStatus.PENDING, pk__lt=delivery.pk
+    )
+    return earlier.order_by("pk").values_list("next_attempt_at", flat=True).first()
+
+
+def _settle(delivery: Delivery, now: datetime, *, status: str, error: str | None = None) -> None:
+    """A row leaves pending without an attempt (inside the caller's transaction, row locked)."""
+    delivery.status, delivery.settled_at, delivery.in_flight_until = status, now, None
+    fields = ["status", "settled_at", "in_flight_until"]
+    if error is not None:
+        delivery.last_error = error
+        fields.append("last_error")
+    delivery.save(update_fields=fields)
+    logger.info("push delivery %s (%s) %s without an attempt: %s", delivery.delivery_id, delivery.kind, status, error)
+    _settled(delivery)
+
+
+def _settled(delivery: Delivery) -> None:
+    """After a push settled (delivered or dead): wake the next pending push of its config, and
+    discard the config's credential once none of its deliveries can still be attempted."""
+    if delivery.kind != DeliveryKind.A2A_PUSH or delivery.push_config_id is None:
+        return
+    following = (
+        Delivery.unscoped_all_tenants.filter(
+            push_config_id=delivery.push_config_id, status=DeliveryStatus.PENDING, pk__gt=delivery.pk
+        )
+        .order_by("pk")
+        .values_list("pk", "queue", "next_attempt_at")
+        .first()
+    )
+    if following is not None:
+        pk, queue, due = following
+        countdown = max(0.0, (due - timezone.now()).total_seconds())
+        transaction.on_commit(partial(delivery_enqueue, delivery_pk=pk, queue=queue, countdown=countdown))
+    elif push_config_exhausted(config_pk=delivery.push_config_id):
+        # interop.md §A2A push delivery: the credential is discarded once the task's final push
+        # settled and no delivery of the config can still be attempted.
+        push_config_credentials_wipe(config_pk=delivery.push_config_id)
 
 
 def _send(claimed: _Claimed) -> None:
@@ -143,7 +217,8 @@ def _send_traced(claimed: _Claimed) -> None:
         timeout = attempt_timeout_seconds()
         response = egress_request(
             "POST", claimed.url, headers=claimed.headers, content=claimed.body,
-            timeout=httpx.Timeout(timeout, connect=min(timeout, 3.0)), max_body_bytes=4096,
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 3.0)), deadline_seconds=timeout,
+            max_body_bytes=4096,
         )
         status_code, ok = response.status_code, response.ok
         error = "" if ok else (response.error or f"http_{status_code}")
@@ -194,6 +269,10 @@ def _record(claimed: _Claimed, *, ok: bool, status_code: int | None, error: str,
             tenant_id=delivery.tenant_id, delivery=delivery, number=claimed.number,
             status_code=status_code, latency_ms=latency_ms, error=error, at=now,
         )
+        if delivery.status != DeliveryStatus.PENDING or claimed.number != delivery.attempts:
+            # A late attempt (its claim lapsed and the row moved on): its row is kept as evidence;
+            # the row's state belongs to the attempt that holds it now.
+            return
         delivery.in_flight_until = None
         delivery.last_status_code = status_code
         delivery.last_error = error
@@ -222,9 +301,8 @@ def _record(claimed: _Claimed, *, ok: bool, status_code: int | None, error: str,
             transaction.on_commit(
                 partial(delivery_enqueue, delivery_pk=delivery.pk, queue=delivery.queue, countdown=countdown)
             )
-        elif delivery.is_final and delivery.push_config_id is not None:
-            # The task's final push settled: its credential is discarded (interop.md §A2A push delivery).
-            push_config_credentials_wipe(config_pk=delivery.push_config_id)
+        else:
+            _settled(delivery)
 
 
 def sweep_grace_seconds() -> float:

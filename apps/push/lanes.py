@@ -5,11 +5,10 @@ Two limits, and the Celery pool is neither of them:
 
 - A lane is one destination origin (`https://host:port`). At most OPENWOP_PUSH_LANE_CAP attempts
   to one lane are in flight at once, across every worker: the claim counts the lane's live claims
-  under the lane row's lock (PushLane; a row lock on PostgreSQL, the write lock on SQLite, so it
-  holds with the zero-setup broker too). A delivery whose lane is full is *parked*: its message is
-  consumed, the row stays pending and due, and the attempt that frees a slot on the lane wakes the
-  oldest parked row (`lane_wake`). The sweeper is the backstop for a wake that never came (a worker
-  killed while holding the lane).
+  under the lane row's lock (PushLane), so it holds across every worker and broker. A delivery
+  whose lane is full is *parked*: its message is consumed, the row stays pending and due, and the
+  attempt that frees a slot on the lane wakes the oldest parked row (`lane_wake`). The sweeper is
+  the backstop for a wake that never came (a worker killed while holding the lane).
 - The send runs on this process's sender threads (`Senders`), not on the Celery worker slot: the
   `push.deliver` task claims and returns in milliseconds, so a hung receiver holds one sender
   thread and one lane slot, never a pool slot. OPENWOP_PUSH_SENDERS bounds the threads; when all
@@ -53,9 +52,8 @@ def lane_cap() -> int:
 
 
 def lane_lock(origin: str) -> None:
-    """Take the lane's lock for the rest of the caller's transaction. An UPDATE rather than
-    SELECT ... FOR UPDATE, so SQLite takes its write lock here too and two claims cannot both
-    count the lane before either writes."""
+    """Take the lane's lock for the rest of the caller's transaction (the row's lock, taken by an
+    UPDATE), so two claims cannot both count the lane before either writes."""
     now = timezone.now()
     if not PushLane.objects.filter(origin=origin).update(touched_at=now):
         PushLane.objects.bulk_create([PushLane(origin=origin, touched_at=now)], ignore_conflicts=True)

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from apps.a2a.wire import TERMINAL_STATES, StreamProjection, context_id_of, to_wire
 from apps.core.egress import egress_check_url
-from apps.core.errors import NotFound, ValidationFailed
+from apps.core.errors import Conflict, NotFound, ValidationFailed, vendor_code
 from apps.core.ids import mint_opaque
 from apps.push.capabilities import push_max_attempts
 from apps.push.crypto import credential_seal
@@ -40,6 +40,8 @@ logger = logging.getLogger(__name__)
 NO_SUCH_PUSH_CONFIG = "No such task or push notification config."
 NO_SUCH_WEBHOOK = "No such webhook."
 MAX_SECRET_LENGTH = 512
+# A dead push whose config's credential was discarded cannot be redelivered (it would go without it).
+PUSH_CREDENTIAL_DISCARDED = vendor_code("push_credential_discarded", 409)
 
 
 def _tenant_pk(subject: Subject) -> int:
@@ -148,6 +150,14 @@ def push_config_credentials_wipe(*, config_pk: int) -> None:
     PushConfig.unscoped_all_tenants.filter(pk=config_pk, credentials_sealed__isnull=False).update(
         credentials_sealed=None, credentials_wiped_at=timezone.now()
     )
+
+
+def push_config_exhausted(*, config_pk: int) -> bool:
+    """No delivery of the config can still be attempted: its task's final push settled and none
+    is pending (the moment its credential may go; a dead letter is only redelivered with it)."""
+    deliveries = Delivery.unscoped_all_tenants.filter(push_config_id=config_pk)
+    final_settled = deliveries.filter(is_final=True).exclude(status=DeliveryStatus.PENDING).exists()
+    return final_settled and not deliveries.filter(status=DeliveryStatus.PENDING).exists()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -338,17 +348,35 @@ def push_deliveries_for_events(*, run: Run, events: Sequence[RunEvent]) -> None:
 
 
 def delivery_enqueue(*, delivery_pk: int, queue: str, countdown: float) -> None:
+    """Send `push.deliver` for a committed delivery row. A broker that refuses the message (down,
+    unreachable) is not the caller's error: the row stays pending and due, and the push sweeper
+    sends it once the broker is back (issue 32 item 8, as `runs.services.advance_send`)."""
     from apps.push.tasks import deliver
 
-    deliver.apply_async(args=[delivery_pk], queue=queue, countdown=countdown)
+    try:
+        deliver.apply_async(args=[delivery_pk], queue=queue, countdown=countdown)
+    except Exception as exc:  # kombu's and the transport's errors alike
+        # The class name only: a broker error's text may carry its URL, and so its password.
+        logger.warning(
+            "delivery %s: push.deliver not sent (%s); the sweeper re-sends it", delivery_pk, type(exc).__name__
+        )
 
 
 def delivery_redeliver(*, delivery_pk: int) -> Delivery:
-    """Operator action: a dead letter goes back to pending with a fresh attempt budget."""
+    """Operator action: a dead letter goes back to pending with a fresh attempt budget. Raises
+    Conflict (`push_credential_discarded`) for a push whose config's credential is gone."""
     with transaction.atomic(durable=True):
         delivery = Delivery.unscoped_all_tenants.select_for_update().get(pk=delivery_pk)
         if delivery.status != DeliveryStatus.DEAD:
             return delivery
+        config = delivery.push_config
+        if config is not None and config.credentials_wiped_at is not None:
+            # Sending it now would send it without the credential its receiver expects (issue 33).
+            raise Conflict(
+                PUSH_CREDENTIAL_DISCARDED,
+                "This push's credential was discarded when its task's final push settled; it cannot be"
+                " redelivered. The client recovers with GetTask.",
+            )
         delivery.status = DeliveryStatus.PENDING
         delivery.max_attempts = delivery.attempts + push_max_attempts()
         delivery.next_attempt_at = timezone.now()

@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.core.caller_input import caller_text_check
 from apps.core.errors import TenantMismatch, ValidationFailed
 from apps.core.ids import project_id
 from apps.runs.idempotency import IdempotencyClaim, IdempotentReplay, idempotency_run
@@ -81,6 +82,8 @@ def _maybe_idempotent(
         return Response(outcome.body, status=outcome.status, headers={"OpenWOP-Idempotent-Replay": "true"})
     return Response(outcome)
 
+
+NODE_ID_MAX_LENGTH = 128  # Interrupt.node_id
 
 _RUN_ID = OpenApiParameter(
     "run_ref", OpenApiTypes.STR, OpenApiParameter.PATH, description="Tenant-bound run id, `~2F`-projected."
@@ -232,6 +235,7 @@ class RunInterruptResolveApi(APIView):
     def post(self, request: Request, run_ref: str, node_id: str) -> Response:
         subject = request_subject(request)
         run_id = run_id_from_path(subject=subject, segment=run_ref)
+        caller_text_check(node_id, field="nodeId", max_length=NODE_ID_MAX_LENGTH)  # `%00` in the path
         body = self.InputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         if "resumeValue" not in request.data:

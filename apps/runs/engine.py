@@ -45,7 +45,7 @@ from apps.runs.models import (
     RunStatus,
 )
 from apps.runs.nodes import CancelObserved, Failed, NodeResult
-from apps.runs.services import advance_send, run_finish_cancelled
+from apps.runs.services import advance_send, run_finish_cancelled, unclaimed_due
 from apps.runs.steps import (
     Draft,
     draft_write,
@@ -67,10 +67,6 @@ def lease_seconds() -> float:
 
 def heartbeat_seconds() -> float:
     return lease_seconds() / 5
-
-
-# A run enqueued but never claimed this long ago is re-sent (a message lost between commit and broker).
-REQUEUE_UNCLAIMED_AFTER = timedelta(seconds=60)
 
 
 class LeaseLost(Exception):
@@ -247,31 +243,37 @@ def _apply(work: NodeWork, result: NodeResult, lease: Lease) -> bool:
 
 
 def run_sweep_stale() -> list[str]:
-    """Re-enqueue runs whose worker died (expired lease) or whose message was lost (never claimed).
+    """Re-enqueue runs whose worker died (expired lease) or whose message was lost or never sent
+    (never claimed: `services.unclaimed_due`; a send that failed is due at once).
 
-    A host-wide maintenance job, so it reads across tenants through the one escape hatch. Each
+    A host-wide maintenance job, so it reads across tenants through the one escape hatch; it takes
+    the runs of this process's queue only, the ones its workers execute (a run is re-sent to its
+    own queue: a sweeper of another queue could only send it where its workers are not). Each
     re-enqueue is decided by a conditional UPDATE, so concurrent sweepers send one message per run.
+    A send that fails (the broker is down) ends the sweep: the next tick tries again.
     """
     now = timezone.now()
-    stale = (~Q(lease_owner="") & Q(lease_expires_at__lt=now)) | Q(
-        lease_owner="", enqueued_at__lt=now - REQUEUE_UNCLAIMED_AFTER
-    )
+    stale = (~Q(lease_owner="") & Q(lease_expires_at__lt=now)) | unclaimed_due(now)
     candidates = list(
-        Run.unscoped_all_tenants.filter(status__in=RUNNABLE_STATUSES)
+        Run.unscoped_all_tenants.filter(status__in=RUNNABLE_STATUSES, queue=settings.CELERY_TASK_DEFAULT_QUEUE)
         .filter(stale)
-        .values_list("pk", "run_id", "queue")[:500]
+        .only("pk", "tenant_id", "run_id", "queue")[:500]
     )
     swept: list[str] = []
-    for pk, run_id, queue in candidates:
+    for run in candidates:
         with transaction.atomic(durable=True):
             taken = (
-                Run.unscoped_all_tenants.filter(pk=pk, status__in=RUNNABLE_STATUSES)
+                Run.unscoped_all_tenants.filter(pk=run.pk, status__in=RUNNABLE_STATUSES)
                 .filter(stale)
                 .update(lease_owner="", lease_expires_at=None, enqueued_at=now)
             )
             if taken:
-                transaction.on_commit(partial(advance_send, run_id, queue))
-                swept.append(run_id)
+                run.enqueued_at = now
+                transaction.on_commit(partial(advance_send, run))
+        if taken:
+            if run.enqueued_at is None:  # advance_send could not reach the broker (and said so)
+                break
+            swept.append(run.run_id)
     if swept:
         logger.info("sweeper re-enqueued %d run(s)", len(swept))
     return swept

@@ -37,9 +37,9 @@ TERMINAL_EVENT_TYPES = frozenset({"run.completed", "run.failed", "run.cancelled"
 class RunTransport(models.TextChoices):
     """The door a run came in through (runs.md §The start event: `run.started.transport`)."""
 
-    REST = "rest"
-    A2A = "a2a"
-    MCP = "mcp"
+    REST = "rest", "REST"  # labels as the protocols spell themselves (admin showed "A2a", "Mcp")
+    A2A = "a2a", "A2A"
+    MCP = "mcp", "MCP"
 
 
 class Run(TenantOwnedModel):
@@ -129,8 +129,7 @@ class RunTally(TenantOwnedModel):
     snapshot. A transaction adds to the row of its backend's shard (`pg_backend_pid() %
     RUN_TALLY_SHARDS`): concurrent run writes in one tenant rarely queue on one row lock, and a
     transaction only ever takes one tally row lock per tenant (all of a shard's counts are columns
-    of its one row), so tally updates cannot deadlock with each other. SQLite (the zero-setup
-    default) has no triggers here and counts the rows.
+    of its one row), so tally updates cannot deadlock with each other.
     """
 
     # No FK constraint: a tenant's deletion cascades to its runs and its tallies in an order Django

@@ -8,7 +8,6 @@ from datetime import datetime
 from enum import StrEnum
 
 from django.core import signing
-from django.db import connection
 from django.db.models import Exists, OuterRef, Q, Sum
 from django.utils.dateparse import parse_datetime
 
@@ -88,11 +87,7 @@ def run_event_payloads(*, run: Run, type: str) -> list[dict]:
 
 def run_count(*, tenant_pk: int, statuses: Collection[str] | None = None) -> int:
     """How many runs the tenant has (in `statuses`, when given), exactly, at the cost of reading
-    its few tally rows instead of counting its runs (RunTally: kept by triggers on PostgreSQL).
-    SQLite counts the rows."""
-    if connection.vendor != "postgresql":
-        runs = Run.objects.for_tenant(tenant_pk)
-        return (runs.filter(status__in=list(statuses)) if statuses is not None else runs).count()
+    its few tally rows instead of counting its runs (RunTally: kept by triggers)."""
     columns = ["runs"] if statuses is None else [run_tally_column(status) for status in sorted(set(statuses))]
     if not columns:
         return 0

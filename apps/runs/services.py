@@ -7,9 +7,11 @@ Every state change appends its events in the same transaction, under the run's r
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -33,6 +35,7 @@ from apps.runs.idempotency import (
 )
 from apps.runs.log import event_append, run_save
 from apps.runs.models import (
+    RUNNABLE_STATUSES,
     TERMINAL_STATUSES,
     WAITING_STATUSES,
     Interrupt,
@@ -54,6 +57,8 @@ from apps.runs.steps import (
 from apps.runs.trace_context import run_trace_from
 from apps.tenants.selectors import subject_tenant_pk
 from apps.tenants.subject import Subject
+
+logger = logging.getLogger(__name__)
 
 CREATE_RUN_ENDPOINT = "POST /runs"
 
@@ -173,7 +178,7 @@ def run_create(
         if idempotency is not None:
             idempotency_complete(claim=idempotency, run=run, status=201, body=run_created_doc(run))
         if draft.handoff:
-            transaction.on_commit(partial(advance_send, run.run_id, run.queue))
+            transaction.on_commit(partial(advance_send, run))
         _crash_after_commit_seam()
     return run
 
@@ -226,7 +231,8 @@ def run_create_idempotent(
     if isinstance(outcome, IdempotentReplay):
         if outcome.run is None:
             raise NotFound("The run this key created no longer exists.")
-        return RunCreation(run=outcome.run, created=outcome.body, replayed=True)
+        run = run_resend_unclaimed(run=outcome.run)  # a retry starts a run the broker never got
+        return RunCreation(run=run, created=outcome.body, replayed=True)
     return RunCreation(run=outcome, created=run_created_doc(outcome), replayed=False)
 
 
@@ -390,7 +396,7 @@ def interrupts_resolve(
         draft_write_log(draft)
         _complete_claim(idempotency, run, interrupt_resolved_doc(run, next(iter(resolutions))))
         if draft.handoff:
-            transaction.on_commit(partial(advance_send, run.run_id, run.queue))
+            transaction.on_commit(partial(advance_send, run))
         _crash_after_commit_seam()
     return run
 
@@ -476,15 +482,61 @@ def inline_max_nodes() -> int:
     return max(0, int(settings.OPENWOP_INLINE_MAX_NODES))
 
 
-def advance_send(run_id: str, queue: str) -> None:
+def advance_send(run: Run) -> None:
     """Send `runs.advance` for the run: the one place the executor's message goes out (creation,
-    a resume, a cancel, the sweeper). Callers send it on commit."""
+    a resume, a cancel, the sweeper, a client's retry). Callers send it on commit.
+
+    The run is committed whatever the broker says, so a send that fails (the broker is down) is
+    not the caller's error (issue 32 item 8): it is logged and recorded as `enqueued_at = NULL`
+    (no message out), in the row and on `run`, and the sweeper or the client's retry
+    (`run_resend_unclaimed`) sends it once the broker is back."""
     from apps.runs.tasks import advance  # the task module imports the engine, which imports this one
 
-    advance.apply_async(args=[run_id], queue=queue)
+    try:
+        advance.apply_async(args=[run.run_id], queue=run.queue)
+    except Exception as exc:  # kombu's and the transport's errors alike
+        # The class name only: a broker error's text may carry its URL, and so its password.
+        logger.warning("run %s: runs.advance not sent (%s); the sweeper re-sends it", run.run_id, type(exc).__name__)
+        unsent = Run.objects.for_tenant(run.tenant_id).filter(pk=run.pk, lease_owner="", status__in=RUNNABLE_STATUSES)
+        unsent.update(enqueued_at=None)
+        run.enqueued_at = None
+
+
+# A run enqueued but never claimed this long ago is re-sent (a message lost between commit and broker).
+REQUEUE_UNCLAIMED_AFTER = timedelta(seconds=60)
+
+
+def unclaimed_due(now: datetime) -> Q:
+    """Runs no worker holds whose message never went out (`enqueued_at` NULL: the send failed) or
+    went out long ago and was never claimed: one is to be sent (again). With RUNNABLE_STATUSES."""
+    return Q(lease_owner="") & (Q(enqueued_at__isnull=True) | Q(enqueued_at__lt=now - REQUEUE_UNCLAIMED_AFTER))
+
+
+def run_resend_unclaimed(*, run: Run) -> Run:
+    """A client's retry of the request that created `run` (A2A: the same messageId) re-sends a run
+    no worker ever claimed (`unclaimed_due`), so a run accepted during a broker outage starts when
+    the client retries, sweeper or not. A conditional UPDATE decides, so of concurrent retries and
+    sweepers one sends it. The common retry (its run claimed or just sent) costs no query."""
+    now = timezone.now()
+    if (
+        run.status not in RUNNABLE_STATUSES
+        or run.lease_owner
+        or (run.enqueued_at is not None and run.enqueued_at >= now - REQUEUE_UNCLAIMED_AFTER)
+    ):
+        return run
+    with transaction.atomic(durable=True):
+        taken = (
+            Run.objects.for_tenant(run.tenant_id)
+            .filter(unclaimed_due(now), pk=run.pk, status__in=RUNNABLE_STATUSES)
+            .update(enqueued_at=now)
+        )
+        if taken:
+            run.enqueued_at = now
+            transaction.on_commit(partial(advance_send, run))
+    return run
 
 
 def _enqueue_advance(run: Run) -> None:
     """Send `runs.advance` once the transaction commits; a lost message is re-sent by the sweeper."""
     Run.objects.for_tenant(run.tenant_id).filter(pk=run.pk).update(enqueued_at=timezone.now())
-    transaction.on_commit(partial(advance_send, run.run_id, run.queue))
+    transaction.on_commit(partial(advance_send, run))

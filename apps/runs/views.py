@@ -27,7 +27,8 @@ from apps.core.db_threads import db_connection_release
 from apps.core.errors import OpenWopError, ValidationFailed
 from apps.core.fanout import FanOut, Frame
 from apps.core.responses import envelope_response
-from apps.core.sse import SseEvent, format_event, last_event_id, sse_response, wake_waiter
+from apps.core.sse import SseEvent, format_event, last_event_id, position_parse, sse_response, wake_waiter
+from apps.core.stream_lease import while_allowed
 from apps.doors.oauth import envelope_challenged
 from apps.runs.log import run_wake_group
 from apps.runs.models import TERMINAL_EVENT_TYPES, Run, RunEvent
@@ -35,6 +36,7 @@ from apps.runs.paths import run_id_from_path
 from apps.runs.selectors import run_events_after, run_get_readable
 from apps.runs.wire import run_event_doc
 from apps.tenants.selectors import subject_from_authorization
+from apps.tenants.stream_credential import credential_check
 
 # events.md §The events channel: every event we emit is an `updates`-tier event, so `updates`
 # and `debug` are the same stream here; `values` and `messages` are not implemented.
@@ -177,7 +179,10 @@ async def run_events_stream(request: HttpRequest, run_ref: str) -> HttpResponseB
         poll_seconds=DB_RECHECK_SECONDS,
         shared_read=functools.partial(_stream_read_on_loop, run) if async_db_enabled() else None,
     )
-    response = sse_response(fan_out.stream())
+    # Served by Django (the door writes `fan_out` itself, and re-checks the credential there too):
+    # authorized once at open, re-checked while it lasts (apps.core.stream_lease).
+    allowed = credential_check(request.headers.get("Authorization"), door="rest")
+    response = sse_response(while_allowed(fan_out.stream(), allowed))
     response.fan_out = fan_out  # type: ignore[attr-defined]  # the door writes it directly (apps/doors/asgi.py)
     return response
 
@@ -230,7 +235,8 @@ def _int_param(request: HttpRequest, name: str, *, default: int, low: int, high:
     raw = request.GET.get(name)
     if raw is None or raw == "":
         return default
-    if not raw.isdigit() or int(raw) < low or (high is not None and int(raw) > high):
+    value = position_parse(raw)
+    if value is None or value < low or (high is not None and value > high):
         bounds = f"{low}..{high}" if high is not None else f">= {low}"
         raise ValidationFailed(f"{name} must be an integer {bounds}.", details={"field": name})
-    return int(raw)
+    return value

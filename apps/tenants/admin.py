@@ -1,13 +1,18 @@
-"""Operators manage tenants and API keys. Keys are minted by the service and shown once."""
+"""Operators manage tenants and API keys. Keys are minted by the service and shown once, on the new
+key's page, handed over sealed in the session (apps/tenants/key_handover.py), never in a cookie."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin.options import IS_POPUP_VAR
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
 
+from apps.core.admin_service_writes import ServiceWritesAdminMixin
+from apps.tenants.key_handover import new_key_hold, new_key_take
 from apps.tenants.models import ApiKey, Tenant
 from apps.tenants.services import api_key_create, api_key_revoke
 
@@ -24,7 +29,7 @@ class TenantAdmin(admin.ModelAdmin):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
+class ApiKeyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
     list_display = ("prefix", "tenant", "kind", "label", "created_at", "revoked_at")
     list_filter = ("kind", "tenant")
     search_fields = ("prefix", "label", "tenant__slug")
@@ -46,7 +51,23 @@ class ApiKeyAdmin(admin.ModelAdmin):
         obj.pk = created.pk
         obj.prefix, obj.subject_id = created.prefix, created.subject_id
         obj.secret_digest = created.secret_digest
-        messages.warning(request, f"New API key (shown once, copy it now): {raw}")
+        new_key_hold(request, raw)
+
+    def response_add(self, request: HttpRequest, obj: ApiKey, post_url_continue: str | None = None) -> HttpResponse:
+        if IS_POPUP_VAR in request.POST:
+            return super().response_add(request, obj, post_url_continue)
+        # Whichever save button: the new key's page, where the raw key is shown once.
+        self.message_user(request, f"Key {obj.prefix} created. Copy it now: it is not shown again.", messages.SUCCESS)
+        page = reverse("admin:tenants_apikey_change", args=[obj.pk], current_app=self.admin_site.name)
+        return HttpResponseRedirect(page)
+
+    def render_change_form(
+        self, request: HttpRequest, context: dict[str, Any], add: bool = False, change: bool = False,
+        form_url: str = "", obj: ApiKey | None = None,
+    ) -> HttpResponse:
+        if obj is not None and request.method == "GET":  # admin pages are never cached (never_cache)
+            context["new_key"] = new_key_take(request, prefix=obj.prefix)
+        return super().render_change_form(request, context, add, change, form_url, obj)
 
     def has_delete_permission(self, request: HttpRequest, obj: ApiKey | None = None) -> bool:
         return False  # revoke, never delete: the Subject id stays resolvable for audit

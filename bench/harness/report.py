@@ -33,7 +33,11 @@ TARGETS: list[tuple[str, str, float, tuple[int, ...], bool, str]] = [
     ("gettask", "a2a-sdk memory", 1.0, ALL, False, "stretch: GetTask >= 1.0x a2a-sdk (in-memory store)"),
     ("sendmessage", "a2a-sdk memory", 0.5, ALL, False, "stretch: SendMessage >= 0.5x a2a-sdk (in-memory)"),
     ("mcp", "mcp-sdk MCPServer", 0.5, ALL, False, "stretch: MCP tools/call >= 0.5x mcp-sdk MCPServer"),
+    # Issue 35: the host a newcomer starts (embedded PostgreSQL, no Redis), against the durable peer.
+    ("gettask", "ours (make run default)", 1.5, ALL, False, "make run default: GetTask >= 1.5x a2a-sdk (PostgreSQL)"),
 ]
+# A variant of ours judged against a peer of its own scenario, not against ours (its ratio is this / peer).
+OURS_VARIANTS = {"ours (make run default)": "a2a-sdk postgres"}
 RSS_LIMIT_MB = 300.0
 VARIANT_SCENARIOS = {"negotiation", "asgi"}  # variants of ours, compared with the first line
 
@@ -58,8 +62,17 @@ def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 row["vs"] = base["target"]
                 row["rps_ratio"] = _div(row["rps"], base["rps"])
                 row["p99_ratio"] = _div(row["p99_ms"], base["p99_ms"])
+        elif row["target"] in OURS_VARIANTS:
+            peer = next((r for r in same if r["target"] == OURS_VARIANTS[row["target"]]), None)
+            if peer is not None:
+                row["vs"] = f"this / {peer['target']}"
+                row["rps_ratio"] = _div(row["rps"], peer["rps"])
+                row["p99_ratio"] = _div(row["p99_ms"], peer["p99_ms"])
+                if "rps_runs" in peer and "rps_runs" in row:
+                    row["rps_ratio_range"] = ratio_range(row["rps_runs"], peer["rps_runs"])
+                    row["p99_ratio_range"] = ratio_range(row["p99_ms_runs"], peer["p99_ms_runs"])
         elif not _ours(row["target"]):
-            ours = next((r for r in same if _ours(r["target"])), None)
+            ours = next((r for r in same if _ours(r["target"]) and r["target"] not in OURS_VARIANTS), None)
             if ours is not None:
                 row["vs"] = "ours / this"
                 row["rps_ratio"] = _div(ours["rps"], row["rps"])

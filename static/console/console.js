@@ -15,26 +15,26 @@
     });
   }
 
+  // The server marks the container while the task runs or a delivery is pending
+  // (data-refresh-while-running non-empty); each refresh takes the fresh mark, so a finished
+  // task's page is never refetched and a running one stops once it settles.
   function refreshDeliveries(container) {
     var rounds = 0;
-    function settled() {
-      var status = document.querySelector("[data-status-stream]");
-      var running = status && TERMINAL.indexOf(status.textContent.trim()) === -1;
-      return !running && !container.querySelector('.delivery[data-status="pending"]') &&
-        container.querySelector(".delivery");
-    }
+    function stop() { container.dataset.refreshState = "settled"; }
     function tick() {
-      if (rounds++ > 60 || settled()) { return; }
+      if (rounds++ > 60 || !container.dataset.refreshWhileRunning) { stop(); return; }
       fetch(window.location.href, { credentials: "same-origin" })
         .then(function (response) { return response.text(); })
         .then(function (html) {
           var fresh = new DOMParser().parseFromString(html, "text/html").getElementById(container.id);
-          if (fresh) { container.innerHTML = fresh.innerHTML; }
+          if (!fresh) { stop(); return; }  // the task is gone (the not-found page)
+          container.innerHTML = fresh.innerHTML;
+          container.dataset.refreshWhileRunning = fresh.dataset.refreshWhileRunning || "";
           window.setTimeout(tick, 1500);
         })
         .catch(function () { window.setTimeout(tick, 3000); });
     }
-    window.setTimeout(tick, 1000);
+    if (container.dataset.refreshWhileRunning) { window.setTimeout(tick, 1000); } else { stop(); }
   }
 
   document.addEventListener("DOMContentLoaded", function () {

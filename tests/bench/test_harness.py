@@ -270,3 +270,18 @@ def test_readme_section_states_every_miss(tmp_path: Path) -> None:
     assert text.count(report.README_BEGIN) == 1 and "prose kept" in text
     assert "| SendMessage >= 1.0x a2a-sdk (PostgreSQL), p99 no worse | 16 | 0.9 | 0.5 | **no** |" in text
     assert "**1 of 3 targets missed.**" in text
+
+
+def test_the_make_run_host_is_judged_against_the_durable_peer() -> None:
+    """Issue 35's newcomer target: `ours (make run default)` / a2a-sdk postgres, while the peer's own
+    ratio stays production ours / peer."""
+    rows = [
+        row("gettask", "ours (uvicorn x1)", 16, 600.0, 10.0),
+        row("gettask", "a2a-sdk postgres", 16, 200.0, 20.0),
+        row("gettask", "ours (make run default)", 16, 100.0, 40.0),
+    ]
+    rated = {r["target"]: r for r in report.ratios(rows)}
+    assert rated["a2a-sdk postgres"]["rps_ratio"] == 3.0
+    assert rated["ours (make run default)"]["rps_ratio"] == 0.5
+    verdict = next(v for v in report.targets(rows) if v["target"].startswith("make run default"))
+    assert verdict["rps_ratio"] == 0.5 and verdict["met"] is False

@@ -70,5 +70,5 @@ def test_auditor_reads_the_table_drills_down_and_asks_what_if(
     page.get_by_role("textbox", name="Floor").fill("1.0")
     page.get_by_role("button", name="What if").click()
     page.wait_for_url("**floor=1.0**")
-    assert "is not a mcp version" in page.get_by_role("alert").inner_text()
+    assert "is not an MCP version" in page.get_by_role("alert").inner_text()
     assert page.locator("#whatif-result").count() == 0

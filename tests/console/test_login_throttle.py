@@ -62,3 +62,13 @@ def test_the_refusal_ends_with_the_window(account, settings) -> None:  # type: i
     assert _sign_in(Client(), account.username, PASSWORD).status_code == 429
     time.sleep(max(0.0, window_start + 4.2 - time.monotonic()))
     assert _sign_in(Client(), account.username, PASSWORD).status_code == 302
+
+
+def test_an_ipv6_address_counts_as_its_64(account) -> None:  # type: ignore[no-untyped-def]
+    """One subscriber holds a whole /64: rotating its last 64 bits is not a fresh count."""
+    for suffix in ("1", "2", "3"):
+        failed = _sign_in(Client(), account.username, "wrong-password", address=f"2001:db8:1:2::{suffix}")
+        assert failed.status_code == 200
+    assert _sign_in(Client(), account.username, PASSWORD, address="2001:db8:1:2:ffff::9").status_code == 429
+    elsewhere = _sign_in(Client(), account.username, PASSWORD, address="2001:db8:1:3::1")  # another /64
+    assert elsewhere.status_code == 302

@@ -135,13 +135,13 @@ def test_keys_are_created_once_and_revoked_through_the_service() -> None:
     assert created.status_code == 302 and created["Location"] == "/console/keys/"  # POST-redirect-GET
     assert ApiKey.unscoped_all_tenants.filter(label="ci").count() == 1
     stored = SessionStore(client.session.session_key).load()
-    assert stored["console.new_key"] and "owk_" not in json.dumps(stored)  # sealed, never readable
+    assert stored["openwop.new_key"] and "owk_" not in json.dumps(stored)  # sealed, never readable
     shown = client.get("/console/keys/")
     assert shown.status_code == 200 and shown["Cache-Control"] == "no-store"
     raw = shown.context["new_key"]
     assert raw.startswith("owk_") and raw.encode() in shown.content
     assert subject_from_api_key(raw).tenant == "acme"
-    assert "console.new_key" not in SessionStore(client.session.session_key).load()  # popped on display
+    assert "openwop.new_key" not in SessionStore(client.session.session_key).load()  # popped on display
     reloaded = client.get("/console/keys/")  # a reload is a GET: no second key, no key shown
     assert raw.encode() not in reloaded.content and reloaded.context["new_key"] is None
     assert ApiKey.unscoped_all_tenants.filter(label="ci").count() == 1

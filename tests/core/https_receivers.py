@@ -34,27 +34,32 @@ class Behaviour:
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b"ok"
     hang: bool = False
+    fail_first: int = 0  # answer 500 to this many requests first, then `status` (a receiver that recovers)
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, address: tuple[str, int], context: ssl.SSLContext, behaviour: Behaviour) -> None:
+    def __init__(self, address: tuple[str, int], context: ssl.SSLContext | None, behaviour: Behaviour) -> None:
         super().__init__(address, _Handler)
-        self.context = context
+        self.context = context  # None: plain http
         self.behaviour = behaviour
         self.received: list[Received] = []
         self.sni_names: list[str | None] = []
         self.handshake_failures = 0
         self.release = threading.Event()
-        context.sni_callback = self._on_sni
+        if context is not None:
+            context.sni_callback = self._on_sni
 
     def _on_sni(self, sslobj: Any, name: str | None, context: ssl.SSLContext) -> None:
         self.sni_names.append(name)
 
     def finish_request(self, request: Any, client_address: Any) -> None:
         # Handshake in the handler thread, so a client that aborts TLS never stalls accept().
+        if self.context is None:
+            super().finish_request(request, client_address)
+            return
         try:
             tls = self.context.wrap_socket(request, server_side=True)
         except (ssl.SSLError, OSError):
@@ -81,7 +86,8 @@ class _Handler(BaseHTTPRequestHandler):
         if behaviour.hang:
             self.server.release.wait(30)
             return
-        self.send_response(behaviour.status)
+        failing = len(self.server.received) <= behaviour.fail_first
+        self.send_response(500 if failing else behaviour.status)
         for name, value in behaviour.headers.items():
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(behaviour.body)))
@@ -116,7 +122,19 @@ def https_receiver(
     """An HTTPS server on `bind` presenting a certificate for `hostname` signed by `ca`."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert(hostname).configure_cert(context)
-    server = _Server((bind, 0), context, behaviour or Behaviour())
+    with _serving(_Server((bind, 0), context, behaviour or Behaviour())) as receiver:
+        yield receiver
+
+
+@contextmanager
+def http_receiver(*, bind: str = "127.0.0.1", behaviour: Behaviour | None = None) -> Iterator[Receiver]:
+    """A plain-http receiver on `bind` (what OPENWOP_EGRESS_ALLOW_HTTP_CIDRS may admit)."""
+    with _serving(_Server((bind, 0), None, behaviour or Behaviour())) as receiver:
+        yield receiver
+
+
+@contextmanager
+def _serving(server: _Server) -> Iterator[Receiver]:
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:

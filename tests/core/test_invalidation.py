@@ -1,7 +1,7 @@
 """Per-process caches with cross-process invalidation (apps/core/invalidation.py; DESIGN.md §The
 hot path): a hit reads no database, a committed write to any source table empties its topic by
 trigger + NOTIFY (no call site involved), a rolled-back one does not, a loader that raced a commit
-stores nothing, and the caches are off while the listener is not listening and on SQLite."""
+stores nothing, and the caches are off while the listener is not listening."""
 
 from __future__ import annotations
 
@@ -57,12 +57,6 @@ from apps.tenants.services import api_key_create, api_key_revoke, tenant_get_or_
 
 WAIT = 10.0  # seconds a notification may take before the test fails (it takes milliseconds)
 
-on_postgresql = pytest.mark.skipif(
-    connection.vendor != "postgresql",
-    reason="LISTEN/NOTIFY invalidation exists only on PostgreSQL; this run is on SQLite (nothing is cached)",
-)
-
-
 class Loads:
     """A loader that counts its calls."""
 
@@ -115,7 +109,6 @@ def api_key() -> tuple[ApiKey, str]:
 # The mechanism
 
 
-@on_postgresql
 def test_a_hit_returns_the_stored_value_without_loading(listening: None) -> None:
     loads = Loads()
     assert cached(TOPIC_FACET, "k", loads) == "loaded"
@@ -123,7 +116,6 @@ def test_a_hit_returns_the_stored_value_without_loading(listening: None) -> None
     assert loads.calls == 1
 
 
-@on_postgresql
 def test_a_loader_that_raises_stores_nothing(listening: None) -> None:
     def refuse() -> str:
         raise Unauthenticated("no")
@@ -148,7 +140,6 @@ def test_a_loader_that_raises_stores_nothing(listening: None) -> None:
     ],
     ids=["apikey", "tenant", "facet", "facet-card", "skillroute", "agent", "workflow", "empty-delete"],
 )
-@on_postgresql
 def test_a_committed_write_to_a_source_table_empties_its_topic(
     listening: None, topic: str, write: Callable[[], Any]
 ) -> None:
@@ -169,7 +160,6 @@ def test_a_committed_write_to_a_source_table_empties_its_topic(
     assert loads.calls == 2
 
 
-@on_postgresql
 def test_raw_sql_invalidates_too(listening: None) -> None:
     facet_ensure(protocol="mcp")
     settle()
@@ -181,7 +171,6 @@ def test_raw_sql_invalidates_too(listening: None) -> None:
     assert cache_size(TOPIC_FACET) == 0
 
 
-@on_postgresql
 def test_a_rolled_back_write_invalidates_nothing(listening: None) -> None:
     api_key()
     facet_ensure(protocol="a2a")
@@ -200,7 +189,6 @@ def test_a_rolled_back_write_invalidates_nothing(listening: None) -> None:
     assert cache_size(TOPIC_APIKEY) == 1
 
 
-@on_postgresql
 def test_a_value_loaded_across_a_commit_is_not_stored(listening: None) -> None:
     """The loader read the row, then a commit's notification arrived before it returned: what it
     read may predate the commit, and the notification is gone, so storing it would keep it."""
@@ -217,7 +205,6 @@ def test_a_value_loaded_across_a_commit_is_not_stored(listening: None) -> None:
     assert cache_size(TOPIC_FACET) == 0
 
 
-@on_postgresql
 def test_inside_an_atomic_block_the_cache_is_bypassed(listening: None) -> None:
     loads = Loads()
     cached(TOPIC_FACET, "k", loads)
@@ -238,7 +225,6 @@ def _terminate_listener() -> int:
         return int(cursor.fetchone()[0])
 
 
-@on_postgresql
 def test_while_the_listener_is_down_every_lookup_loads(listening: None, monkeypatch: pytest.MonkeyPatch) -> None:
     loads = Loads()
     cached(TOPIC_APIKEY, "k", loads)
@@ -259,25 +245,10 @@ def test_while_the_listener_is_down_every_lookup_loads(listening: None, monkeypa
     assert loads.calls == 5
 
 
-@pytest.mark.skipif(
-    connection.vendor != "sqlite",
-    reason="this run is on PostgreSQL; the no-caching rule of SQLite runs when DATABASE_URL is unset",
-)
-def test_sqlite_caches_nothing_and_starts_no_listener(db: None) -> None:
-    loads = Loads()
-    for _ in range(3):
-        cached(TOPIC_FACET, "k", loads)
-    assert loads.calls == 3
-    assert not invalidation.caching_supported()
-    assert invalidation._state.thread is None
-    assert not cache_listening()
-
-
 # ---------------------------------------------------------------------------------------------
 # The wired reads
 
 
-@on_postgresql
 def test_an_api_key_hit_reads_nothing_and_a_revocation_is_seen_next(listening: None) -> None:
     key, raw = api_key()
     settle()
@@ -297,7 +268,6 @@ def test_an_api_key_hit_reads_nothing_and_a_revocation_is_seen_next(listening: N
         subject_from_authorization_cached(header)
 
 
-@on_postgresql
 def test_a_revocation_by_plain_sql_is_seen_once_notified(listening: None) -> None:
     key, raw = api_key()
     settle()
@@ -309,7 +279,6 @@ def test_a_revocation_by_plain_sql_is_seen_once_notified(listening: None) -> Non
         subject_from_authorization_cached(f"Bearer {raw}")
 
 
-@on_postgresql
 def test_unknown_keys_are_refused_and_never_cached(listening: None) -> None:
     _, raw = api_key()
     wrong = raw[:-4] + ("aaaa" if not raw.endswith("aaaa") else "bbbb")
@@ -321,7 +290,6 @@ def test_unknown_keys_are_refused_and_never_cached(listening: None) -> None:
     assert cache_size(TOPIC_APIKEY) == 0
 
 
-@on_postgresql
 def test_the_facet_hit_reads_nothing_and_an_edit_is_seen_next(listening: None) -> None:
     facet_cached(protocol="a2a")  # creates the row, as facet_ensure does
     settle()
@@ -336,7 +304,6 @@ def test_the_facet_hit_reads_nothing_and_an_edit_is_seen_next(listening: None) -
     assert facet_cached(protocol="a2a").streaming is False
 
 
-@on_postgresql
 def test_the_card_document_is_the_served_card_and_follows_its_sources(listening: None) -> None:
     card_document_cached()  # seeds the facet and the skill routes
     settle()
@@ -356,7 +323,6 @@ def test_the_card_document_is_the_served_card_and_follows_its_sources(listening:
     assert b'"streaming":false' in card_document_cached().body
 
 
-@on_postgresql
 def test_the_per_agent_card_is_cached_for_found_agents_only(listening: None) -> None:
     _, raw = api_key()  # the tenant's creation hook seeds its demo agent and workflows
     public_card_current()
@@ -396,7 +362,6 @@ def refusing(*args: Any, **kwargs: Any) -> Any:
     raise AssertionError("a hit must not load")
 
 
-@on_postgresql
 async def test_the_async_variants_hit_on_the_loop_and_follow_a_revocation(
     listening: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -425,18 +390,3 @@ async def test_the_async_variants_hit_on_the_loop_and_follow_a_revocation(
         await sync_to_async(connections.close_all)()
 
 
-@pytest.mark.skipif(
-    connection.vendor != "sqlite",
-    reason="this run is on PostgreSQL; the no-caching rule of SQLite runs when DATABASE_URL is unset",
-)
-def test_sqlite_wired_reads_answer_as_uncached_reading_every_time(transactional_db: None) -> None:
-    key, raw = api_key()
-    for _ in range(2):
-        with CaptureQueriesContext(connection) as queries:
-            assert subject_from_authorization_cached(f"Bearer {raw}").tenant_pk == key.tenant_id
-            assert facet_cached(protocol="a2a").protocol == "a2a"
-            assert card_document_cached() == card_document_of(*public_card_current())
-        assert len(queries) > 0
-    api_key_revoke(api_key=key)
-    with pytest.raises(CredentialRevoked):
-        subject_from_authorization_cached(f"Bearer {raw}")

@@ -43,7 +43,7 @@ def test_defaults_are_valid_and_evaluated() -> None:
         ({"preferred_version": "0.3", "minimum_version": "1.0"}, "minimum_version", "above the preferred"),
         ({"profiles": ["a2a-0.3-legacy"]}, "profiles", "legacy profiles do not exist"),
         ({"profiles": ["a2a-1.0-legacy"]}, "profiles", "legacy"),
-        ({"profiles": ["mcp-2026-07-28"]}, "profiles", "is not a a2a profile"),
+        ({"profiles": ["mcp-2026-07-28"]}, "profiles", "is not an A2A profile"),
         ({"profiles": ["a2a-2.0"]}, "profiles", "not an offered version"),
         ({"refresh_window_days": 91}, "refresh_window_days", "1 to 90"),
         ({"refresh_window_days": 0}, "refresh_window_days", "1 to 90"),

@@ -193,7 +193,7 @@ def test_an_agent_floor_looser_than_its_tenant_is_refused(tenants: tuple[Tenant,
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"minimum": "2026-13-01"}, "The tenant floor '2026-13-01' is not a valid mcp revision"),
+        ({"minimum": "2026-13-01"}, "The tenant floor '2026-13-01' is not a valid MCP revision"),
         ({"minimum": "2027-01-01"}, "is above the host's preferred revision 2026-07-28"),
         ({"minimum": "", "scheduled_minimum": "2024-11-05", "scheduled_at": "future"},
          "The scheduled tenant floor 2024-11-05 is looser than the host floor 2025-11-25 (mcp minimumRevision)."),

@@ -76,7 +76,7 @@ def test_an_agent_floor_and_a_scheduled_one(acme: Tenant) -> None:
     [
         (["set", "--tenant", "acme", "--protocol", "mcp", "--minimum", "2024-11-05"],
          "The tenant floor 2024-11-05 is looser than the host floor 2025-11-25 (mcp minimumRevision)."),
-        (["set", "--tenant", "acme", "--protocol", "mcp", "--minimum", "soon"], "is not a valid mcp revision"),
+        (["set", "--tenant", "acme", "--protocol", "mcp", "--minimum", "soon"], "is not a valid MCP revision"),
         (["set", "--tenant", "acme", "--protocol", "mcp", "--minimum", NEW, "--at", "2001-01-01"],
          "is not in the future"),
         (["set", "--tenant", "acme", "--protocol", "mcp", "--minimum", NEW, "--at", "next tuesday"],

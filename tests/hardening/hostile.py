@@ -3,7 +3,8 @@ answer must keep (issue 12): never a 5xx, never the OpenWOP envelope on a protoc
 stack trace, never a state change from a refused request.
 
 A case is (body bytes, headers). Bodies range from near-valid requests with one field poisoned to
-raw garbage: wrong types, huge numbers, deep nesting, odd unicode (lone surrogates, NUL, RTL),
+raw garbage: wrong types, huge numbers (past a double too), deep nesting, strings past their
+columns (a 513-character messageId), odd unicode (lone surrogates, NUL, RTL, non-ASCII digits),
 duplicate keys (written as text, since a dict cannot hold them), missing and extra fields, wrong
 and legacy methods. Headers vary the credential, the version headers and the Content-Type.
 """
@@ -53,12 +54,14 @@ weird_text = st.one_of(
     st.text(max_size=40),
     st.sampled_from(
         ["", " ", "\x00", "\ud800", "\u202e", "\U0001f600" * 50, "../../etc/passwd", "%2F", "~2F", "~ZZ",
-         "acme/../globex", "a" * 5000, "' OR 1=1 --", "<script>", "\r\nX-Injected: 1", "null", "1e999"]
+         "acme/../globex", "a" * 5000, "' OR 1=1 --", "<script>", "\r\nX-Injected: 1", "null", "1e999",
+         "m" * 513, "a\x00b", "\x00" * 3, "²", "٣"]
     ),
 )
 huge_numbers = st.one_of(
     st.integers(min_value=-(2**70), max_value=2**70),
-    st.sampled_from([2**63, -(2**63) - 1, 2**64, 10**30, -1, 0, 1e308, -1e308, 1e-320, 0.5]),
+    st.sampled_from([2**63, -(2**63) - 1, 2**64, 10**30, -1, 0, 1e308, -1e308, 1e-320, 0.5,
+                     10**309, -(10**309), 10**400]),  # the last three: past a double (issue 33 item 11)
 )
 scalars = st.one_of(st.none(), st.booleans(), huge_numbers, weird_text)
 json_values = st.recursive(
@@ -206,10 +209,46 @@ def _case(body_strategy: st.SearchStrategy[bytes], extra_headers: st.SearchStrat
 
 
 header_text = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=20)
-a2a_cases = _case(
-    _bodies(A2A_METHODS, a2a_params),
-    st.fixed_dictionaries({}, optional={"A2A-Version": st.sampled_from(["1.0", "0.3", "", "9.9", "1", "1.0.1"])
-                                        | header_text, "A2A-Extensions": header_text, "Origin": header_text}),
+
+# Issue 33 items 10, 11: well-formed requests with one stored value poisoned (a NUL, a string past
+# its column, a number past a double), so the hostility reaches the columns instead of the parser.
+poison = st.sampled_from(["a\x00b", "\x00", "m" * 513, "c" * 300, 10**400, -(10**309)])
+A2A_POISONED_FIELDS = ["messageId", "contextId", "taskId", "text", "data", "dataKey", "skillId", "historyLength"]
+
+
+def _poisoned_a2a_case(field: str, value: Any, request_id: int) -> Case:
+    message: dict[str, Any] = {
+        "messageId": f"poisoned-{request_id}", "role": "ROLE_USER", "parts": [{"text": "x"}],
+        "metadata": {"openwop": {"skillId": "echo"}},
+    }
+    params: dict[str, Any] = {"message": message}
+    if field == "text":
+        message["parts"] = [{"text": value}]
+    elif field == "data":
+        message["parts"] = [{"data": {"v": value}}]
+    elif field == "dataKey":
+        message["parts"] = [{"data": {str(value)[:600]: 1}}]
+    elif field == "skillId":
+        message["metadata"]["openwop"]["skillId"] = value
+    elif field == "historyLength":
+        params["configuration"] = {"historyLength": -1 if isinstance(value, str) else value}
+    else:
+        message[field] = value
+    body = {"jsonrpc": "2.0", "id": request_id, "method": "SendMessage", "params": params}
+    headers = {"Content-Type": "application/json", "A2A-Version": "1.0"}
+    return Case(body=json.dumps(body).encode(), headers=headers, auth="valid")
+
+
+poisoned_a2a_cases = st.builds(
+    _poisoned_a2a_case, st.sampled_from(A2A_POISONED_FIELDS), poison, st.integers(0, 10**9)
+)
+a2a_cases = st.one_of(
+    _case(
+        _bodies(A2A_METHODS, a2a_params),
+        st.fixed_dictionaries({}, optional={"A2A-Version": st.sampled_from(["1.0", "0.3", "", "9.9", "1", "1.0.1"])
+                                            | header_text, "A2A-Extensions": header_text, "Origin": header_text}),
+    ),
+    poisoned_a2a_cases,
 )
 VALID_MCP_META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -256,7 +295,25 @@ mcp_raw_cases = _case(
         },
     ),
 )
-mcp_cases = st.one_of(routed_mcp_cases, mcp_raw_cases)
+
+
+def _poisoned_mcp_case(where: str, value: Any, request_id: int) -> Case:
+    if where == "prompt":
+        method, fields = "prompts/get", {"name": value if isinstance(value, str) else "p", "arguments": {"a": value}}
+    elif where == "answer":
+        answer = {"action": "accept", "content": {"action": "accept", "comment": value}}
+        fields = {"name": "conformance-approval", "arguments": {}, "requestState": "x.y",
+                  "inputResponses": {"acme/x": answer}}
+        method = "tools/call"
+    else:
+        method, fields = "tools/call", {"name": "echo", "arguments": {"greeting": value, "nested": [{"v": value}]}}
+    return _routed_mcp_case(method, fields, request_id)
+
+
+poisoned_mcp_cases = st.builds(
+    _poisoned_mcp_case, st.sampled_from(["arguments", "prompt", "answer"]), poison, st.integers(0, 10**9)
+)
+mcp_cases = st.one_of(routed_mcp_cases, mcp_raw_cases, poisoned_mcp_cases)
 
 
 def authorization(case: Case, key: str) -> dict[str, str]:

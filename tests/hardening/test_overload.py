@@ -17,7 +17,7 @@ import psycopg
 from django.db import connection
 
 from apps.tenants.models import ApiKey
-from tests.live import pooled_env, requires_pool, start_grpc, start_web, wait_until
+from tests.live import pooled_env, start_grpc, start_web, wait_until
 
 A2A = {"A2A-Version": "1.0", "Content-Type": "application/json"}
 MCP_VERSION = "2026-07-28"
@@ -50,7 +50,6 @@ def _api_keys_locked() -> psycopg.Connection:  # type: ignore[type-arg]
     return locker
 
 
-@requires_pool
 def test_a_saturated_pool_answers_503_with_retry_after_on_every_door(live_env, transactional_db, make_key) -> None:  # type: ignore[no-untyped-def]
     env, var_dir = live_env
     own_env = pooled_env(env, size=1, timeout=1)
@@ -107,7 +106,6 @@ def test_a_saturated_pool_answers_503_with_retry_after_on_every_door(live_env, t
         web.stop()
 
 
-@requires_pool
 def test_a_saturated_grpc_server_answers_unavailable_with_retry_after(live_env, transactional_db, make_key) -> None:  # type: ignore[no-untyped-def]
     """The gRPC binding in the same saturation: UNAVAILABLE, one ErrorInfo, retryAfterSeconds."""
     import asyncio

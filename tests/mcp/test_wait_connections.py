@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.live import pooled_env, requires_pool, start_celery_worker, start_web
+from tests.live import pooled_env, start_celery_worker, start_web
 from tests.mcp.sdk_client import mcp_client
 
 CALLS = 6
@@ -21,7 +21,6 @@ POOL = 2
 DELAY_MS = 1500
 
 
-@requires_pool
 def test_more_waiting_calls_than_pooled_connections_all_answer(live_env, transactional_db, make_key) -> None:  # type: ignore[no-untyped-def]
     env, var_dir = live_env
     own_env = pooled_env(env, size=POOL, timeout=3, queue_suffix="mcppool")

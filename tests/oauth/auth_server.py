@@ -14,7 +14,8 @@ What it implements, each as its RFC says:
   the token's `aud`;
 - `/token`: authorization_code (PKCE verified, code single-use, redirect_uri bound), refresh_token,
   client_credentials;
-- `/introspect`: RFC 7662, HTTP Basic as `introspection_client`; `/revoke`: RFC 7009.
+- `/introspect`: RFC 7662, HTTP Basic as `introspection_client` (or no client authentication when
+  `introspection_auth_methods` lists `none`); `/revoke`: RFC 7009.
 
 Tokens are RS256 JWT access tokens (RFC 9068 shape: iss, sub, aud, iat, nbf, exp, jti, client_id,
 scope) signed with the current key; `mint` signs any claims the test wants, including broken ones.
@@ -102,6 +103,8 @@ class AuthServer:
     token_lifetime: int = 300
     requests: list[tuple[str, str]] = field(default_factory=list)
     introspection_client: tuple[str, str] = ("introspector", secrets.token_urlsafe(16))
+    # RFC 8414 introspection_endpoint_auth_methods_supported; with "none", /introspect answers anyone.
+    introspection_auth_methods: list[str] = field(default_factory=lambda: ["client_secret_basic"])
 
     def __post_init__(self) -> None:
         self.port = free_port()
@@ -207,7 +210,7 @@ class AuthServer:
             "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials"],
             "code_challenge_methods_supported": ["S256"],
             "token_endpoint_auth_methods_supported": ["none", "client_secret_basic", "client_secret_post"],
-            "introspection_endpoint_auth_methods_supported": ["client_secret_basic"],
+            "introspection_endpoint_auth_methods_supported": list(self.introspection_auth_methods),
             "subject_types_supported": ["public"],
             "id_token_signing_alg_values_supported": ["RS256", "ES256"],
         }
@@ -409,7 +412,8 @@ class AuthServer:
         return secrets.compare_digest(user, want_user) and secrets.compare_digest(password, want_password)
 
     async def _introspect(self, request: Request) -> Response:
-        if not self._introspector(request):
+        anonymous = "none" in self.introspection_auth_methods and "authorization" not in request.headers
+        if not anonymous and not self._introspector(request):
             return _error("invalid_client", "introspection needs the introspection client", status=401)
         form = await request.form()
         token = str(form.get("token", ""))

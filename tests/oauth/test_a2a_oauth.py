@@ -210,12 +210,12 @@ def test_raw_refusals_on_the_live_host(oauth_host: str, auth_server: AuthServer,
     assert info["metadata"].get("openwopError") == "audience_mismatch"
     host_metadata = f"{oauth_host}/.well-known/oauth-protected-resource"
     assert challenge_params(wrong.headers["WWW-Authenticate"]) == {
-        "realm": "openwop", "error": "invalid_token", "resource_metadata": host_metadata,
+        "realm": "openwop", "error": "invalid_token", "scope": "a2a", "resource_metadata": host_metadata,
     }  # fmt: skip
     missing = httpx.get(f"{oauth_host}/a2a/rest/tasks", headers={"A2A-Version": "1.0"}, timeout=30)
     assert missing.status_code == 401
     challenge = challenge_params(missing.headers["WWW-Authenticate"])
-    assert challenge == {"realm": "openwop", "resource_metadata": host_metadata}
+    assert challenge == {"realm": "openwop", "scope": "a2a", "resource_metadata": host_metadata}  # issue 32
     assert httpx.get(host_metadata, timeout=30).json()["resource"] == oauth_host
     assert post(auth_server.mint(aud=oauth_host, scope="a2a")).status_code == 200
 

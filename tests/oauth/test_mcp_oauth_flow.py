@@ -154,6 +154,58 @@ async def test_the_sdk_client_signs_in_and_calls_a_tool(oauth_host: str, auth_se
     assert ("POST", "/introspect") in auth_server.requests
 
 
+async def test_the_sdk_client_asks_for_the_scopes_the_mount_names_and_succeeds(
+    oauth_host: str, auth_server: AuthServer, acme: Tenant
+) -> None:
+    """Issue 32: the issuer grants only the scopes asked for. The host requires scopes per method
+    family for MCP, A2A and REST; the SDK client, told nothing but the mount's URL, asks for what
+    the 401 and the mount's RFC 9728 document name (the mcp:* families' scopes, nothing of the
+    other doors'), gets them, and lists tools and resources with one sign-in."""
+    required = {"mcp:tools": ["mcp:tools"], "mcp:resources": ["mcp:resources"], "a2a": ["a2a"], "rest": ["rest"]}
+    await db_read(lambda: trust(auth_server, acme, required_scopes=required))
+    url = f"{oauth_host}/mcp"
+    async with httpx.AsyncClient(timeout=30) as raw:
+        document = (await raw.get(f"{oauth_host}/.well-known/oauth-protected-resource/mcp")).json()
+    assert document["scopes_supported"] == ["mcp:resources", "mcp:tools"]
+    storage, browser = MemoryStorage(), Browser(auth_server.ca_bundle)
+
+    async with oauth_client(url, auth_server, storage, browser) as client:
+        assert "echo" in [tool.name for tool in (await client.list_tools()).tools]
+        await client.list_resources()
+
+    [authorization_url] = browser.authorization_urls
+    query = {k: v[0] for k, v in parse_qs(urlsplit(authorization_url).query).items()}
+    assert query["scope"].split() == ["mcp:resources", "mcp:tools"]  # the 401's `scope`, as named
+    assert storage.tokens is not None and set((storage.tokens.scope or "").split()) == {"mcp:resources", "mcp:tools"}
+
+
+async def test_a_narrower_token_steps_up_to_the_scope_the_403_names(
+    oauth_host: str, auth_server: AuthServer, acme: Tenant
+) -> None:
+    """A client holding a token for resources only calls a tool: the 403 names `mcp:tools`, the SDK
+    signs in again for what it had plus that (its step-up union), and the call succeeds."""
+    required = {"mcp:tools": ["mcp:tools"], "mcp:resources": ["mcp:resources"]}
+    await db_read(lambda: trust(auth_server, acme, required_scopes=required))
+    url = f"{oauth_host}/mcp"
+    storage, browser = MemoryStorage(), Browser(auth_server.ca_bundle)
+    client_id, _ = auth_server.register(redirect_uris=[REDIRECT_URI])
+    storage.client_info = OAuthClientInformationFull(
+        client_id=client_id, redirect_uris=[REDIRECT_URI],  # type: ignore[list-item]
+        grant_types=["authorization_code", "refresh_token"], response_types=["code"], token_endpoint_auth_method="none",
+    )  # fmt: skip
+    narrow = auth_server.mint(aud=url, scope="mcp:resources", client_id=client_id)
+    storage.tokens = OAuthToken(access_token=narrow, token_type="Bearer", expires_in=300, scope="mcp:resources")
+
+    async with oauth_client(url, auth_server, storage, browser) as client:
+        echo = await client.call_tool("echo", {"greeting": "stepped up"})
+        assert echo.is_error is False and echo.structured_content == {"greeting": "stepped up"}
+
+    [authorization_url] = browser.authorization_urls  # the one step-up
+    query = {k: v[0] for k, v in parse_qs(urlsplit(authorization_url).query).items()}
+    assert set(query["scope"].split()) == {"mcp:resources", "mcp:tools"}
+    assert storage.tokens is not None and storage.tokens.access_token != narrow
+
+
 def test_refusals_on_the_wire(oauth_host: str, auth_server: AuthServer, acme: Tenant) -> None:
     trust(auth_server, acme, required_scopes={"mcp:tools": ["mcp:tools"]})
     url = f"{oauth_host}/mcp"
@@ -168,7 +220,9 @@ def test_refusals_on_the_wire(oauth_host: str, auth_server: AuthServer, acme: Te
 
     none = post("tools/list", None)
     assert none.status_code == 401
-    assert challenge_params(none.headers["WWW-Authenticate"]) == {"realm": "openwop", "resource_metadata": metadata_url}
+    assert challenge_params(none.headers["WWW-Authenticate"]) == {
+        "realm": "openwop", "scope": "mcp:tools", "resource_metadata": metadata_url,
+    }  # fmt: skip
     prm = httpx.get(metadata_url, timeout=30).json()
     assert prm["resource"] == url and prm["authorization_servers"] == [auth_server.issuer]
 

@@ -84,13 +84,14 @@ def test_documents_for_the_mount_and_the_host(auth_server: AuthServer, acme: Ten
         "authorization_servers": [auth_server.issuer],
         "bearer_methods_supported": ["header"],
         "resource_name": "openwop-host MCP server",
-        "scopes_supported": ["a2a", "mcp:tools", "openid"],
+        "scopes_supported": ["mcp:tools"],  # the mount's families only (issue 32)
     }
     ProtectedResourceMetadata.model_validate(document)  # the mcp SDK client's own model of RFC 9728
 
     host = client.get(PRM).json()
     # RFC 9728 §3.3: `resource` is exactly the identifier the well-known path was formed from.
     assert host["resource"] == base and host["authorization_servers"] == [auth_server.issuer]
+    assert host["scopes_supported"] == ["a2a", "openid"]  # the A2A and REST doors' families
     ProtectedResourceMetadata.model_validate(host)
 
     assert client.get(f"{PRM}/not-a-mount").status_code == 404
@@ -184,3 +185,36 @@ def test_scope_challenge_per_method_family(auth_server: AuthServer, acme: Tenant
     # API keys carry no scopes: never refused by an issuer's requirements.
     key = make_key("acme")
     assert mcp_post(rpc("tools/list"), token=key).status_code == 200
+
+
+def test_each_401_names_the_scopes_its_door_requires(auth_server: AuthServer, acme: Tenant, settings: Any) -> None:
+    """Issue 32: the MCP authorization spec's scope selection takes the 401's `scope` first, so each
+    door names what it requires (the mount: every mcp:* family; A2A: a2a; REST: rest), and each
+    RFC 9728 document lists its own resource's scopes, never another's."""
+    trust(auth_server, acme, required_scopes={
+        "mcp:tools": ["mcp:tools"], "mcp:resources": ["mcp:resources", "openid"], "a2a": ["a2a"], "rest": ["api:read"],
+    })  # fmt: skip
+    base = settings.OPENWOP_PUBLIC_URL
+    client = Client()
+    assert client.get(f"{PRM}/mcp").json()["scopes_supported"] == ["mcp:resources", "mcp:tools", "openid"]
+    assert client.get(PRM).json()["scopes_supported"] == ["a2a", "api:read"]
+
+    mcp = challenge_params(mcp_post(rpc("tools/list"))["WWW-Authenticate"])
+    assert mcp == {
+        "realm": "openwop", "scope": "mcp:resources mcp:tools openid", "resource_metadata": f"{base}{PRM}/mcp",
+    }  # fmt: skip
+    expired = auth_server.mint(aud=f"{base}/mcp", lifetime=-120)
+    assert challenge_params(mcp_post(rpc("tools/list"), token=expired)["WWW-Authenticate"])["scope"] == (
+        "mcp:resources mcp:tools openid"
+    )
+    a2a = client.post("/a2a/jsonrpc", data={"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}},
+                      content_type="application/json", headers={"A2A-Version": "1.0"})  # fmt: skip
+    assert a2a.status_code == 401
+    assert challenge_params(a2a["WWW-Authenticate"]) == {
+        "realm": "openwop", "scope": "a2a", "resource_metadata": f"{base}{PRM}",
+    }  # fmt: skip
+    rest = client.get("/host/openwop-host/api/whoami")
+    assert rest.status_code == 401
+    assert challenge_params(rest["WWW-Authenticate"]) == {
+        "realm": "openwop", "scope": "api:read", "resource_metadata": f"{base}{PRM}",
+    }  # fmt: skip

@@ -228,6 +228,25 @@ def test_the_command_adds_lists_and_removes(
     assert not TrustedIssuer.objects.exists() and TrustedIssuerChange.objects.count() == 2
 
 
+def test_the_command_sets_required_scopes_and_the_documents_list_them(auth_server: AuthServer, tenant: Tenant) -> None:
+    """Issue 32: `--require FAMILY=SCOPE[,SCOPE]` (repeatable) is the admin's required scopes, and
+    each RFC 9728 document lists its own resource's."""
+    client_id, secret = auth_server.introspection_client
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("IDP_INTROSPECTION_SECRET", secret)
+        _command(
+            "add", "--issuer", auth_server.issuer, "--tenant", "acme", "--introspection-client-id", client_id,
+            "--introspection-client-secret-env", "IDP_INTROSPECTION_SECRET",
+            "--require", "mcp:tools=mcp:tools", "--require", "mcp:tools=openid", "--require", "rest=api:read,api:write",
+        )  # fmt: skip
+    issuer = TrustedIssuer.objects.get()
+    assert issuer.required_scopes == {"mcp:tools": ["mcp:tools", "openid"], "rest": ["api:read", "api:write"]}
+    assert TrustedIssuerChange.objects.get().after["required_scopes"] == issuer.required_scopes
+    prm = "/.well-known/oauth-protected-resource"
+    assert Client().get(f"{prm}/mcp").json()["scopes_supported"] == ["mcp:tools", "openid"]
+    assert Client().get(prm).json()["scopes_supported"] == ["api:read", "api:write"]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -238,6 +257,10 @@ def test_the_command_adds_lists_and_removes(
         (["add", "--issuer", "https://idp.example", "--tenant", "acme", "--introspection-client-id", "x",
           "--introspection-client-secret-env", "OPENWOP_TEST_UNSET_VARIABLE"], "empty or unset"),
         (["remove", "--issuer", "https://never.example"], "No such trusted issuer"),
+        (["add", "--issuer", "https://idp.example", "--tenant", "acme", "--revocation", "exp-only",
+          "--require", "mcp:tools"], "give FAMILY=SCOPE"),
+        (["add", "--issuer", "https://idp.example", "--tenant", "acme", "--revocation", "exp-only",
+          "--require", "mcp:everything=x"], "Unknown method family 'mcp:everything'"),
     ],
 )
 def test_a_refusal_says_why_and_changes_nothing(tenant: Tenant, args: list[str], message: str) -> None:

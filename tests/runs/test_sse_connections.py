@@ -15,7 +15,7 @@ import httpx
 from openwop_client import OpenwopClient
 from openwop_client.types import CreateRunRequest
 
-from tests.live import pooled_env, requires_pool, start_celery_worker, start_web
+from tests.live import pooled_env, start_celery_worker, start_web
 
 SUBSCRIBERS = 6
 POOL = 2
@@ -35,7 +35,6 @@ async def _subscribe(base_url: str, key: str, run_id: str) -> list[str]:
     return types
 
 
-@requires_pool
 def test_more_subscribers_than_pooled_connections_all_get_every_event(live_env, transactional_db, make_key) -> None:  # type: ignore[no-untyped-def]
     env, var_dir = live_env
     own_env = pooled_env(env, size=POOL, timeout=3, queue_suffix="ssepool")

@@ -10,8 +10,6 @@ of days, never the number of records.
   trigger with a transition table, one grouped upsert per statement; `runs_runevent` (mostly other
   event types) has a row trigger whose WHEN clause skips every other type without calling anything.
   Upserts go in key order, so two writers take the rollup rows' locks in the same order.
-- SQLite (the zero-setup default): row triggers doing the same upsert (SQLite has no statement
-  triggers). Both record tables are append-only, so INSERT is the only event to follow.
 
 The outcome class is `apps.audit.negotiations.outcome_class`: refused unless `outcome` is
 "accepted"; downgraded when accepted with a `requested` version other than `version`.
@@ -112,56 +110,9 @@ PG_UNINSTALL = [
     *DROP_INDEXES,
 ]
 
-# --- SQLite ---------------------------------------------------------------------------------------
-
-SQLITE_OUTCOME = """CASE
-    WHEN json_extract({p}, '$.outcome') IS NOT 'accepted' THEN 'refused'
-    WHEN json_type({p}, '$.requested') IS NOT NULL AND json_type({p}, '$.requested') != 'null'
-         AND json_extract({p}, '$.version') IS NOT json_extract({p}, '$.requested') THEN 'downgraded'
-    ELSE 'accepted' END"""
-
-
-def _sqlite_trigger(table: str) -> str:
-    return f"""
-    CREATE TRIGGER {table}_negotiation_rollup AFTER INSERT ON {table}
-    FOR EACH ROW WHEN NEW.type = '{TYPE}'
-    BEGIN
-        INSERT INTO {ROLLUP} ({KEY}, count)
-        VALUES (substr(NEW.at, 1, 10), NEW.tenant_id, coalesce(json_extract(NEW.payload, '$.protocol'), ''),
-                {SQLITE_OUTCOME.format(p="NEW.payload")}, coalesce(json_extract(NEW.payload, '$.requested'), ''), 1)
-        ON CONFLICT ({KEY}) DO UPDATE SET count = count + 1;
-    END"""
-
-
-def _sqlite_select(table: str) -> str:
-    return f"""
-        SELECT substr(r.at, 1, 10) AS day, r.tenant_id, coalesce(json_extract(r.payload, '$.protocol'), '') AS protocol,
-               {SQLITE_OUTCOME.format(p="r.payload")} AS outcome,
-               coalesce(json_extract(r.payload, '$.requested'), '') AS requested
-        FROM {table} r WHERE r.type = '{TYPE}'"""
-
-
-SQLITE_INSTALL = INDEXES + [
-    "DROP TRIGGER IF EXISTS audit_hostevent_negotiation_rollup",
-    _sqlite_trigger("audit_hostevent"),
-    "DROP TRIGGER IF EXISTS runs_runevent_negotiation_rollup",
-    _sqlite_trigger("runs_runevent"),
-    f"DELETE FROM {ROLLUP}",
-    f"""INSERT INTO {ROLLUP} ({KEY}, count)
-        SELECT day, tenant_id, protocol, outcome, requested, count(*) FROM (
-            {_sqlite_select("audit_hostevent")} UNION ALL {_sqlite_select("runs_runevent")}
-        ) GROUP BY 1, 2, 3, 4, 5""",
-]
-SQLITE_UNINSTALL = [
-    "DROP TRIGGER IF EXISTS audit_hostevent_negotiation_rollup",
-    "DROP TRIGGER IF EXISTS runs_runevent_negotiation_rollup",
-    *DROP_INDEXES,
-]
-
-
-def _run(statements: dict[str, list[str]]) -> Any:
+def _run(statements: list[str]) -> Any:
     def run(apps: Any, schema_editor: Any) -> None:
-        for sql in statements.get(schema_editor.connection.vendor, []):
+        for sql in statements:
             schema_editor.execute(sql, params=None)  # None: no %-placeholder processing
 
     return run
@@ -172,8 +123,8 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.RunPython(
-            _run({"postgresql": PG_INSTALL, "sqlite": SQLITE_INSTALL}),
-            _run({"postgresql": PG_UNINSTALL, "sqlite": SQLITE_UNINSTALL}),
+            _run(PG_INSTALL),
+            _run(PG_UNINSTALL),
             elidable=False,
         ),
     ]

@@ -9,7 +9,6 @@ downgrade is accepted). `requested` and `peer_digest` are "" when the record has
 - PostgreSQL: a statement trigger with a transition table on `audit_hostevent` (one grouped
   upsert per statement, in key order so concurrent writers lock rollup rows in the same order),
   and a row trigger on `runs_runevent` whose WHEN clause skips every other event type.
-- SQLite: row triggers doing the same upsert.
 
 Trigger creation and backfill share this migration's transaction (CREATE TRIGGER blocks concurrent
 INSERTs on the table until the backfill commits): no record is counted twice or missed.
@@ -96,53 +95,9 @@ PG_UNINSTALL = [
     "DROP FUNCTION IF EXISTS audit_negotiationpeer_from_row()",
 ]
 
-# --- SQLite ---------------------------------------------------------------------------------------
-
-
-def _sqlite_trigger(table: str) -> str:
-    p = "NEW.payload"
-    return f"""
-    CREATE TRIGGER {table}_negotiation_peer_rollup AFTER INSERT ON {table}
-    FOR EACH ROW WHEN NEW.type = '{TYPE}'
-    BEGIN
-        INSERT INTO {ROLLUP} ({KEY}, count, accepted)
-        VALUES (substr(NEW.at, 1, 10), NEW.tenant_id, coalesce(json_extract({p}, '$.protocol'), ''),
-                coalesce(json_extract({p}, '$.requested'), ''), coalesce(json_extract({p}, '$.peerDigest'), ''),
-                1, CASE WHEN json_extract({p}, '$.outcome') = 'accepted' THEN 1 ELSE 0 END)
-        ON CONFLICT ({KEY}) DO UPDATE SET count = count + 1, accepted = accepted + excluded.accepted;
-    END"""
-
-
-def _sqlite_select(table: str) -> str:
-    return f"""
-        SELECT substr(r.at, 1, 10) AS day, r.tenant_id AS tenant_id,
-               coalesce(json_extract(r.payload, '$.protocol'), '') AS protocol,
-               coalesce(json_extract(r.payload, '$.requested'), '') AS requested,
-               coalesce(json_extract(r.payload, '$.peerDigest'), '') AS peer_digest,
-               CASE WHEN json_extract(r.payload, '$.outcome') = 'accepted' THEN 1 ELSE 0 END AS accepted
-        FROM {table} r WHERE r.type = '{TYPE}'"""
-
-
-SQLITE_INSTALL = [
-    "DROP TRIGGER IF EXISTS audit_hostevent_negotiation_peer_rollup",
-    _sqlite_trigger("audit_hostevent"),
-    "DROP TRIGGER IF EXISTS runs_runevent_negotiation_peer_rollup",
-    _sqlite_trigger("runs_runevent"),
-    f"DELETE FROM {ROLLUP}",
-    f"""INSERT INTO {ROLLUP} ({KEY}, count, accepted)
-        SELECT {KEY}, count(*), sum(accepted) FROM (
-            {_sqlite_select("audit_hostevent")} UNION ALL {_sqlite_select("runs_runevent")}
-        ) GROUP BY 1, 2, 3, 4, 5""",
-]
-SQLITE_UNINSTALL = [
-    "DROP TRIGGER IF EXISTS audit_hostevent_negotiation_peer_rollup",
-    "DROP TRIGGER IF EXISTS runs_runevent_negotiation_peer_rollup",
-]
-
-
-def _run(statements: dict[str, list[str]]) -> Any:
+def _run(statements: list[str]) -> Any:
     def run(apps: Any, schema_editor: Any) -> None:
-        for sql in statements.get(schema_editor.connection.vendor, []):
+        for sql in statements:
             schema_editor.execute(sql, params=None)  # None: no %-placeholder processing
 
     return run
@@ -157,8 +112,8 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.RunPython(
-            _run({"postgresql": PG_INSTALL, "sqlite": SQLITE_INSTALL}),
-            _run({"postgresql": PG_UNINSTALL, "sqlite": SQLITE_UNINSTALL}),
+            _run(PG_INSTALL),
+            _run(PG_UNINSTALL),
             elidable=False,
         ),
     ]

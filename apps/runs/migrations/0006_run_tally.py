@@ -1,6 +1,6 @@
 """A2A ListTasks' totalSize without counting the tenant's rows (bench/README.md §ListTasks scaling).
 
-RunTally is kept by two statement triggers on runs_run (PostgreSQL only; SQLite counts rows): each
+RunTally is kept by two statement triggers on runs_run: each
 INSERT / DELETE statement adds its per-tenant row counts, read from its transition table, to the
 tally row of the backend's shard, in the statement's own transaction. Installing them takes a lock
 that waits for every open run-writing transaction and blocks new ones until this migration

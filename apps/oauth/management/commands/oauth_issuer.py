@@ -4,6 +4,7 @@ operators who keep configuration as code (issue 25).
     oauth_issuer add --issuer <url> --tenant <slug> [--audience <aud>] [--lane oidc|oauth2]
         [--revocation exp-and-recheck|exp-only] [--window N]
         [--introspection-client-id X --introspection-client-secret-env VAR]
+        [--require FAMILY=SCOPE[,SCOPE...] ...]
     oauth_issuer add --issuer <url> --tenant-claim <claim> --allowed-tenants a,b [--tenant c] [...]
     oauth_issuer list
     oauth_issuer remove --issuer <url>
@@ -11,8 +12,11 @@ operators who keep configuration as code (issue 25).
 The same services as the admin (apps/oauth/services.py): the same validation, the metadata and
 keys fetched through the egress guard (an unreachable issuer is refused), the same audited
 TrustedIssuerChange row (actor `cli:<login>` unless `--actor` says otherwise). The secret is read
-from the environment variable named, never from the command line (where `ps` would show it). A
-refusal prints its message on stderr and exits with status 2, changing nothing.
+from the environment variable named, never from the command line (where `ps` would show it).
+`exp-and-recheck` (the default) needs no introspection client when the issuer's metadata allows
+introspection without client authentication (`none` in
+`introspection_endpoint_auth_methods_supported`); otherwise it is refused without one. A refusal
+prints its message on stderr and exits with status 2, changing nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.core.errors import NotFound, ValidationFailed
-from apps.oauth.models import IssuerLane, RevocationMode, TrustedIssuer
+from apps.oauth.models import METHOD_FAMILIES, IssuerLane, RevocationMode, TrustedIssuer
 from apps.oauth.services import issuer_add, issuer_remove, tenants_by_slug
 
 REFUSED_STATUS = 2
@@ -41,6 +45,18 @@ def _slugs(value: str) -> list[str]:
     if not all(slugs):
         raise CommandError("--allowed-tenants is a comma-separated list of tenant slugs.", returncode=REFUSED_STATUS)
     return slugs
+
+
+def _required_scopes(values: list[str]) -> dict[str, list[str]]:
+    """`--require mcp:tools=mcp:tools,openid` (repeatable) -> {"mcp:tools": ["mcp:tools", "openid"]};
+    the services validate the families and scope names."""
+    required: dict[str, list[str]] = {}
+    for value in values:
+        family, equals, scopes = value.partition("=")
+        if not equals or not family.strip():
+            raise CommandError(f"--require {value!r}: give FAMILY=SCOPE[,SCOPE...].", returncode=REFUSED_STATUS)
+        required.setdefault(family.strip(), []).extend(s.strip() for s in scopes.split(",") if s.strip())
+    return required
 
 
 class Command(BaseCommand):
@@ -65,6 +81,10 @@ class Command(BaseCommand):
         add.add_argument(
             "--introspection-client-secret-env", help="the environment variable holding the introspection secret"
         )
+        add.add_argument(
+            "--require", action="append", default=[], metavar="FAMILY=SCOPE[,SCOPE...]",
+            help="scopes a token needs for a method family (repeatable): " + ", ".join(METHOD_FAMILIES),
+        )  # fmt: skip
         add.add_argument("--actor", help="who, for the audit row (default cli:<login>)")
         actions.add_parser("list", help="the trusted issuers")
         remove = actions.add_parser("remove", help="stop trusting an issuer")
@@ -109,6 +129,8 @@ class Command(BaseCommand):
             fields["allowed_tenants"] = tenants_by_slug(allowed)
         if options["algorithms"]:
             fields["algorithms"] = [a.strip() for a in options["algorithms"].split(",") if a.strip()]
+        if options["require"]:
+            fields["required_scopes"] = _required_scopes(options["require"])
         secret = ""
         variable = options["introspection_client_secret_env"]
         if variable:
