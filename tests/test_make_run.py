@@ -30,7 +30,7 @@ import pytest
 from tests.live import ROOT, _database_url, free_port, process_env
 from tests.test_fresh_clone import _clean_env, _clone
 
-START_TIMEOUT = 300  # make setup in a fresh clone migrates a new SQLite database first
+START_TIMEOUT = 300  # make setup in a fresh clone initialises and migrates a new embedded PostgreSQL first
 BEAT_TIMEOUT = 120  # the stuck-run sweeper is due every 30 s
 
 

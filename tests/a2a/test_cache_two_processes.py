@@ -25,11 +25,6 @@ from apps.tenants.models import ApiKey
 from apps.tenants.services import api_key_create, api_key_revoke, tenant_get_or_create
 from tests.live import LiveProcess, start_web, wait_until
 
-pytestmark = pytest.mark.skipif(
-    connection.vendor != "postgresql",
-    reason="cross-process invalidation is LISTEN/NOTIFY, PostgreSQL only; this run is on SQLite (nothing is cached)",
-)
-
 TASK_NOT_FOUND = -32001
 EXTENDED_CARD_NOT_CONFIGURED = -32007
 

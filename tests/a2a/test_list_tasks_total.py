@@ -16,8 +16,6 @@ from apps.runs.selectors import run_count
 from apps.tenants.models import Tenant
 from tests.a2a.conftest import Caller, advance, immediately, user_message
 
-ON_POSTGRESQL = connection.vendor == "postgresql"
-
 
 def _send(caller: Caller, message_id: str, **fields: Any) -> str:
     task = caller.rpc("SendMessage", immediately(user_message(message_id, **fields))).json()["result"]["task"]
@@ -83,7 +81,6 @@ def test_total_size_follows_rows_added_and_deleted_by_any_path(acme: Caller, glo
     assert _total(acme) == 1 and _total(globex) == 1
 
 
-@pytest.mark.skipif(not ON_POSTGRESQL, reason="the tally is kept by PostgreSQL triggers; SQLite counts rows")
 def test_unfiltered_total_reads_the_tally_not_the_runs(acme: Caller, globex: Caller) -> None:
     for i in range(3):
         _send(acme, f"r-{i}")

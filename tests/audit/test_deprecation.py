@@ -45,7 +45,6 @@ from apps.runs.services import run_create
 from apps.tenants.models import Tenant
 from apps.tenants.selectors import subject_from_api_key
 from apps.tenants.services import tenant_get_or_create
-from tests.audit.markers import postgres_only
 from tests.browser import roles
 
 URL = "/host/openwop-host/deprecation/"
@@ -188,7 +187,6 @@ def test_the_migration_backfills_records_written_before_it() -> None:
     assert _rollup()[(str(TODAY), "acme", "mcp", "2024-11-05", P1)] == 1  # the reinstalled triggers count
 
 
-@postgres_only
 @pytest.mark.django_db(transaction=True)
 def test_the_group_commit_path_keeps_the_rollup(make_subject: Any) -> None:
     alice, bob = make_subject("acme")[1], make_subject("globex")[1]
@@ -420,8 +418,6 @@ def test_the_view_reads_only_the_rollup(auditor_client: Client) -> None:
     assert "audit_hostevent" not in sql and "runs_runevent" not in sql
 
 
-@pytest.mark.postgres_only
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL only: generate_series and its plans")
 @pytest.mark.django_db
 def test_the_rollup_grows_with_peers_and_days_not_records(tenant: Tenant) -> None:
     # 30,000 records in one INSERT ... SELECT over 30 days, 2 versions and 50 peers.

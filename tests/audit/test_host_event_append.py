@@ -17,7 +17,6 @@ from apps.audit.models import AppendOnlyViolation, HostEvent, HostEventStream
 from apps.audit.services import host_event_append
 from apps.core.sse import wake_group_name
 from apps.tenants.models import Tenant
-from tests.audit.markers import postgres_only
 
 EVENT_ID_RE = re.compile(r"^[A-Za-z0-9._~-]{16,128}$")
 DURABLE = HOST_TEST_TYPES[Delivery.DURABLE]
@@ -125,7 +124,6 @@ def test_no_update_or_delete_path_in_code(make_subject) -> None:  # type: ignore
     assert HostEvent.objects.for_tenant(event.tenant_id).get().payload == {}
 
 
-@postgres_only
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_appends_stay_gap_free(make_subject) -> None:  # type: ignore[no-untyped-def]
     """Threads on separate connections race first appends and later ones on the same two streams."""
@@ -160,7 +158,6 @@ def test_concurrent_appends_stay_gap_free(make_subject) -> None:  # type: ignore
     assert counters == {alice.subject_id: half, bob.subject_id: half}
 
 
-@postgres_only
 @pytest.mark.django_db
 def test_database_refuses_update_and_delete(make_subject) -> None:  # type: ignore[no-untyped-def]
     _, alice = make_subject()

@@ -35,11 +35,6 @@ from apps.tenants.models import Tenant
 from apps.tenants.subject import Subject
 
 pytestmark = [
-    pytest.mark.postgres_only,
-    pytest.mark.skipif(
-        connection.vendor != "postgresql",
-        reason="needs PostgreSQL (the async psycopg pool, row locks across connections); this run is on SQLite",
-    ),
     pytest.mark.django_db(transaction=True),
 ]
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from channels.layers import get_channel_layer
 from channels_redis.core import RedisChannelLayer
-from django.db import connection, connections
+from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.test import Client
 
@@ -24,15 +24,12 @@ PASSWORD = "readyz-pw-5b8e2c71d4"
 
 
 def _database_at(host: str, port: int) -> BaseDatabaseWrapper:
-    """A real connection of this test's database backend that cannot reach a database: PostgreSQL
-    at `host:port` with a password, SQLite at a file in a folder that does not exist."""
+    """A real PostgreSQL connection of this test's settings that cannot reach a database: at
+    `host:port`, with a password."""
     default = connections["default"]
     options = {k: v for k, v in default.settings_dict["OPTIONS"].items() if k != "pool"}
     settings_dict = {**default.settings_dict, "OPTIONS": options}
-    if default.vendor == "sqlite":
-        settings_dict["NAME"] = "/nonexistent-readyz-dir/db.sqlite3"
-    else:
-        settings_dict.update(HOST=host, PORT=str(port), PASSWORD=PASSWORD)
+    settings_dict.update(HOST=host, PORT=str(port), PASSWORD=PASSWORD)
     return type(default)(settings_dict, "readyz-unreachable")
 
 
@@ -69,7 +66,7 @@ async def test_an_unreachable_database_is_named(db: Any, caplog: pytest.LogCaptu
     assert failing == ["database"]
     status, body = readiness_body(failing)
     assert (status, body) == (503, {"status": "not-ready", "failing": ["database"]})
-    # Refused (PostgreSQL) or unable to open (SQLite): the driver's error, by its class name only.
+    # Refused: the driver's error, by its class name only.
     assert "readiness check database failed: OperationalError" in caplog.messages
     _assert_no_secret(json.dumps(body), caplog.text)
 
@@ -109,12 +106,6 @@ def test_an_unreachable_channel_layer_answers_503_through_django(
     _assert_no_secret(response.content.decode(), caplog.text)
 
 
-@pytest.mark.postgres_only
-@pytest.mark.skipif(
-    connection.vendor != "postgresql",
-    reason="needs PostgreSQL: "
-    "a SQLite file cannot hang, so its database check fails at once instead of timing out; this run is on SQLite",
-)
 async def test_hung_dependencies_answer_within_the_deadline(
     db: Any, silent_port: int, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -11,17 +11,12 @@ import pytest
 from django.test import Client
 
 from apps.agents.services import workflow_create, workflow_fixtures_seed
-from apps.core.async_db import async_db_enabled
 from apps.runs.models import RunTransport
 from apps.runs.services import run_create
 from apps.tenants.models import Tenant
 from apps.tenants.selectors import subject_from_api_key
 from tests.a2a.conftest import user_message
 from tests.doors.conftest import Door
-
-pytestmark = pytest.mark.skipif(
-    not async_db_enabled(), reason="the lean route reads through PostgreSQL's async pool (SQLite: ORM only)"
-)
 
 ARTIFACTS = {
     "nodes": [

@@ -17,16 +17,12 @@ from django.db.backends.signals import connection_created
 from apps.audit.group_commit import host_event_batcher
 from apps.audit.models import HostEvent
 from apps.core import async_db
-from apps.core.async_db import async_db_enabled, conninfo
+from apps.core.async_db import conninfo
 from apps.core.invalidation import cache_listening, wait_for
 from apps.facets.negotiation import NEGOTIATION_EVENT
 from apps.tenants.selectors import subject_from_api_key
 from tests.a2a.conftest import user_message
 from tests.doors.conftest import Door
-
-pytestmark = pytest.mark.skipif(
-    not async_db_enabled(), reason="the lean route and its group commit exist on PostgreSQL only (SQLite: ORM)"
-)
 
 
 def _headers(key: str) -> dict[str, str]:

@@ -13,7 +13,6 @@ from django.forms.models import model_to_dict
 from apps.agents.models import Workflow
 from apps.agents.services import workflow_create, workflow_fixtures_seed
 from apps.core import async_db
-from apps.core.async_db import async_db_enabled
 from apps.push.models import Delivery, Webhook, WebhookEvent
 from apps.runs.lean import run_create_lean
 from apps.runs.models import Run, RunEvent, RunTally, RunTransport
@@ -21,10 +20,6 @@ from apps.runs.services import run_create
 from apps.tenants.models import Tenant
 from apps.tenants.selectors import subject_from_api_key
 from tests.doors.conftest import Door
-
-pytestmark = pytest.mark.skipif(
-    not async_db_enabled(), reason="the lean path writes through PostgreSQL's async pool (SQLite: ORM only)"
-)
 
 ARTIFACT_THEN_ECHO = {
     "nodes": [

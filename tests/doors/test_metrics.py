@@ -13,7 +13,6 @@ from typing import Any
 import httpx
 import pytest
 from a2a.types import Message, Part, Role, SendMessageRequest
-from django.db import connection
 from django.test import Client, override_settings
 from google.protobuf.struct_pb2 import Struct
 from openwop_client import OpenwopClient
@@ -154,12 +153,6 @@ def test_the_grafana_dashboard_queries_metrics_the_host_exposes(db: None) -> Non
     assert len(queried) >= 8 and not missing, missing
 
 
-@pytest.mark.postgres_only
-@pytest.mark.skipif(
-    connection.vendor != "postgresql",
-    reason="needs PostgreSQL: "
-    "the doors' async pool exists only there; this run is on SQLite",
-)
 @pytest.mark.django_db(transaction=True)
 def test_open_event_streams_and_pools_are_gauged(live_url: str, live_worker: Any, make_key: Any) -> None:
     """`openwop_sse_streams_open` counts a run's event stream while it is open (the door's fan-out

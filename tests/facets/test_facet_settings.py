@@ -147,8 +147,6 @@ def test_admin_edit_goes_through_validation_and_audit(client: Client) -> None:
 def test_facet_audit_rows_are_append_only_in_postgresql() -> None:
     from django.db import DatabaseError, connection, transaction
 
-    if connection.vendor != "postgresql":
-        pytest.skip("the append-only trigger exists on PostgreSQL only (SQLite keeps the rule in code)")
     facet_ensure(protocol="a2a")
     for table in ("facets_facetchange", "facets_facetrefresh"):
         for sql in (f"UPDATE {table} SET protocol = 'mcp'", f"DELETE FROM {table}"):

@@ -230,7 +230,7 @@ async def test_raw_wire_codes_keep_the_request_id(live_url: str, keys: dict[str,
         # the path): the mapped DataError, not a 500.
         task = (await rest.post("/message:send", json=_send_params())).json()["task"]
         config = await rest.get(f"/tasks/{task['id'].replace('/', '~2F')}/pushNotificationConfigs/c%00x")
-        assert config.status_code in (400, 404), config.text  # 404 where the database holds a NUL (SQLite)
+        assert config.status_code in (400, 404), config.text  # 404 if a NUL were ever stored
         assert config.json()["error"]["status"] in ("INVALID_ARGUMENT", "NOT_FOUND"), config.text
 
 

@@ -1,8 +1,8 @@
 """Hostile JSON-RPC against the A2A and MCP doors, in-process through the whole middleware stack
 (tests/hardening/hostile.py has the generators and the properties). A few hundred derandomized
-cases per door here; `make fuzz` runs FUZZ_EXAMPLES (10,000) random ones per door. With
-DATABASE_URL set (as CI runs the suite) they run on PostgreSQL, whose text, jsonb and varchar
-columns refuse what SQLite stores: NUL, over-long strings (issue 33 items 10, 11)."""
+cases per door here; `make fuzz` runs FUZZ_EXAMPLES (10,000) random ones per door. They run on
+PostgreSQL, whose text, jsonb and varchar columns refuse NUL and over-long strings (issue 33 items
+10, 11): the doors must refuse them first."""
 
 from __future__ import annotations
 

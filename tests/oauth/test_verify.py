@@ -14,7 +14,6 @@ from typing import Any
 import jwt
 import pytest
 from django.conf import settings as django_settings
-from django.db import connection
 
 from apps.core.errors import (
     AudienceMismatch,
@@ -290,12 +289,6 @@ def test_no_token_reaches_a_log(auth_server: AuthServer, tenant: Tenant, caplog:
         assert token not in text and token.split(".")[2] not in text  # ... never a token
 
 
-@pytest.mark.postgres_only
-@pytest.mark.skipif(
-    connection.vendor != "postgresql",
-    reason="needs PostgreSQL: "
-    "cache invalidation listens with LISTEN/NOTIFY; this run is on SQLite",
-)
 @pytest.mark.django_db(transaction=True)
 def test_the_verified_subject_is_cached_until_the_issuer_changes(auth_server: AuthServer) -> None:
     """Committed data, the invalidation listener running: the Subject is reused (no second

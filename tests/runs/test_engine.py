@@ -7,7 +7,7 @@ from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from apps.agents.services import workflow_create
@@ -201,8 +201,6 @@ def test_sequences_cannot_repeat(acme: Caller) -> None:
 
 
 def test_the_event_log_refuses_update_and_delete_on_postgresql(acme: Caller) -> None:
-    if connection.vendor != "postgresql":
-        pytest.skip("the append-only trigger exists on PostgreSQL only (SQLite keeps the rule in code)")
     run_id = acme.create_run("conformance-noop")
     events = RunEvent.unscoped_all_tenants.filter(run__run_id=run_id)
     with pytest.raises(Exception, match="append-only"), transaction.atomic():

@@ -58,7 +58,7 @@ def counted() -> Iterator[Counted]:
         if sql.startswith(("SAVEPOINT", "RELEASE SAVEPOINT", "ROLLBACK TO SAVEPOINT")):
             seen.savepoints += 1
         elif sql.startswith("BEGIN"):
-            pass  # SQLite opens its transaction with a statement; PostgreSQL's driver does it unseen
+            pass  # a driver that opens its transaction with a statement (PostgreSQL's does it unseen)
         else:
             seen.statements.append(sql)
             if not connection.in_atomic_block:

@@ -1,7 +1,7 @@
 """Filtered totals from the tally (issue 18): `run_list(count_total=True, statuses=...)` reads the
 tenant's per-status tally (RunTally, kept by PostgreSQL triggers), never a COUNT over runs_run, and
 stays exact across creations (concurrent ones included), status transitions by any path, and
-deletes, in the caller's tenant only. SQLite counts rows, and must give the same numbers."""
+deletes, in the caller's tenant only."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from apps.tenants.models import Tenant
 from tests.runs.conftest import Caller, advance
 
 pytestmark = pytest.mark.django_db(transaction=True)
-ON_POSTGRESQL = connection.vendor == "postgresql"
 
 
 def _total(caller: Caller, *statuses: str) -> int:
@@ -106,7 +105,6 @@ def test_concurrent_creations_are_all_counted(acme: Caller) -> None:
     _assert_exact(acme)
 
 
-@pytest.mark.skipif(not ON_POSTGRESQL, reason="the tally is kept by PostgreSQL triggers; SQLite counts rows")
 def test_a_filtered_total_reads_the_tally_not_the_runs(acme: Caller) -> None:
     tenant_pk = Tenant.objects.get(slug=acme.tenant).pk
     _create(acme, "conformance-noop", inline=True)

@@ -10,20 +10,13 @@ Retry-After.
 
 from __future__ import annotations
 
-import os
 import secrets
 
 import httpx
-import pytest
 from django.db import connection
 
 from tests.envelope import assert_envelope
 from tests.live import _database_url, start_web
-
-pytestmark = pytest.mark.skipif(
-    not os.environ.get("DATABASE_URL", "").startswith("postgres"),
-    reason="needs a PostgreSQL role to lock out (DATABASE_URL unset: SQLite)",
-)
 
 
 def test_stream_open_without_a_database_connection_is_503(live_env, transactional_db, make_key) -> None:  # type: ignore[no-untyped-def]
