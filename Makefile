@@ -10,6 +10,7 @@ GRPC_PORT ?= 50051
 # HOST as a URL authority (an IPv6 address in brackets), for the URLs `make run` advertises.
 URL_HOST = $(if $(findstring :,$(HOST)),[$(HOST)],$(HOST))
 TEST_WORKERS ?= auto
+, := ,
 export DJANGO_DEBUG ?= 1
 
 .PHONY: install setup run test psql lint worker clean bench bench-quick fuzz soak
@@ -69,6 +70,8 @@ run: debug-loopback-guard setup
 	@echo "  A2A gRPC    $(HOST):$(GRPC_PORT)  (log var/grpc.log)"
 	@echo "  worker log  var/worker.log"
 	@echo "  beat        periodic jobs: facet refresh, stuck-run sweeper, scheduled floors (log var/beat.log)"
+	@echo "  database    $(if $(DATABASE_URL),PostgreSQL of DATABASE_URL,embedded PostgreSQL under var/pg (make psql; set DATABASE_URL for your own))"
+	@echo "  redis       $(if $(REDIS_URL),REDIS_URL,none: in-process channel layer and counters$(,) filesystem broker under var/)"
 	@echo ""
 	@$(BIN)/celery -A openwop_host worker --pool threads --concurrency 16 --loglevel info > var/worker.log 2>&1 & \
 	  worker=$$!; \

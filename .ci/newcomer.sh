@@ -15,8 +15,12 @@ stop() {
 trap stop EXIT
 base="http://127.0.0.1:$port"
 for _ in $(seq 1 180); do curl -sf -o /dev/null "$base/readyz" && break; sleep 1; done
-curl -sf "$base/readyz" || { echo "make run did not become ready"; tail -50 run.log; exit 1; }
-echo
+ready=$(curl -sf "$base/readyz") || { echo "make run did not become ready"; tail -50 run.log; exit 1; }
+echo "$ready"
+# It says what a newcomer gets: the embedded PostgreSQL and the in-process stand-ins for Redis.
+printf '%s' "$ready" | .venv/bin/python -c 'import json, sys; b = json.load(sys.stdin)["backends"]; assert b == {
+  "database": "embedded-postgresql", "broker": "filesystem", "channelLayer": "in-process", "counters": "in-process"}, b'
+grep -q "embedded PostgreSQL under var/pg" run.log || { echo "the banner does not say which database"; exit 1; }
 curl -sf "$base/.well-known/openwop" | grep -q '"a2a"' || { echo "discovery does not answer"; exit 1; }
 key=$(cat var/demo-api-key)
 # A run through the REST door, executed by the worker `make run` started, to completion.

@@ -159,7 +159,8 @@ ASGI_APPLICATION = "openwop_host.asgi.application"
 # PostgreSQL, always (DESIGN.md: one dialect, one code path): DATABASE_URL's, else the embedded
 # server of this checkout under var/pg (openwop_host/embedded_postgres.py), started by the host's
 # first process and stopped with its last.
-if env.str("DATABASE_URL", default=""):
+OPENWOP_DATABASE_EMBEDDED = not env.str("DATABASE_URL", default="")  # /readyz and the banner say which
+if not OPENWOP_DATABASE_EMBEDDED:
     DATABASES = {"default": env.db("DATABASE_URL")}
     # A unix socket's folder as the URL's host, percent-encoded as libpq writes it (postgres://u@%2Frun%2Fpg/db).
     DATABASES["default"]["HOST"] = unquote(str(DATABASES["default"].get("HOST") or ""))

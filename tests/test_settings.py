@@ -21,8 +21,9 @@ def _setup(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     base.update(env)
     code = (
         "import django, json; django.setup(); from django.conf import settings as s;"
+        "from apps.core.readiness import backends_in_use;"
         "print(json.dumps([s.DATABASES['default']['ENGINE'], s.CHANNEL_LAYERS['default']['BACKEND'],"
-        " s.CELERY_BROKER_URL.split(':')[0]]))"
+        " s.CELERY_BROKER_URL.split(':')[0], backends_in_use()]))"
     )
     return subprocess.run(
         [sys.executable, "-c", code],
@@ -64,9 +65,10 @@ def test_zero_setup_defaults(embedded_tmp: Path) -> None:
     folder, started by the process and stopped when it (its last holder) exits; the data stays."""
     code = (
         "import django, json; django.setup(); from django.conf import settings as s; from django.db import connection;"
+        "from apps.core.readiness import backends_in_use;"
         "print(json.dumps([s.DATABASES['default']['ENGINE'], s.DATABASES['default']['HOST'],"
         " connection.cursor().execute('SHOW server_version').fetchone()[0], s.CHANNEL_LAYERS['default']['BACKEND'],"
-        " s.CELERY_BROKER_URL.split(':')[0]]))"
+        " s.CELERY_BROKER_URL.split(':')[0], backends_in_use()]))"
     )
     base = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_URL", "REDIS_URL"))}
     env = {**base, "DJANGO_DEBUG": "1", "OPENWOP_VAR_DIR": str(embedded_tmp),
@@ -76,7 +78,10 @@ def test_zero_setup_defaults(embedded_tmp: Path) -> None:
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr
-    engine, host, version, layer, broker = json.loads(result.stdout.splitlines()[-1])
+    engine, host, version, layer, broker, backends = json.loads(result.stdout.splitlines()[-1])
+    # /readyz says so (issue 35): the embedded server, and the in-process stand-ins for Redis.
+    assert backends == {"database": "embedded-postgresql", "broker": "filesystem", "channelLayer": "in-process",
+                        "counters": "in-process"}  # fmt: skip
     assert engine == "django.db.backends.postgresql"
     assert Path(host) == (embedded_tmp / "pg").resolve() and version.startswith("18")
     assert layer == "channels.layers.InMemoryChannelLayer"
@@ -96,10 +101,11 @@ def test_configured_backends(tmp_path: Path) -> None:
         }
     )
     assert result.returncode == 0, result.stderr
-    engine, layer, broker = json.loads(result.stdout)
+    engine, layer, broker, backends = json.loads(result.stdout)
     assert engine == "django.db.backends.postgresql"
     assert layer == "channels_redis.core.RedisChannelLayer"
     assert broker == "redis"
+    assert backends == {"database": "postgresql", "broker": "redis", "channelLayer": "redis", "counters": "redis"}
 
 
 def test_database_pool_is_opt_in(tmp_path: Path) -> None:

@@ -161,8 +161,23 @@ def readiness_body(failing: list[str]) -> tuple[int, dict[str, Any]]:
     return 200, {"status": "ready"}
 
 
+def backends_in_use() -> dict[str, str]:
+    """Which back end serves each need, never where it is (issue 35: PostgreSQL always, embedded
+    when DATABASE_URL is unset; Redis optional, in-process stand-ins without it)."""
+    layer = settings.CHANNEL_LAYERS["default"]["BACKEND"]
+    cache = settings.CACHES["default"]["BACKEND"]
+    broker = "eager" if settings.CELERY_TASK_ALWAYS_EAGER else str(settings.CELERY_BROKER_URL).split(":", 1)[0]
+    return {
+        "database": "embedded-postgresql" if getattr(settings, "OPENWOP_DATABASE_EMBEDDED", False) else "postgresql",
+        "broker": broker,
+        "channelLayer": "redis" if "redis" in layer.lower() else "in-process",
+        "counters": "redis" if "redis" in cache.lower() else "in-process",
+    }
+
+
 async def readyz(request: HttpRequest) -> JsonResponse:
     status, body = readiness_body(await readiness_failures())
+    body = {**body, "backends": backends_in_use()}
     response = JsonResponse(body, status=status)
     response["Cache-Control"] = "no-store"
     return response

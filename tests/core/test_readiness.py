@@ -51,7 +51,11 @@ def _assert_no_secret(*texts: str) -> None:
 def test_ready_answers_200_through_django(db: Any, client: Client) -> None:
     response = client.get("/readyz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ready"}
+    body = response.json()
+    assert body.pop("status") == "ready" and set(body) == {"backends"}
+    # Which back ends, never where: no URL, host or password.
+    assert set(body["backends"]) == {"database", "broker", "channelLayer", "counters"}
+    assert all(value.replace("-", "").isalpha() for value in body["backends"].values()), body
     assert response["Cache-Control"] == "no-store"
     assert "OpenWOP-Version" not in response  # not the REST wire, like /healthz
     assert client.get("/healthz").content == b"ok"  # liveness unchanged
@@ -86,7 +90,8 @@ def test_an_unreachable_broker_answers_503_through_django(
     settings.CELERY_BROKER_URL = f"redis://:{PASSWORD}@127.0.0.1:{free_port()}/0"
     response = client.get("/readyz")
     assert response.status_code == 503
-    assert response.json() == {"status": "not-ready", "failing": ["broker"]}
+    assert {**response.json(), "backends": None} == {"status": "not-ready", "failing": ["broker"], "backends": None}
+    assert response.json()["backends"]["broker"] == "redis"
     _assert_no_secret(response.content.decode(), caplog.text)
 
 
@@ -102,7 +107,9 @@ def test_an_unreachable_channel_layer_answers_503_through_django(
     assert isinstance(get_channel_layer(), RedisChannelLayer)
     response = client.get("/readyz")
     assert response.status_code == 503
-    assert response.json() == {"status": "not-ready", "failing": ["channel-layer"]}
+    body = {**response.json(), "backends": None}
+    assert body == {"status": "not-ready", "failing": ["channel-layer"], "backends": None}
+    assert response.json()["backends"]["channelLayer"] == "redis"
     _assert_no_secret(response.content.decode(), caplog.text)
 
 
