@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,37 @@ from django.db import connection
 from apps.tenants.models import Tenant
 from apps.tenants.services import api_key_create, tenant_get_or_create
 from tests.live import LiveProcess, process_env, start_celery_worker, start_web
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _flush_retrying_deadlocks()
+
+
+def _flush_retrying_deadlocks() -> None:
+    """pytest-django empties the database after each transactional test with one TRUNCATE of every
+    table. A live worker or server of the session may still be finishing an earlier test's run (a
+    cancel's last events, their push fan-out read), and PostgreSQL may pick the TRUNCATE as the
+    victim of the deadlock between them; the flush then failed and left the rows to the next test.
+    Try again once the other transaction is done (the failed flush rolled back as a whole)."""
+    from django.core.management.base import CommandError
+    from django.core.management.commands import flush
+
+    original = flush.Command.handle
+    if getattr(original, "retries_deadlocks", False):
+        return
+
+    def handle(self: flush.Command, **options: object) -> object:
+        for attempt in range(5):
+            try:
+                return original(self, **options)
+            except CommandError as exc:
+                if "deadlock detected" not in str(exc.__cause__) or attempt == 4:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+        return None
+
+    handle.retries_deadlocks = True  # type: ignore[attr-defined]
+    flush.Command.handle = handle  # type: ignore[method-assign]
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
