@@ -107,10 +107,12 @@ SOAK_CONCURRENCY ?= 64
 soak: install
 	$(BIN)/python bench/soak.py --seconds $(SOAK_SECONDS) --concurrency $(SOAK_CONCURRENCY)
 
-# ruff, then mypy with the Django and DRF plugins ([tool.mypy] in pyproject.toml; STYLE.md habit 14).
+# ruff, then mypy with the Django and DRF plugins ([tool.mypy] in pyproject.toml; STYLE.md habit 14),
+# then the layers contract of apps/ ([tool.importlinter]).
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy apps openwop_host
+	$(BIN)/lint-imports
 
 # Benchmarks against the reference servers (bench/README.md). Needs wrk, PostgreSQL and Redis;
 # BENCH_DATABASE_URL / BENCH_PEER_DATABASE_URL / BENCH_REDIS_URL choose where (databases are created).

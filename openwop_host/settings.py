@@ -116,6 +116,7 @@ INSTALLED_APPS = [
     "apps.peers",
     "apps.oauth",
     "apps.console",
+    "apps.retention",
 ]
 
 MIDDLEWARE = [
@@ -241,7 +242,22 @@ CELERY_BEAT_SCHEDULE = {
     "facets-refresh-daily": {"task": "facets.refresh", "schedule": 24 * 60 * 60},
     "runs-sweep-stale": {"task": "runs.sweep_stale", "schedule": 30.0},
     "facets-apply-scheduled-floors": {"task": "facets.apply_scheduled_floors", "schedule": 60.0},  # issue 24
+    # Issue 36: record partitions created ahead, exports written, records and runs expired.
+    "retention-apply": {"task": "retention.apply", "schedule": 60 * 60.0},
 }
+# Retention (apps/retention): days a run is kept once terminal, days a record (host event) is kept;
+# a tenant's RetentionPolicy overrides either or holds everything. Runs expire this many per transaction.
+OPENWOP_RETENTION_RUNS_DAYS = env.int("OPENWOP_RETENTION_RUNS_DAYS", default=30)
+OPENWOP_RETENTION_RECORDS_DAYS = env.int("OPENWOP_RETENTION_RECORDS_DAYS", default=90)
+OPENWOP_RETENTION_BATCH_RUNS = env.int("OPENWOP_RETENTION_BATCH_RUNS", default=500)
+# One record partition per interval: daily, weekly or monthly (apps/audit/partitions.py).
+OPENWOP_RECORDS_PARTITION_INTERVAL = env.str("OPENWOP_RECORDS_PARTITION_INTERVAL", default="daily")
+if min(OPENWOP_RETENTION_RUNS_DAYS, OPENWOP_RETENTION_RECORDS_DAYS, OPENWOP_RETENTION_BATCH_RUNS) < 1:
+    raise ImproperlyConfigured("OPENWOP_RETENTION_RUNS_DAYS, _RECORDS_DAYS and _BATCH_RUNS are at least 1.")
+# Where records are exported before they expire (apps/audit/archive.py): file:///dir or
+# s3://bucket/prefix (S3-compatible servers via AWS_ENDPOINT_URL and the usual AWS_* variables).
+# Empty: no archive, and records expire without an export.
+OPENWOP_ARCHIVE_URL = env.str("OPENWOP_ARCHIVE_URL", default="")
 # Run executor lease (apps/runs/engine.py): a dead worker's runs resume about this long after it died.
 OPENWOP_RUN_LEASE_SECONDS = env.float("OPENWOP_RUN_LEASE_SECONDS", default=10.0)
 # Inline advance (apps/runs/engine.py run_advance_inline): a door that waits for a run's answer

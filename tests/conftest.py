@@ -48,6 +48,18 @@ def _flush_retrying_deadlocks() -> None:
     flush.Command.handle = handle  # type: ignore[method-assign]
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """A `db` test's rows live in a transaction open on Django's connection, which the event
+    loop's pool cannot see: its statements join that transaction instead (apps/core/async_db.py).
+    Read once every fixture is set up: the test's atomic block is open by then, or never."""
+    from apps.core.async_db import statements_join_django_transaction
+
+    statements_join_django_transaction(connection.in_atomic_block)
+    yield
+    statements_join_django_transaction(False)
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     db = "PostgreSQL" if os.environ.get("DATABASE_URL") else "embedded PostgreSQL (var/pg)"
     redis = "Redis" if os.environ.get("REDIS_URL") else "in-memory channel layer, filesystem broker"

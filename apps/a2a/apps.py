@@ -26,6 +26,13 @@ class A2AConfig(AppConfig):
         register_refusal_renderer("/a2a", a2a_refusal)  # limits answer in A2A's wire, never the envelope
 
         from apps.a2a.signing import card_signing_advertised
-        from apps.facets.discovery import register_extension
+        from apps.core.discovery import register_extension
 
         register_extension("openwop-host.cardSigning", card_signing_advertised)  # are the cards signed (issue 21)
+
+        from apps.a2a.previews import agent_card_preview, served_card_wire
+        from apps.agents import admin as agents_admin
+        from apps.facets import admin as facets_admin
+
+        agents_admin.card_previews[:] = [agent_card_preview]  # the admin shows the cards as served
+        facets_admin.served_cards[:] = [served_card_wire]

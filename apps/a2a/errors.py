@@ -55,7 +55,7 @@ class AuthenticationRequired(A2AError):
 
 class InsufficientScope(A2AError):
     """The caller's access token lacks a scope its issuer requires for the `a2a` method family
-    (issue 25; identity.md §2.5): HTTP 403 with the scope challenge (apps/doors/oauth.py), gRPC
+    (issue 25; identity.md §2.5): HTTP 403 with the scope challenge (apps/oauth/challenge.py), gRPC
     PERMISSION_DENIED; ErrorInfo metadata `requiredScopes` lists them (space separated)."""
 
     message = "The access token lacks a scope this interface requires."

@@ -144,7 +144,7 @@ async def _abort(context: Context, refused: GrpcRefused) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Admit, authenticate, negotiate (views.py `_caller`, from metadata instead of headers)
+# Admit, authenticate, negotiate (operations.call_open, from metadata instead of headers)
 
 
 def _metadata(context: Context, key: str) -> str | None:
@@ -175,7 +175,7 @@ async def _admitted(authorization: str | None, *, stream: bool) -> str | None:
 async def _call_of(context: Context, a2a_tenant: str | None = None) -> Call:
     """`a2a_tenant`: a routed operation's `tenant` (its agent's floor is part of the one decision)."""
     requested = (_metadata(context, "a2a-version") or "").strip()
-    return await sync_to_async(operations.call_open)(
+    return await operations.call_open(
         authorization=_metadata(context, "authorization"),
         requested=requested or None,
         origin=_metadata(context, "origin"),
@@ -288,11 +288,6 @@ async def _send(call: Call, request: SendMessageRequest) -> SendMessageResponse:
     return SendMessageResponse(task=result)
 
 
-async def _get(call: Call, request: GetTaskRequest) -> Task:
-    task = await operations.get_task(call, request)
-    assert isinstance(task, Task)  # a gRPC Call is never lean: the proto Task, not its wire doc
-    return task
-
 
 class A2AGrpcService(a2a_pb2_grpc.A2AServiceServicer):
     """Every method: admit, authenticate + negotiate, the parse check, the operation, or the mapped status."""
@@ -310,7 +305,7 @@ class A2AGrpcService(a2a_pb2_grpc.A2AServiceServicer):
             yield response
 
     async def GetTask(self, request: GetTaskRequest, context: Context) -> Task:
-        return await _unary("GetTask", context, _parsed(request, lambda call: _get(call, request)))
+        return await _unary("GetTask", context, _parsed(request, lambda call: operations.get_task(call, request)))
 
     async def ListTasks(self, request: ListTasksRequest, context: Context) -> ListTasksResponse:
         return await _unary("ListTasks", context, _parsed(request, lambda call: operations.list_tasks(call, request)))

@@ -3,8 +3,8 @@
 Each is the interop map's row for it (openwop-v2 reference (c).1): SendMessage -> createRun or
 resolveInterruptByRun, GetTask -> getRun, ListTasks -> listRuns' visibility, CancelTask ->
 cancelRun, SubscribeToTask -> streamRunEvents. Both bindings (views.py) call these and differ only
-in how they parse and render. Database work runs in `sync_to_async` calls that end before any
-wait or stream begins.
+in how they parse and render. Writes run in `sync_to_async` calls that end before any wait or
+stream begins; a task is read by one statement on the event loop (selectors.task_read).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
+from types import ModuleType
 from typing import Any
 
 from a2a.types import (
@@ -48,10 +49,9 @@ from google.protobuf import json_format
 from google.protobuf.empty_pb2 import Empty
 from google.protobuf.message import Message as ProtoMessage
 
-from apps.a2a import lean
 from apps.a2a.card import A2AFeatures, features_of, served_card_cached
 from apps.a2a.errors import AuthenticationRequired, InsufficientScope, invalid_params
-from apps.a2a.selectors import task_page, task_page_size, task_run_readable, task_view_of
+from apps.a2a.selectors import task_page, task_read
 from apps.a2a.services import (
     agent_skill_resolve,
     message_continue,
@@ -62,27 +62,31 @@ from apps.a2a.services import (
 )
 from apps.a2a.streams import run_wait_settled
 from apps.a2a.tck import TCK_WORKFLOW_ID, tck_route, tck_scenario
-from apps.a2a.wire import TERMINAL_STATES, TaskView, task_from_view
+from apps.a2a.wire import TERMINAL_STATES, task_from_view, to_wire
 from apps.agents.selectors import InventoryEntry, agent_by_a2a_tenant
 from apps.core.egress import EgressRefused, egress_check_url
 from apps.core.errors import NotFound, OpenWopError, ValidationFailed
-from apps.doors.oauth import OAuthDoorState, insufficient_scope_challenge, oauth_door_state, scopes_missing
-from apps.facets.negotiation import (
-    Decision,
-    inbound_peer_origin,
-    negotiation_decide,
-)
-from apps.facets.policy import TenantFloors, tenant_floors_cached
-from apps.facets.services import facet_cached
-from apps.push import services as push_services
-from apps.push.limits import push_backlog_check
+from apps.facets.negotiation import Decision, inbound_peer_origin, negotiation_decide_batched
+from apps.facets.policy import TenantFloors, atenant_floors_cached
+from apps.facets.services import afacet_cached
+from apps.oauth.challenge import OAuthDoorState, aoauth_door_state, insufficient_scope_challenge, scopes_missing
 from apps.runs.models import TERMINAL_STATUSES, WAITING_STATUSES, Run, RunStatus
+from apps.runs.reads import RunRow, RunSnapshot
 from apps.runs.services import run_resend_unclaimed
-from apps.tenants.selectors import subject_from_authorization_cached
+from apps.tenants.selectors import asubject_from_authorization_cached
 from apps.tenants.subject import Subject
 
 CONTEXT_ID_MAX = 256
 SETTLED_STATUSES = TERMINAL_STATUSES | WAITING_STATUSES  # what a blocking send waits for
+
+# A2A's push configs are kept and delivered by apps/push, a floor above this one: it hands over its
+# services module and its backlog check in its ready() (apps/push/apps.py).
+def _push_not_ready(**_: Any) -> None:
+    raise RuntimeError("apps.push has not handed over its services (its AppConfig.ready)")
+
+
+push_services = ModuleType("apps.push.services")  # both replaced in apps.push's ready()
+push_backlog_check: Callable[..., None] = _push_not_ready
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +96,6 @@ class Call:
     subject: Subject
     features: A2AFeatures
     agent: InventoryEntry | None = None
-    # Served by the door itself on PostgreSQL (apps/doors): reads may use the event loop's pool.
-    lean: bool = False
 
 
 def version_accepted(decision: Decision) -> None:
@@ -130,29 +132,33 @@ def agent_pk_of(subject: Subject, a2a_tenant: str) -> int | None:
     return entry.agent.pk if entry is not None else None
 
 
-def call_open(
+async def call_open(
     *, authorization: str | None, requested: str | None, origin: str | None, a2a_tenant: str | None = None
 ) -> Call:
-    """The exchange's Call through the ORM, for every binding that is not the lean door (JSON-RPC
-    and HTTP+JSON through Django's handler, gRPC): the Subject (one refusal for every bad
-    credential), the facet read once (the decision and the features agree), the decision and its
-    `negotiation.decided` record (the caller's host event: an inbound exchange is no run's)."""
+    """The exchange's Call, for every binding: the Subject (one refusal for every bad credential),
+    the facet read once (the decision and the features agree), the decision and its
+    `negotiation.decided` record (the caller's host event: an inbound exchange is no run's). Nothing
+    leaves the event loop when the caches hit (the Subject, the facet, the tenant's floors); the
+    record is group-committed.
+
+    `a2a_tenant`: a routed operation's `tenant: R` (SendMessage, SendStreamingMessage,
+    GetExtendedAgentCard), None for the others: when R names an agent with a floor of its own, the
+    one decision applies it (`agent_floor_may_apply`)."""
     try:
-        subject = subject_from_authorization_cached(authorization, door="a2a")
+        subject = await asubject_from_authorization_cached(authorization, door="a2a")
     except OpenWopError:
         raise AuthenticationRequired() from None  # same bytes for missing, malformed, unknown, revoked
     if subject.scopes is not None:  # an access token (API keys carry no scopes: no lookup)
-        scopes_granted(subject, oauth_door_state())
-    facet = facet_cached(protocol="a2a")
+        scopes_granted(subject, await aoauth_door_state())
+    facet = await afacet_cached(protocol="a2a")
     agent_pk = None
-    if a2a_tenant and agent_floor_may_apply(facet, tenant_floors_cached(tenant_slug=subject.tenant)):
-        agent_pk = agent_pk_of(subject, a2a_tenant)
-    decision = negotiation_decide(
+    if a2a_tenant and agent_floor_may_apply(facet, await atenant_floors_cached(tenant_slug=subject.tenant)):
+        agent_pk = await sync_to_async(agent_pk_of)(subject, a2a_tenant)
+    decision = await negotiation_decide_batched(
         protocol="a2a",
         requested=requested,
         peer_origin=inbound_peer_origin(origin_header=origin, subject=subject),
         subject=subject,
-        run=None,
         facet=facet,
         agent_pk=agent_pk,
     )
@@ -169,7 +175,7 @@ def call_routed(call: Call, tenant: str) -> Call:
     Only the operations an agent changes resolve it: SendMessage / SendStreamingMessage (which
     workflow starts) and GetExtendedAgentCard (which card). They run after the binding has
     authenticated and negotiated, with R's agent floor already in the decision (the binding passed
-    R to `call_open` / views `_call_of`: `agent_floor_may_apply`). R never selects a tenant: it is
+    R to `call_open`: `agent_floor_may_apply`). R never selects a tenant: it is
     looked up in the caller's own inventory, and every R outside it (another tenant's, an
     unpublished agent's, malformed, never minted) takes this one path and gets the same -32602,
     which does not echo R. Every other
@@ -189,7 +195,7 @@ def call_routed(call: Call, tenant: str) -> Call:
 class StreamPlan:
     """What a streaming operation hands its binding: the first Task and where the log resumes."""
 
-    run: Run
+    run: RunRow
     first: Task
     position: int
     end_when_interrupted: bool
@@ -277,9 +283,10 @@ def _validated(request: ProtoMessage) -> None:
 # SendMessage / SendStreamingMessage
 
 
-def _snapshot(subject: Subject, run_id: str, history_length: int | None) -> tuple[Run, Task, int]:
-    run = task_run_readable(subject=subject, task_id=run_id)
-    return run, task_from_view(task_view_of(run), history_length=history_length), run.last_sequence
+async def _snapshot(subject: Subject, run_id: str, history_length: int | None) -> tuple[RunSnapshot, Task]:
+    """The task as it is now: one read, and its Task."""
+    snapshot = await task_read(subject=subject, task_id=run_id)
+    return snapshot, task_from_view(snapshot, history_length=history_length)
 
 
 def _send_sync(
@@ -365,13 +372,6 @@ def _push_attach_sync(call: Call, config: TaskPushNotificationConfig, run: Run) 
     )
 
 
-def _start_and_snapshot(
-    call: Call, request: SendMessageRequest, inline: bool, history_length: int | None
-) -> tuple[Run, Task, int]:
-    run = _start_sync(call, request, inline=inline)
-    return _snapshot(call.subject, run.run_id, history_length)
-
-
 async def send_message(call: Call, request: SendMessageRequest, *, streaming: bool) -> Task | StreamPlan:
     _validated(request)
     if request.tenant:  # without one, call_routed has nothing to look up (no thread hop for it)
@@ -394,28 +394,18 @@ async def send_message(call: Call, request: SendMessageRequest, *, streaming: bo
     # Celery round trip. Streaming and returnImmediately keep the queue (their clients see the run
     # progress from elsewhere).
     inline = not streaming and not immediate
-    if inline and call.lean and call.subject.tenant_pk is not None:
-        # The run comes back as committed (settled, usually); its Task is one read on the loop.
-        run = await sync_to_async(_start_sync)(call, request, inline=True)
-        if run.status in SETTLED_STATUSES:
-            return await lean.task_read(
-                tenant_pk=call.subject.tenant_pk, task_id=run.run_id, history_length=history_length
-            )
-    elif streaming or inline:
-        # One thread step starts the run and reads what it became: a stream's first Task, or
-        # (usually settled in the request) the answer, without subscribing to wake-ups.
-        run, task, position = await sync_to_async(_start_and_snapshot)(call, request, inline, history_length)
-        if streaming:
-            return StreamPlan(run=run, first=task, position=position, end_when_interrupted=True)
-        if run.status in SETTLED_STATUSES:
-            return task
-    else:
-        run = await sync_to_async(_start_sync)(call, request, inline=False)
+    # One thread step starts the run; the run comes back as committed (settled, usually).
+    run = await sync_to_async(_start_sync)(call, request, inline=inline)
+    if streaming:
+        snapshot, task = await _snapshot(call.subject, run.run_id, history_length)
+        position = snapshot.run.last_sequence
+        return StreamPlan(run=snapshot.run, first=task, position=position, end_when_interrupted=True)
     # No message reached the workers (the broker is down: runs.services.advance_send): nothing
     # advances the run before the sweeper or a retry sends it, so answer it as committed now.
-    if not immediate and not (run.enqueued_at is None and not run.lease_owner):
+    waits = not (inline and run.status in SETTLED_STATUSES) and not (run.enqueued_at is None and not run.lease_owner)
+    if not immediate and waits:
         await run_wait_settled(run)
-    _, task, _ = await sync_to_async(_snapshot)(call.subject, run.run_id, history_length)
+    _, task = await _snapshot(call.subject, run.run_id, history_length)
     return task
 
 
@@ -423,14 +413,45 @@ async def send_message(call: Call, request: SendMessageRequest, *, streaming: bo
 # Tasks
 
 
-async def get_task(call: Call, request: GetTaskRequest) -> Task | lean.TaskDoc:
-    history_length = _history_length(request)
-    if call.lean and call.subject.tenant_pk is not None:
-        return await lean.task_doc_read(
-            tenant_pk=call.subject.tenant_pk, task_id=request.id, history_length=history_length
-        )
-    _, task, _ = await sync_to_async(_snapshot)(call.subject, request.id, history_length)
+async def get_task(call: Call, request: GetTaskRequest) -> Task:
+    _, task = await _snapshot(call.subject, request.id, _history_length(request))
     return task
+
+
+@dataclass(frozen=True, slots=True)
+class TaskDoc:
+    """A Task already in its wire form (`wire.to_wire(task)`): answered as is, never modified."""
+
+    doc: dict[str, Any]
+
+
+# The wire form of a Task is a pure function of its snapshot (and historyLength), and every change
+# to what a Task shows saves its run (a new `updated_at`): a task polled again without a change
+# projects to the same document, so the projection is kept, keyed by the row's version. The read
+# itself (and so isolation and freshness) happens on every request; only the protobuf round trip
+# of an unchanged task is skipped. Bounded in entries; a task with many Messages or artifacts is
+# not kept.
+_PROJECTIONS_MAX = 4096
+_PROJECTION_MAX_PARTS = 16
+_projections: dict[tuple[Any, ...], TaskDoc] = {}
+
+
+async def get_task_doc(call: Call, request: GetTaskRequest) -> TaskDoc:
+    """GetTask in wire form, for the JSON bindings."""
+    history_length = _history_length(request)
+    snapshot = await task_read(subject=call.subject, task_id=request.id)
+    run = snapshot.run
+    key = (run.tenant_id, run.run_id, run.updated_at, run.last_sequence, run.status, history_length,
+           len(snapshot.documents), len(snapshot.artifacts))  # fmt: skip
+    kept = _projections.get(key)
+    if kept is not None:
+        return kept
+    doc = TaskDoc(to_wire(task_from_view(snapshot, history_length=history_length)))
+    if len(snapshot.documents) + len(snapshot.artifacts) <= _PROJECTION_MAX_PARTS:
+        if len(_projections) >= _PROJECTIONS_MAX:
+            del _projections[next(iter(_projections))]  # the oldest kept
+        _projections[key] = doc
+    return doc
 
 
 def _history_length(request: GetTaskRequest | ListTasksRequest) -> int | None:
@@ -440,63 +461,27 @@ def _history_length(request: GetTaskRequest | ListTasksRequest) -> int | None:
     return history_length
 
 
-def _list_response(
-    views: list[TaskView], *, next_page_token: str, page_size: int, total_size: int, request: ListTasksRequest
-) -> ListTasksResponse:
+async def list_tasks(call: Call, request: ListTasksRequest) -> ListTasksResponse:
     history_length = _history_length(request)
     include_artifacts = request.include_artifacts if request.HasField("include_artifacts") else False
-    response = ListTasksResponse(next_page_token=next_page_token, page_size=page_size, total_size=total_size)
-    for view in views:
-        response.tasks.append(task_from_view(view, history_length=history_length, include_artifacts=include_artifacts))
-    return response
-
-
-def _list_sync(call: Call, request: ListTasksRequest) -> ListTasksResponse:
-    _history_length(request)
     status_after = (
         request.status_timestamp_after.ToDatetime(tzinfo=dt.UTC) if request.HasField("status_timestamp_after") else None
     )
-    page = task_page(
+    page = await task_page(
         subject=call.subject,
         context_id=request.context_id or None,
         state=request.status or None,
         status_after=status_after,
         page_size=request.page_size if request.HasField("page_size") else None,
         page_token=request.page_token or None,
-        include_artifacts=request.include_artifacts if request.HasField("include_artifacts") else False,
+        include_artifacts=include_artifacts,
     )
-    return _list_response(
-        page.views,
-        next_page_token=page.next_page_token,
-        page_size=page.page_size,
-        total_size=page.total_size,
-        request=request,
+    response = ListTasksResponse(
+        next_page_token=page.next_page_token, page_size=page.page_size, total_size=page.total_size
     )
-
-
-def _unfiltered(request: ListTasksRequest) -> bool:
-    return not request.context_id and not request.status and not request.HasField("status_timestamp_after")
-
-
-async def list_tasks(call: Call, request: ListTasksRequest) -> ListTasksResponse:
-    if call.lean and call.subject.tenant_pk is not None and _unfiltered(request):
-        _history_length(request)
-        size = task_page_size(request.page_size if request.HasField("page_size") else None)
-        page = await lean.task_page_read(
-            subject=call.subject,
-            tenant_pk=call.subject.tenant_pk,
-            page_size=size,
-            page_token=request.page_token or None,
-            include_artifacts=request.include_artifacts if request.HasField("include_artifacts") else False,
-        )
-        return _list_response(
-            page.views,
-            next_page_token=page.next_page_token,
-            page_size=size,
-            total_size=page.total_size,
-            request=request,
-        )
-    return await sync_to_async(_list_sync)(call, request)
+    for view in page.views:
+        response.tasks.append(task_from_view(view, history_length=history_length, include_artifacts=include_artifacts))
+    return response
 
 
 async def cancel_task(call: Call, request: CancelTaskRequest) -> Task:
@@ -509,7 +494,7 @@ async def cancel_task(call: Call, request: CancelTaskRequest) -> Task:
     run = await sync_to_async(task_cancel)(subject=call.subject, task_id=request.id)
     if run.status == RunStatus.CANCELLING:
         await run_wait_settled(run, timeout=settings.OPENWOP_A2A_CANCEL_WAIT_SECONDS)
-    _, task, _ = await sync_to_async(_snapshot)(call.subject, run.run_id, None)
+    _, task = await _snapshot(call.subject, run.run_id, None)
     return task
 
 
@@ -517,10 +502,10 @@ async def subscribe(call: Call, request: SubscribeToTaskRequest) -> StreamPlan:
     """A read-only reattach: never re-executes or re-accepts (map SubscribeToTask row)."""
     if not (call.features.streaming and call.features.durable_tasks):
         raise UnsupportedOperationError("SubscribeToTask needs streaming and durableTasks.")
-    run, first, position = await sync_to_async(_snapshot)(call.subject, request.id, None)
+    snapshot, first = await _snapshot(call.subject, request.id, None)
     if first.status.state in TERMINAL_STATES:
         raise UnsupportedOperationError("The task is terminal; there is nothing to subscribe to.")
-    return StreamPlan(run=run, first=first, position=position, end_when_interrupted=False)
+    return StreamPlan(run=snapshot.run, first=first, position=snapshot.run.last_sequence, end_when_interrupted=False)
 
 
 def _extended_card_sync(call: Call) -> AgentCard:

@@ -1,29 +1,33 @@
-"""Reads for the A2A door. Every task read starts at `run_get_readable` (interop.md §Isolation).
+"""Reads for the A2A door. A task is a run read with its Messages (apps/runs/reads.py, the
+Messages named by `TASK_MESSAGES`), scoped to the caller's tenant: unknown, malformed, foreign and
+purged ids all take one path and get the same bytes (interop.md §Isolation).
 
-`task_page` (ListTasks) is `runs.selectors.run_list`, the listRuns read, with the A2A filters
+`task_page` (ListTasks) is `runs.reads.page_read`, the listRuns read, with the A2A filters
 translated: contextId, the inverse task-state projection and the status timestamp; so ListTasks
 returns exactly what listRuns returns to the same Subject (interop.md §Isolation).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from a2a.types import TaskState
 from a2a.utils.errors import TaskNotFoundError
+from asgiref.sync import sync_to_async
 
 from apps.a2a.errors import invalid_params
 from apps.a2a.models import SkillRoute, TaskMessage
-from apps.a2a.wire import InterruptView, TaskView
 from apps.core.errors import NotFound, ValidationFailed
 from apps.facets.models import Facet
-from apps.runs.models import InterruptKind, Run, RunEvent, RunStatus
-from apps.runs.selectors import RunOrder, run_event_payloads, run_get_readable, run_list, run_open_interrupt
+from apps.runs.models import InterruptKind, Run, RunStatus
+from apps.runs.reads import Documents, RunFilters, RunOrder, RunSnapshot, page_read, snapshot_read
+from apps.runs.selectors import run_get_readable
 from apps.tenants.selectors import subject_tenant_pk
 from apps.tenants.subject import Subject
+
+# The task's Messages, read with its run in one statement.
+TASK_MESSAGES = Documents(table=TaskMessage._meta.db_table)
 
 LIST_DEFAULT_PAGE_SIZE = 50
 LIST_MAX_PAGE_SIZE = 100
@@ -38,61 +42,20 @@ def task_run_readable(*, subject: Subject, task_id: str) -> Run:
         raise TaskNotFoundError() from None
 
 
-def task_view_of(run: Run) -> TaskView:
-    interrupt = run_open_interrupt(run=run)
-    return TaskView(
-        run=run,
-        open_interrupt=InterruptView.of(interrupt) if interrupt is not None else None,
-        # Only what the log held when the row was read: a stream resumes after run.last_sequence.
-        artifacts=run_event_payloads(run=run, type="artifact.created"),
-        messages=task_messages(run=run),
-    )
+async def _tenant_pk(subject: Subject) -> int:
+    if subject.tenant_pk is not None:
+        return subject.tenant_pk
+    return await sync_to_async(subject_tenant_pk)(subject)
 
 
-def task_view(*, subject: Subject, task_id: str) -> TaskView:
-    return task_view_of(task_run_readable(subject=subject, task_id=task_id))
+async def task_read(*, subject: Subject, task_id: str) -> RunSnapshot:
+    """The caller's task (its run, open interrupt, artifacts, Messages), or TaskNotFoundError."""
+    try:
+        return await snapshot_read(tenant_pk=await _tenant_pk(subject), run_id=task_id, documents=TASK_MESSAGES)
+    except NotFound:
+        raise TaskNotFoundError() from None
 
 
-def task_messages(*, run: Run) -> list[dict]:
-    return list(
-        TaskMessage.objects.for_tenant(run.tenant_id)
-        .filter(run=run)
-        .order_by("created_at", "id")
-        .values_list("document", flat=True)
-    )
-
-
-def _messages_by_run(runs: list[Run]) -> dict[int, list[dict]]:
-    """`task_messages` of every run of a page in one read (a page is one tenant's runs)."""
-    by_run: dict[int, list[dict]] = defaultdict(list)
-    if runs:
-        rows = (
-            TaskMessage.objects.for_tenant(runs[0].tenant_id)
-            .filter(run__in=[run.pk for run in runs])
-            .order_by("created_at", "id")
-            .values_list("run_id", "document")
-        )
-        for run_pk, document in rows:
-            by_run[run_pk].append(document)
-    return by_run
-
-
-def _artifacts_by_run(runs: list[Run]) -> dict[int, list[dict]]:
-    """`run_event_payloads(type="artifact.created")` of every run of a page in one read, each run's
-    cut at the `last_sequence` its row was read with, as GetTask cuts it."""
-    by_run: dict[int, list[dict]] = defaultdict(list)
-    if runs:
-        last = {run.pk: run.last_sequence for run in runs}
-        rows = (
-            RunEvent.objects.for_tenant(runs[0].tenant_id)
-            .filter(run__in=list(last), type="artifact.created")
-            .order_by("run_id", "sequence")
-            .values_list("run_id", "sequence", "payload")
-        )
-        for run_pk, sequence, payload in rows:
-            if sequence <= last[run_pk]:
-                by_run[run_pk].append(payload)
-    return by_run
 
 
 def task_message_find(*, subject: Subject, message_id: str) -> TaskMessage | None:
@@ -122,7 +85,7 @@ def skill_routes_enabled() -> list[SkillRoute]:
 
 @dataclass(frozen=True)
 class TaskPage:
-    views: list[TaskView]
+    views: list[RunSnapshot]
     next_page_token: str  # "" on the last page (always present on the wire)
     page_size: int
     total_size: int
@@ -131,25 +94,31 @@ class TaskPage:
 _WAITING = (RunStatus.WAITING_APPROVAL, RunStatus.WAITING_INPUT, RunStatus.WAITING_EXTERNAL)
 
 
-def _state_filters(state: int) -> dict[str, Any] | None:
-    """The inverse task-state projection (map `a2a.ops` ListTasks: status filter) as `run_list`
-    arguments; None for a state the forward projection never produces (REJECTED)."""
-    by_state: dict[int, dict[str, Any]] = {
-        TaskState.TASK_STATE_SUBMITTED: {"statuses": [RunStatus.PENDING]},
-        TaskState.TASK_STATE_WORKING: {"statuses": [RunStatus.RUNNING, RunStatus.CANCELLING]},
-        TaskState.TASK_STATE_INPUT_REQUIRED: {
-            "statuses": _WAITING,
-            "exclude_open_interrupt_kind": InterruptKind.CREDENTIAL,
-        },
-        TaskState.TASK_STATE_AUTH_REQUIRED: {
-            "statuses": [RunStatus.WAITING_INPUT],
-            "open_interrupt_kind": InterruptKind.CREDENTIAL,
-        },
-        TaskState.TASK_STATE_COMPLETED: {"statuses": [RunStatus.COMPLETED]},
-        TaskState.TASK_STATE_FAILED: {"statuses": [RunStatus.FAILED]},
-        TaskState.TASK_STATE_CANCELED: {"statuses": [RunStatus.CANCELLED]},
+def _state_filters(state: int, context_id: str | None, status_after: datetime | None) -> RunFilters | None:
+    """The inverse task-state projection (map `a2a.ops` ListTasks: status filter) with the other
+    filters; None for a state the forward projection never produces (REJECTED)."""
+    by_state: dict[int, RunFilters] = {
+        TaskState.TASK_STATE_SUBMITTED: RunFilters(statuses=(RunStatus.PENDING,)),
+        TaskState.TASK_STATE_WORKING: RunFilters(statuses=(RunStatus.RUNNING, RunStatus.CANCELLING)),
+        TaskState.TASK_STATE_INPUT_REQUIRED: RunFilters(
+            statuses=_WAITING, exclude_open_interrupt_kind=InterruptKind.CREDENTIAL
+        ),
+        TaskState.TASK_STATE_AUTH_REQUIRED: RunFilters(
+            statuses=(RunStatus.WAITING_INPUT,), open_interrupt_kind=InterruptKind.CREDENTIAL
+        ),
+        TaskState.TASK_STATE_COMPLETED: RunFilters(statuses=(RunStatus.COMPLETED,)),
+        TaskState.TASK_STATE_FAILED: RunFilters(statuses=(RunStatus.FAILED,)),
+        TaskState.TASK_STATE_CANCELED: RunFilters(statuses=(RunStatus.CANCELLED,)),
+        TaskState.TASK_STATE_UNSPECIFIED: RunFilters(),
     }
-    return by_state.get(state)
+    filters = by_state.get(state)
+    if filters is None:
+        return None
+    return RunFilters(
+        statuses=filters.statuses, context_id=context_id, updated_after=status_after,
+        open_interrupt_kind=filters.open_interrupt_kind,
+        exclude_open_interrupt_kind=filters.exclude_open_interrupt_kind,
+    )  # fmt: skip
 
 
 def task_page_size(page_size: int | None) -> int:
@@ -159,7 +128,7 @@ def task_page_size(page_size: int | None) -> int:
     return size
 
 
-def task_page(
+async def task_page(
     *,
     subject: Subject,
     context_id: str | None,
@@ -169,41 +138,22 @@ def task_page(
     page_token: str | None,
     include_artifacts: bool,
 ) -> TaskPage:
-    """One page of the caller's tasks through `run_list` (the listRuns read): newest status first,
-    keyset-paginated; its cursor is the nextPageToken, its errors this binding's -32602."""
+    """One page of the caller's tasks (the listRuns read): newest status first, keyset-paginated;
+    its cursor is the nextPageToken, its errors this binding's -32602."""
     size = task_page_size(page_size)
-    filters: dict[str, Any] = {}
-    if state is not None and state != TaskState.TASK_STATE_UNSPECIFIED:
-        filters = _state_filters(state) or {}
-        if not filters:
-            return TaskPage(views=[], next_page_token="", page_size=size, total_size=0)
+    filters = _state_filters(state or TaskState.TASK_STATE_UNSPECIFIED, context_id, status_after)
+    if filters is None:
+        return TaskPage(views=[], next_page_token="", page_size=size, total_size=0)
     try:
-        page = run_list(
-            subject=subject,
-            context_id=context_id or None,
-            updated_after=status_after,
-            order=RunOrder.UPDATED,
-            limit=size,
-            cursor=page_token or None,
-            count_total=True,
-            **filters,
-        )
+        page = await page_read(
+            tenant_pk=await _tenant_pk(subject), tenant=subject.tenant, filters=filters, order=RunOrder.UPDATED,
+            limit=size, cursor=page_token or None, count_total=True, artifacts=include_artifacts,
+            documents=TASK_MESSAGES,
+        )  # fmt: skip
     except ValidationFailed:
         # The only argument left unchecked here is the token: one this host did not mint for
         # this caller and order.
         raise invalid_params("The pageToken was not minted by this host.", field="pageToken") from None
-    runs = [run for run, _ in page.runs]
-    messages = _messages_by_run(runs)
-    artifacts = _artifacts_by_run(runs) if include_artifacts else {}
-    views = [
-        TaskView(
-            run=run,
-            open_interrupt=InterruptView.of(interrupt) if interrupt is not None else None,
-            artifacts=artifacts.get(run.pk, []),
-            messages=messages.get(run.pk, []),
-        )
-        for run, interrupt in page.runs
-    ]
     return TaskPage(
-        views=views, next_page_token=page.next_cursor or "", page_size=size, total_size=page.total_size or 0
+        views=page.snapshots, next_page_token=page.next_cursor or "", page_size=size, total_size=page.total_size or 0
     )

@@ -1,10 +1,10 @@
 """Waiting on a run and streaming it, from its log (STYLE.md habit 9).
 
-Both read the database in short `sync_to_async` calls and wait on the run's wake-up group between
-reads, re-reading every `DB_RECHECK_SECONDS` anyway (a wake-up lost between processes only costs
-latency). No transaction or connection is held across a wait or a `yield`; a client disconnect
-arrives as `CancelledError` and ends the stream: the run belongs to no stream, so nothing else
-happens to it.
+Both read the database in single statements on the event loop (apps/runs/reads.py) and wait on
+the run's wake-up group between reads, re-reading every `DB_RECHECK_SECONDS` anyway (a wake-up
+lost between processes only costs latency). No transaction or connection is held across a wait or
+a `yield`; a client disconnect arrives as `CancelledError` and ends the stream: the run belongs to
+no stream, so nothing else happens to it.
 """
 
 from __future__ import annotations
@@ -16,13 +16,12 @@ from dataclasses import replace
 from typing import Any
 
 from a2a.types import StreamResponse, Task
-from asgiref.sync import sync_to_async
 
 from apps.a2a.wire import INTERRUPTED_STATES, TERMINAL_STATES, StreamProjection, to_wire
 from apps.core.sse import SseEvent, format_event, log_events, wake_waiter
 from apps.runs.log import run_wake_group
-from apps.runs.models import TERMINAL_STATUSES, WAITING_STATUSES, Run, RunEvent
-from apps.runs.selectors import run_events_after
+from apps.runs.models import TERMINAL_STATUSES, WAITING_STATUSES, Run
+from apps.runs.reads import RunRow, events_after, snapshot_read
 
 DB_RECHECK_SECONDS = 0.5
 SSE_HEARTBEAT_SECONDS = 15.0  # a comment line on a quiet SSE stream (as apps.core.sse.stream_log)
@@ -33,18 +32,18 @@ BLOCKING_WAIT_SECONDS = 60.0
 Frame = Callable[[StreamResponse], dict[str, Any]]
 
 
-def _status_of(run: Run) -> str:
-    return Run.objects.for_tenant(run.tenant_id).values_list("status", flat=True).get(pk=run.pk)
+async def _status_of(run: Run | RunRow) -> str:
+    return (await snapshot_read(tenant_pk=run.tenant_id, run_id=run.run_id, artifacts=False)).run.status
 
 
-async def run_wait_settled(run: Run, *, timeout: float = BLOCKING_WAIT_SECONDS) -> None:
+async def run_wait_settled(run: Run | RunRow, *, timeout: float = BLOCKING_WAIT_SECONDS) -> None:
     """Return once the run is terminal or suspended on an interrupt, or after `timeout`."""
     settled = TERMINAL_STATUSES | WAITING_STATUSES
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     async with wake_waiter(run_wake_group(run.run_id)) as wait:
         while True:
-            if await sync_to_async(_status_of)(run) in settled:
+            if await _status_of(run) in settled:
                 return
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -53,7 +52,7 @@ async def run_wait_settled(run: Run, *, timeout: float = BLOCKING_WAIT_SECONDS) 
 
 
 def _task_log(
-    *, run: Run, first: Task, position: int, end_when_interrupted: bool, heartbeat_seconds: float | None
+    *, run: RunRow, first: Task, position: int, end_when_interrupted: bool, heartbeat_seconds: float | None
 ) -> AsyncGenerator[SseEvent | None, None]:
     """The stream every binding sends, as events whose `data` is the StreamResponse message: the
     Task first, then the run log after `position` projected as status and artifact updates, ending
@@ -75,7 +74,7 @@ def _task_log(
             out.append(SseEvent(id=position, data=StreamResponse(task=first), terminal=done))
             if done:
                 return out
-        events: list[RunEvent] = await sync_to_async(run_events_after)(run=run, after=after)
+        events = await events_after(tenant_pk=run.tenant_id, run_pk=run.pk, after=after)
         for event in events:
             responses = projection.project([event])
             for index, response in enumerate(responses):
@@ -96,7 +95,7 @@ def _task_log(
 
 async def task_stream(
     *,
-    run: Run,
+    run: RunRow,
     first: Task,
     position: int,
     frame: Frame,
@@ -117,7 +116,7 @@ async def task_stream(
 
 
 async def task_responses(
-    *, run: Run, first: Task, position: int, end_when_interrupted: bool
+    *, run: RunRow, first: Task, position: int, end_when_interrupted: bool
 ) -> AsyncIterator[StreamResponse]:
     """The task stream as messages (gRPC frames them itself; HTTP/2 keeps the connection alive)."""
     events = _task_log(

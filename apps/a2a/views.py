@@ -1,7 +1,7 @@
 """The A2A 1.0 bindings: the public agent card, JSON-RPC and HTTP+JSON (REST).
 
 Every exchange on an interface URL runs the same three steps before dispatch: authenticate (the
-bearer key's Subject; one fixed refusal for every bad credential), negotiate (`negotiation_decide`
+bearer key's Subject; one fixed refusal for every bad credential), negotiate (`operations.call_open`
 writes the `negotiation.decided` record, refusals included), then parse and dispatch to
 operations.py. Every answer is JSON-RPC shaped or `google.rpc.Status`; the OpenWOP envelope never
 appears here (interop.md §A2A error details), and these paths are outside its middleware
@@ -51,7 +51,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message as ProtoMessage
 
 from apps.a2a import operations
-from apps.a2a.card import acard_document_cached, card_document_cached, features_of
+from apps.a2a.card import acard_document_cached
 from apps.a2a.errors import (
     AUTHENTICATE_HEADER,
     AuthenticationRequired,
@@ -61,27 +61,19 @@ from apps.a2a.errors import (
     jsonrpc_error_body,
     rest_error_body,
 )
-from apps.a2a.lean import TaskDoc
-from apps.a2a.operations import Call, StreamPlan
+from apps.a2a.operations import Call, StreamPlan, TaskDoc
 from apps.a2a.selectors import card_path_configured
 from apps.a2a.signing import jwks_document
 from apps.a2a.streams import jsonrpc_frame, rest_frame, task_stream
 from apps.a2a.wire import request_check, request_doc_check, to_wire
 from apps.core.api_errors import data_error_refusal
-from apps.core.async_db import async_db_enabled
 from apps.core.caller_input import caller_text_check
-from apps.core.errors import OpenWopError, ValidationFailed
+from apps.core.errors import ValidationFailed
 from apps.core.ids import unproject_id
 from apps.core.json_limits import json_loads_limited, request_json
 from apps.core.overload import is_overload
 from apps.core.sse import sse_response
-from apps.doors.oauth import aoauth_door_state, bearer_challenge
-from apps.doors.request import is_lean
-from apps.facets.negotiation import inbound_peer_origin, negotiation_decide_batched
-from apps.facets.policy import atenant_floors_cached
-from apps.facets.services import afacet_cached
-from apps.tenants.selectors import asubject_from_authorization_cached
-from apps.tenants.subject import Subject
+from apps.oauth.challenge import aoauth_door_state, bearer_challenge
 
 logger = logging.getLogger(__name__)
 
@@ -99,50 +91,14 @@ def _requested_version(request: HttpRequest) -> str | None:
     return requested.strip() if requested else None
 
 
-def _peer_origin(request: HttpRequest, subject: Subject) -> str:
-    return inbound_peer_origin(origin_header=request.headers.get("Origin"), subject=subject)
-
-
-def _caller(request: HttpRequest, a2a_tenant: str | None) -> Call:
-    return operations.call_open(
+async def _call_of(request: HttpRequest, a2a_tenant: str | None = None) -> Call:
+    """The exchange's Call (operations.call_open); `a2a_tenant`: a routed operation's `tenant: R`."""
+    return await operations.call_open(
         authorization=request.headers.get("Authorization"),
         requested=_requested_version(request),
         origin=request.headers.get("Origin"),
         a2a_tenant=a2a_tenant,
     )
-
-
-async def _call_of(request: HttpRequest, a2a_tenant: str | None = None) -> Call:
-    """The exchange's Call. Through Django's handler (the test client) everything goes through the
-    ORM in one thread step. On the lean route (apps/doors) on PostgreSQL nothing leaves the event
-    loop when the caches hit: the Subject and the facet from the per-process caches, the decision
-    recorded by the group-committed writer, and the task reads on the loop's own pool.
-
-    `a2a_tenant`: a routed operation's `tenant: R` (SendMessage, SendStreamingMessage,
-    GetExtendedAgentCard), None for the others: when R names an agent with a floor of its own, the
-    one decision applies it (operations.agent_targeted)."""
-    if not (is_lean(request) and async_db_enabled()):
-        return await sync_to_async(_caller)(request, a2a_tenant)
-    try:
-        subject = await asubject_from_authorization_cached(request.headers.get("Authorization"), door="a2a")
-    except OpenWopError:
-        raise AuthenticationRequired() from None
-    if subject.scopes is not None:  # an access token (API keys carry no scopes: no lookup)
-        operations.scopes_granted(subject, await aoauth_door_state(lean=True))
-    facet = await afacet_cached(protocol="a2a")
-    agent_pk = None
-    if a2a_tenant and operations.agent_floor_may_apply(facet, await atenant_floors_cached(tenant_slug=subject.tenant)):
-        agent_pk = await sync_to_async(operations.agent_pk_of)(subject, a2a_tenant)
-    decision = await negotiation_decide_batched(
-        protocol="a2a",
-        requested=_requested_version(request),
-        peer_origin=_peer_origin(request, subject),
-        subject=subject,
-        facet=facet,
-        agent_pk=agent_pk,
-    )
-    operations.version_accepted(decision)
-    return Call(subject=subject, features=features_of(facet), lean=True)
 
 
 # The operations whose `tenant` selects an agent (operations.call_routed), by binding.
@@ -180,6 +136,10 @@ async def _rpc_stream(call: Call, params: SendMessageRequest) -> Any:
     return await operations.send_message(call, params, streaming=True)
 
 
+async def _rpc_get_task(call: Call, params: GetTaskRequest) -> Any:
+    return await operations.get_task_doc(call, params)
+
+
 async def _rpc_extended_card(call: Call, params: GetExtendedAgentCardRequest) -> Any:
     return await operations.get_extended_card(call, params)
 
@@ -187,7 +147,7 @@ async def _rpc_extended_card(call: Call, params: GetExtendedAgentCardRequest) ->
 RPC_METHODS: dict[str, tuple[type[ProtoMessage], Handler]] = {
     "SendMessage": (SendMessageRequest, _rpc_send),
     "SendStreamingMessage": (SendMessageRequest, _rpc_stream),
-    "GetTask": (GetTaskRequest, operations.get_task),
+    "GetTask": (GetTaskRequest, _rpc_get_task),
     "ListTasks": (ListTasksRequest, operations.list_tasks),
     "CancelTask": (CancelTaskRequest, operations.cancel_task),
     "SubscribeToTask": (SubscribeToTaskRequest, operations.subscribe),
@@ -325,7 +285,7 @@ async def _challenged(request: HttpRequest, response: JsonResponse) -> JsonRespo
     with `error="invalid_token"` when a credential was presented (issue 25)."""
     if response.status_code != 401:
         return response
-    state = await aoauth_door_state(lean=is_lean(request) and async_db_enabled())
+    state = await aoauth_door_state()
     if state.enabled:
         presented = bool((request.headers.get("Authorization") or "").strip())
         response["WWW-Authenticate"] = bearer_challenge(
@@ -415,7 +375,7 @@ async def _rest_list(call: Call, request: HttpRequest, task_ref: str, tenant: st
 async def _rest_get(call: Call, request: HttpRequest, task_ref: str, tenant: str) -> Any:
     params = _query(request, GetTaskRequest())
     params.id = _task_id(task_ref)
-    return await operations.get_task(call, params)
+    return await operations.get_task_doc(call, params)
 
 
 async def _rest_cancel(call: Call, request: HttpRequest, task_ref: str, tenant: str) -> Any:
@@ -566,13 +526,8 @@ async def agent_card(request: HttpRequest) -> HttpResponseBase:
         refusal = _rest_error(MethodNotFoundError("The agent card is fetched with GET."))
         refusal["Allow"] = "GET, HEAD"
         return refusal
-    # Built once per change of its sources and kept per process (apps/core/invalidation.py). On
-    # Django's route the sync reader runs in the request's thread, which bypasses the cache inside
-    # a transaction (a test's) that may be rolled back.
-    if is_lean(request):
-        body, etag, changed = await acard_document_cached()
-    else:
-        body, etag, changed = await sync_to_async(card_document_cached)()
+    # Built once per change of its sources and kept per process (apps/core/invalidation.py).
+    body, etag, changed = await acard_document_cached()
     if _etag_hit(request.headers.get("If-None-Match"), etag):
         response = HttpResponse(status=304)
     else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -32,7 +32,8 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message as ProtoMessage
 
 from apps.core.caller_input import CallerInputInvalid, caller_json_check, number_problem, text_problem
-from apps.runs.models import Interrupt, Run, RunEvent, RunStatus
+from apps.runs.models import Run, RunEvent, RunStatus
+from apps.runs.reads import OpenInterrupt, RunRow, RunSnapshot
 
 # Artifact id of a completed run's outputs: stable across reads (map `a2a.fields`).
 OUTPUTS_ARTIFACT_ID = "outputs"
@@ -155,7 +156,7 @@ def _scalar_check(path: str, spec: FieldDescriptor, value: Any, max_length: int 
         raise _refused(path, problem)
 
 
-def context_id_of(run: Run) -> str:
+def context_id_of(run: Run | RunRow) -> str:
     """A run not started over A2A has no contextId of its own: its runId stands in (reference host)."""
     return run.context_id or run.run_id
 
@@ -168,31 +169,17 @@ def _stable_id(*parts: str) -> str:
 # Interrupts
 
 
-@dataclass(frozen=True, slots=True)
-class InterruptView:
-    interrupt_id: str
-    node_id: str
-    payload: dict[str, Any]  # InterruptPayload {kind, key, data, resumeSchema}
-
-    @property
-    def kind(self) -> str:
-        return str(self.payload.get("kind", ""))
-
-    @classmethod
-    def of(cls, interrupt: Interrupt) -> InterruptView:
-        return cls(interrupt_id=interrupt.interrupt_id, node_id=interrupt.node_id, payload=dict(interrupt.payload))
-
-    def metadata(self) -> dict[str, Any]:
-        """`metadata.openwop.interrupt`, the carrier the map names for INPUT/AUTH_REQUIRED."""
-        doc: dict[str, Any] = {"interruptId": self.interrupt_id, "nodeId": self.node_id, "kind": self.kind}
-        if "data" in self.payload:
-            doc["data"] = self.payload["data"]
-        if "resumeSchema" in self.payload:
-            doc["resumeSchema"] = self.payload["resumeSchema"]
-        return {"openwop": {"interrupt": doc}}
+def interrupt_metadata(interrupt: OpenInterrupt) -> dict[str, Any]:
+    """`metadata.openwop.interrupt`, the carrier the map names for INPUT/AUTH_REQUIRED."""
+    doc: dict[str, Any] = {"interruptId": interrupt.interrupt_id, "nodeId": interrupt.node_id, "kind": interrupt.kind}
+    if "data" in interrupt.payload:
+        doc["data"] = interrupt.payload["data"]
+    if "resumeSchema" in interrupt.payload:
+        doc["resumeSchema"] = interrupt.payload["resumeSchema"]
+    return {"openwop": {"interrupt": doc}}
 
 
-def interrupted_state(interrupt: InterruptView | None) -> int:
+def interrupted_state(interrupt: OpenInterrupt | None) -> int:
     if interrupt is not None and interrupt.kind == "credential":
         return TaskState.TASK_STATE_AUTH_REQUIRED
     return TaskState.TASK_STATE_INPUT_REQUIRED
@@ -205,7 +192,7 @@ def _agent_message(*, message_id: str, task_id: str, context_id: str, parts: lis
     return message
 
 
-def interrupt_status_message(interrupt: InterruptView, *, task_id: str, context_id: str) -> Message:
+def interrupt_status_message(interrupt: OpenInterrupt, *, task_id: str, context_id: str) -> Message:
     data = interrupt.payload.get("data") or {}
     if interrupt.kind == "credential":
         provider, connect_url = data.get("provider", ""), data.get("connectUrl", "")
@@ -261,24 +248,14 @@ def outputs_artifact(outputs: Any) -> Artifact | None:
 # The Task
 
 
-@dataclass(frozen=True)
-class TaskView:
-    """Everything a Task is projected from, read in one go (selectors.task_view)."""
-
-    run: Run
-    open_interrupt: InterruptView | None
-    artifacts: list[dict[str, Any]] = field(default_factory=list)  # artifact.created payloads
-    messages: list[dict[str, Any]] = field(default_factory=list)  # TaskMessage documents
-
-
-def task_state(run: Run, interrupt: InterruptView | None) -> int:
+def task_state(run: RunRow, interrupt: OpenInterrupt | None) -> int:
     state = STATE_BY_STATUS[run.status]
     if state == TaskState.TASK_STATE_INPUT_REQUIRED:
         return interrupted_state(interrupt)
     return state
 
 
-def task_status(run: Run, interrupt: InterruptView | None) -> TaskStatus:
+def task_status(run: RunRow, interrupt: OpenInterrupt | None) -> TaskStatus:
     state = task_state(run, interrupt)
     status = TaskStatus(state=state)  # type: ignore[arg-type]
     status.timestamp.FromDatetime(run.updated_at)
@@ -292,7 +269,8 @@ def task_status(run: Run, interrupt: InterruptView | None) -> TaskStatus:
     return status
 
 
-def task_from_view(view: TaskView, *, history_length: int | None = None, include_artifacts: bool = True) -> Task:
+def task_from_view(view: RunSnapshot, *, history_length: int | None = None, include_artifacts: bool = True) -> Task:
+    """The Task of a run read with its Messages (`documents`: selectors.TASK_MESSAGES)."""
     run = view.run
     task = Task(id=run.run_id, context_id=context_id_of(run))
     task.status.CopyFrom(task_status(run, view.open_interrupt))
@@ -303,11 +281,11 @@ def task_from_view(view: TaskView, *, history_length: int | None = None, include
         if outputs is not None:
             task.artifacts.append(outputs)
     # §3.2.4: unset = the server's default (all); 0 = none; n = the n most recent.
-    messages = view.messages if history_length is None else view.messages[-history_length:] if history_length else []
+    messages = view.documents if history_length is None else view.documents[-history_length:] if history_length else []
     for doc in messages:
         task.history.append(json_format.ParseDict(doc, Message(), ignore_unknown_fields=True))
     if view.open_interrupt is not None and task.status.state in INTERRUPTED_STATES:
-        task.metadata.update(view.open_interrupt.metadata())
+        task.metadata.update(interrupt_metadata(view.open_interrupt))
     return task
 
 
@@ -364,15 +342,14 @@ class StreamProjection:
             self.pending_interrupt = dict(event.payload)
             return []
         if kind == "node.suspended":
-            interrupt = InterruptView(
+            interrupt = OpenInterrupt(
                 interrupt_id=str(event.payload.get("interruptId", "")),
                 node_id=event.node_id,
                 payload=self.pending_interrupt or {"kind": event.payload.get("kind", "")},
             )
             message = interrupt_status_message(interrupt, task_id=self.task_id, context_id=self.context_id)
-            return [
-                self._status(interrupted_state(interrupt), event.at, message=message, metadata=interrupt.metadata())
-            ]
+            metadata = interrupt_metadata(interrupt)
+            return [self._status(interrupted_state(interrupt), event.at, message=message, metadata=metadata)]
         if kind == "artifact.created":
             return [self._artifact(artifact_from_payload(event.payload))]
         if kind == "run.completed":

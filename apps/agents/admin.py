@@ -3,19 +3,16 @@ and manage the agent inventory through audited services."""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 
-from apps.a2a.card import agent_card, public_card_current
-from apps.a2a.signing import card_sign
-from apps.a2a.wire import to_wire
 from apps.agents.models import Agent, AgentChange, Prompt, Workflow
-from apps.agents.selectors import agent_get_readable
 from apps.agents.services import (
     AGENT_EDITABLE_FIELDS,
     PROMPT_EDITABLE_FIELDS,
@@ -24,29 +21,21 @@ from apps.agents.services import (
     agent_unpublish,
     agent_update,
     prompt_create,
+    prompt_definition_check,
+    prompt_owner_check,
     prompt_update,
 )
 from apps.core.admin_read_only import ReadOnlyAdminMixin
 from apps.core.admin_service_writes import ServiceWritesAdminMixin
-from apps.core.errors import NotFound
-from apps.tenants.subject import Subject
+from apps.core.errors import ValidationFailed
+
+# The agent's A2A card as served, JSON (or None when none is served): apps/a2a, a floor above this
+# app, registers it in its ready() (apps/a2a/previews.py).
+card_previews: list[Callable[[Agent], str | None]] = []
 
 
 def agent_card_preview(agent: Agent) -> str | None:
-    """The agent's A2A card exactly as a caller of its tenant is served it (apps/a2a/card.py), or
-    None when no card is served for it (unpublished, nothing routed, or per-agent cards off)."""
-    host_card = public_card_current()[0]
-    if not host_card.capabilities.extended_agent_card:
-        return None
-    reader = Subject(issuer="openwop-host/admin", subject_id="admin-preview", tenant=agent.tenant.slug, kind="user")
-    try:
-        entry = agent_get_readable(subject=reader, agent_id=agent.agent_id)
-    except NotFound:
-        return None
-    if entry.a2a_tenant is None:
-        return None
-    signed = card_sign(agent_card(host_card=host_card, entry=entry))  # as served: signed when a key is active
-    return json.dumps(to_wire(signed), indent=2, sort_keys=True)
+    return card_previews[0](agent) if card_previews else None
 
 
 @admin.register(Workflow)
@@ -152,7 +141,7 @@ class AgentChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 @admin.register(Prompt)
 class PromptAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
     """Operators author a tenant's MCP prompts. A malformed `arguments` or `messages` is refused on
-    the field by `Prompt.clean` (the services' own check); saves go through the services."""
+    the field by `instance_check` (the services' own check); saves go through the services."""
 
     list_display = ("name", "tenant", "title", "workflow", "agent", "updated_at")
     list_filter = ("tenant",)
@@ -164,6 +153,16 @@ class PromptAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
         if obj is None:
             return ("created_at", "updated_at")
         return ("tenant", "name", "created_at", "updated_at")
+
+    def instance_check(self, instance: Prompt) -> None:
+        """The services' own checks, as errors on the offending field."""
+        try:
+            prompt_definition_check(arguments=instance.arguments, messages=instance.messages)
+            if instance.tenant_id is not None:
+                prompt_owner_check(tenant_id=instance.tenant_id, workflow=instance.workflow, agent=instance.agent)
+        except ValidationFailed as exc:
+            field = (exc.details or {}).get("field")
+            raise ValidationError({field: exc.message} if field else exc.message) from exc
 
     def save_model(self, request: HttpRequest, obj: Prompt, form: Any, change: bool) -> None:
         if change:

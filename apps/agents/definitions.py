@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import jsonschema
 
 from apps.agents.models import AUTHOR_ID_RE
 from apps.core.errors import ValidationFailed
-from apps.runs.nodes import node_config_errors
+
+# What a node's config must hold, by kind (the engine's node-kind registry, apps/runs/nodes.py):
+# the runs app, a floor above this one, registers it in its ready().
+node_checks: list[Callable[[str, Any], list[str]]] = []
+
+
+def node_config_errors(kind: str, config: Any) -> list[str]:
+    if not node_checks:
+        raise RuntimeError("no node-kind registry: apps.runs is not installed")
+    return node_checks[0](kind, config)
 
 
 def workflow_definition_check(*, definition: Any, input_schema: Any) -> None:
@@ -42,10 +52,29 @@ def workflow_definition_check(*, definition: Any, input_schema: Any) -> None:
         raise ValidationFailed("The workflow definition is not valid.", details={"errors": problems})
 
 
+# Input-schema validators by the schema object they were built from (a process-cached workflow
+# hands the same object to every run): each entry holds its schema, so its id is not reused while
+# cached, and an entry is used only for that very object, so a changed workflow (a new row, a new
+# object) never meets a stale validator. Bounded: rows read per request bring new objects.
+_VALIDATORS_KEPT = 256
+_validators: dict[int, jsonschema.Draft202012Validator] = {}
+
+
+def _inputs_validator(input_schema: dict[str, Any]) -> jsonschema.Draft202012Validator:
+    validator = _validators.get(id(input_schema))
+    if validator is None or validator.schema is not input_schema:
+        validator = jsonschema.Draft202012Validator(input_schema)
+        if len(_validators) >= _VALIDATORS_KEPT:
+            _validators.clear()  # atomic, whichever threads check at once
+        _validators[id(input_schema)] = validator
+    return validator
+
+
 def workflow_inputs_check(*, input_schema: dict[str, Any], inputs: Any) -> None:
     """Raise 400 validation_error with every schema violation of `inputs` (before any run exists)."""
-    validator = jsonschema.Draft202012Validator(input_schema)
-    errors = sorted(validator.iter_errors(inputs), key=lambda e: [str(p) for p in e.absolute_path])
+    errors = sorted(
+        _inputs_validator(input_schema).iter_errors(inputs), key=lambda e: [str(p) for p in e.absolute_path]
+    )
     if errors:
         raise ValidationFailed(
             "The inputs do not match the workflow's inputSchema.",

@@ -151,7 +151,7 @@ class Prompt(TenantOwnedModel):
     `[{"role": "user"|"assistant", "content": <text | image | resource content block>}]`; text
     (and an embedded resource's uri and text) may hold `{{argName}}` placeholders, filled with the
     caller's value as plain text (apps/agents/services.py `prompt_render`). Both are checked by
-    `prompt_definition_check` before any row is written, and by `clean()` for the admin.
+    `prompt_definition_check` before any row is written, and by the admin form (PromptAdmin.instance_check).
     """
 
     name = models.CharField(
@@ -195,18 +195,3 @@ class Prompt(TenantOwnedModel):
 
     def __str__(self) -> str:
         return self.name
-
-    def clean(self) -> None:
-        """The admin's check: the same rules as the services, as errors on the offending field."""
-        from django.core.exceptions import ValidationError
-
-        from apps.agents.services import prompt_definition_check, prompt_owner_check
-        from apps.core.errors import ValidationFailed
-
-        try:
-            prompt_definition_check(arguments=self.arguments, messages=self.messages)
-            if self.tenant_id is not None:
-                prompt_owner_check(tenant_id=self.tenant_id, workflow=self.workflow, agent=self.agent)
-        except ValidationFailed as exc:
-            field = (exc.details or {}).get("field")
-            raise ValidationError({field: exc.message} if field else exc.message) from exc

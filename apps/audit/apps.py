@@ -14,10 +14,16 @@ class AuditConfig(AppConfig):
             conformance_seams_enabled,
             register_host_event_type,
         )
-        from apps.facets.discovery import register_capability
+        from apps.core.discovery import register_capability
 
         # Listed whenever A2A or MCP is served inbound (interop.md §The audit event); issue 4 emits it.
         register_host_event_type(NEGOTIATION_DECIDED, delivery=Delivery.DURABLE)
         for delivery, type_name in HOST_TEST_TYPES.items():
             register_host_event_type(type_name, delivery=delivery, advertised=conformance_seams_enabled)
         register_capability("hostEvents", host_events_capability)
+
+        from apps.audit.group_commit import host_event_append_batched
+        from apps.audit.services import host_event_append
+        from apps.facets.negotiation import HostEventWriters, on_host_events
+
+        on_host_events(HostEventWriters(append=host_event_append, append_batched=host_event_append_batched))

@@ -1,4 +1,5 @@
-"""The auditors' page of negotiation records: filters, a per-day chart, CSV export. Read-only.
+"""The auditors' page of negotiation records: filters, a per-day chart, CSV export, and the links
+to the archive's exports of the records (issue 36). Read-only.
 
 The list pages through every record with a cursor (`?after=`, the filters kept in the same query);
 the charts cover every matching record, read from the daily rollup.
@@ -14,10 +15,12 @@ from typing import Any
 
 from django import forms
 from django.contrib.auth.decorators import user_passes_test
-from django.http import HttpRequest, HttpResponseBase
-from django.shortcuts import render
+from django.http import Http404, HttpRequest, HttpResponseBase, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
+from apps.audit.archive import ArchiveUnavailable, archive_exports_latest, archive_read
+from apps.audit.models import ArchiveExport
 from apps.audit.negotiations import (
     OUTCOME_CLASSES,
     NegotiationFilters,
@@ -25,7 +28,7 @@ from apps.audit.negotiations import (
     negotiation_page,
     negotiation_records,
 )
-from apps.core.downloads import csv_download
+from apps.core.downloads import attachment_disposition, csv_download
 
 PAGE_SIZE = 100
 CSV_COLUMNS = ("at", "tenant", "protocol", "outcome", "requested", "version", "reason", "floor", "peerDigest", "where")
@@ -113,5 +116,23 @@ def negotiation_audit(request: HttpRequest) -> HttpResponseBase:
             "next_query": next_query,
             "csv_query": query.urlencode(),
             "classes": OUTCOME_CLASSES,
+            "exports": archive_exports_latest(tenant_slug=filters.tenant),
         },
     )
+
+
+@require_GET
+@user_passes_test(is_auditor, login_url="/admin/login/")
+def archive_export_download(request: HttpRequest, pk: int, part: str) -> HttpResponseBase:
+    """One export's records file or manifest, read back from the archive (a browser cannot open
+    s3:// or the host's file:// URLs), bytes unchanged so the manifest's SHA-256 still holds."""
+    export = get_object_or_404(ArchiveExport.unscoped_all_tenants, pk=pk)  # auditors see every tenant
+    url = export.manifest_url if part == "manifest" else export.file_url
+    content_type = "application/json" if part == "manifest" else "application/gzip"
+    try:
+        chunks = archive_read(url)
+    except ArchiveUnavailable as exc:  # pruned from the archive since: the row stays, the object is gone
+        raise Http404("The export is no longer in the archive.") from exc
+    response = StreamingHttpResponse(chunks, content_type=content_type)
+    response["Content-Disposition"] = attachment_disposition(url.rsplit("/", 1)[-1])
+    return response

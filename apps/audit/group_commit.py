@@ -14,12 +14,13 @@ How a batch goes (one flusher task per event loop, so batches are written one af
   is written at once (group commit as databases do it for their own log). Measured on the dev box
   (one subject set, 2 s per point): a 0.5 or 2 ms wait before each batch made the average batch no
   bigger at c=64 (64 either way) and cost a lone request 2-3 ms, so there is none.
-- The batch is ONE statement, `_APPEND_SQL`, on an autocommit connection, so the statement is its
-  own transaction: it locks the stream rows it needs in (tenant, subject) order, advances each
-  counter by its number of rows, and inserts every row with its sequence (arrival order within a
-  stream). It commits or fails whole: no record half-written, no gap in any stream. The row locks
-  are held to that commit, so a reader never sees n+1 before n, and `host_event_append` (which
-  locks one stream per transaction) interleaves with it gap-free, in either order.
+- The batch is ONE statement, `apps.audit.chain.APPEND_SQL`, on an autocommit connection, so the
+  statement is its own transaction: it locks the stream rows it needs in (tenant, subject) order,
+  advances each counter by its number of rows, links each row into its stream's hash chain and
+  inserts every row with its sequence (arrival order within a stream). It commits or fails whole:
+  no record half-written, no gap in any stream. The row locks are held to that commit, so a
+  reader never sees n+1 before n, and `host_event_append` (which locks one stream per
+  transaction) interleaves with it gap-free, in either order.
 - A stream with no counter row yet is left out by that statement; its counter is created
   (`INSERT ... ON CONFLICT DO NOTHING`) and its rows go in a second statement of the same flush.
 - After the commit every waiter's future is resolved, then one wake-up per distinct stream is
@@ -37,14 +38,16 @@ import logging
 import weakref
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from django.utils import timezone
 from psycopg import AsyncConnection
 
+from apps.audit.chain import APPEND_SQL, content_hash
 from apps.audit.errors import HostEventDeliveryMismatch
 from apps.audit.host_event_types import host_event_type
-from apps.audit.models import HostEvent, HostEventStream
+from apps.audit.models import HostEventStream
 from apps.audit.streams import host_event_wake_group
 from apps.core.async_db import async_pool
 from apps.core.ids import mint_opaque
@@ -56,39 +59,8 @@ logger = logging.getLogger(__name__)
 
 MAX_BATCH = 256  # rows per statement: bounds the statement and a batch's share of the lock time
 
-_EVENTS = HostEvent._meta.db_table
 _STREAMS = HostEventStream._meta.db_table
 _TENANTS = Tenant._meta.db_table
-
-# One statement, one implicit transaction (the connection is in autocommit). Its parameters go in
-# binary (`%(...)b`): text arrays of JSON then need no per-character escaping on the way. The SQL text does not
-# change with the batch size (arrays, not VALUES lists), so psycopg prepares it once per connection.
-# `locked` takes the row locks in (tenant, subject) order, as every flusher of every process does,
-# so two batches never wait on each other in a cycle; the UPDATE then finds them already held.
-_APPEND_SQL = f"""
-WITH r AS (
-    SELECT * FROM unnest(
-        %(tenant_id)b::bigint[], %(subject_id)b::text[], %(subject)b::text[], %(event_id)b::text[],
-        %(type)b::text[], %(payload)b::text[], %(ordinal)b::bigint[], %(at)b::timestamptz[]
-    ) AS r(tenant_id, subject_id, subject, event_id, type, payload, ordinal, at)
-), wanted AS (
-    SELECT tenant_id, subject_id, count(*) AS n FROM r GROUP BY tenant_id, subject_id
-), locked AS MATERIALIZED (
-    SELECT s.id, w.n FROM {_STREAMS} AS s
-    JOIN wanted AS w ON s.tenant_id = w.tenant_id AND s.subject_id = w.subject_id
-    ORDER BY s.tenant_id, s.subject_id
-    FOR UPDATE OF s
-), bumped AS (
-    UPDATE {_STREAMS} AS s SET last_sequence = s.last_sequence + l.n
-    FROM locked AS l WHERE s.id = l.id
-    RETURNING s.tenant_id, s.subject_id, s.last_sequence - l.n AS base
-)
-INSERT INTO {_EVENTS} (tenant_id, subject_id, subject, event_id, type, payload, durable, sequence, at)
-SELECT r.tenant_id, r.subject_id, r.subject::jsonb, r.event_id, r.type, r.payload::jsonb, true,
-       b.base + r.ordinal, r.at
-FROM r JOIN bumped AS b ON b.tenant_id = r.tenant_id AND b.subject_id = r.subject_id
-RETURNING event_id
-"""  # noqa: S608 (our own table names; every value is a parameter)
 
 _STREAMS_CREATE_SQL = f"""
 INSERT INTO {_STREAMS} (tenant_id, subject_id, last_sequence)
@@ -112,6 +84,7 @@ class _Pending:
     type: str
     payload_json: str
     at: datetime
+    content: str  # the hash chain's content hash (apps/audit/chain.py), computed before queueing
     done: asyncio.Future[str]
 
 
@@ -223,7 +196,7 @@ class HostEventBatcher:
             _fail(batch, exc)  # the waiters whose rows did not commit (a settled future is done)
 
     async def _append_rows(self, conn: AsyncConnection[Any], rows: list[_Pending]) -> set[str]:
-        """Run `_APPEND_SQL` for `rows`; the ids it committed (rows of streams with no counter yet
+        """Run `APPEND_SQL` for `rows`; the ids it committed (rows of streams with no counter yet
         are left out)."""
         ordinals: dict[tuple[int | None, str], int] = {}
         ordinal: list[int] = []
@@ -238,11 +211,13 @@ class HostEventBatcher:
             "event_id": [p.event_id for p in rows],
             "type": [p.type for p in rows],
             "payload": [p.payload_json for p in rows],
+            "durable": [True] * len(rows),
             "ordinal": ordinal,
             "at": [p.at for p in rows],
+            "content": [p.content for p in rows],
         }
         async with conn.cursor() as cursor:
-            await cursor.execute(_APPEND_SQL, params)
+            await cursor.execute(APPEND_SQL, params)
             written = {row[0] for row in await cursor.fetchall()}
         if written:
             self.stats.commits += 1
@@ -301,6 +276,14 @@ def host_event_batcher() -> HostEventBatcher:
     return batcher
 
 
+@lru_cache(maxsize=1024)
+def _subject_json(subject: Subject) -> str:
+    """A Subject's wire JSON, serialised once per Subject: every exchange records one event, and a
+    caller is the same Subject request after request (its wire form is exactly what equality
+    compares, so equal Subjects share it)."""
+    return json.dumps(subject.as_wire())
+
+
 async def host_event_append_batched(*, subject: Subject, type: str, payload: dict[str, Any]) -> str:
     """Append one durable event to the Subject's stream, group-committed with concurrent appends;
     returns its event id once its row is committed (readable from any connection).
@@ -312,15 +295,20 @@ async def host_event_append_batched(*, subject: Subject, type: str, payload: dic
         raise HostEventDeliveryMismatch(f"{type!r} is registered as {registered.delivery}")
     if not isinstance(payload, dict):
         raise TypeError("a host-event payload is a JSON object")
+    event_id, at = mint_opaque(), timezone.now()
     pending = _Pending(
         tenant=subject.tenant,
         tenant_pk=subject.tenant_pk,
         subject_id=subject.subject_id,
-        subject_json=json.dumps(subject.as_wire()),
-        event_id=mint_opaque(),
+        subject_json=_subject_json(subject),
+        event_id=event_id,
         type=type,
         payload_json=json.dumps(payload),
-        at=timezone.now(),
+        at=at,
+        content=content_hash(
+            tenant=subject.tenant, subject_id=subject.subject_id, subject=subject.as_wire(), event_id=event_id,
+            type=type, durable=True, at=at, payload=payload,
+        ),
         done=asyncio.get_running_loop().create_future(),
     )
     # Nothing above awaits, so once this coroutine runs the event is queued before any cancellation

@@ -4,7 +4,9 @@ Each (tenant, subject) pair is one stream whose `sequence` runs 1, 2, 3... witho
 sequence orders the stream and positions a subscriber, while the wire names an event only by its
 opaque `eventId` (a host event carries no `sequence`, host-event.schema.json). The table is an audit
 log: rows are inserted and never changed (STYLE.md habit 6; on PostgreSQL a trigger refuses UPDATE
-and DELETE, migration 0002).
+and DELETE, migration 0002), each linked into its stream's hash chain (apps/audit/chain.py). The
+table is partitioned by time (migration 0010, apps/audit/partitions.py): records expire by whole
+partitions.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from apps.tenants.models import Tenant, TenantOwnedModel
 
 EVENT_ID_PATTERN = r"^[A-Za-z0-9._~-]{16,128}$"  # ids.schema.json#/$defs/eventId
 TYPE_PATTERN = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z][a-z0-9]*(-[a-z0-9]+)*$"
+GENESIS = "0" * 64  # the `prev_digest` of a stream's first record (apps/audit/chain.py)
 
 
 class AppendOnlyViolation(RuntimeError):
@@ -31,17 +34,26 @@ class HostEvent(TenantOwnedModel):
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
     subject_id = models.CharField(max_length=255, help_text="The owner's Subject subjectId.")
     subject = models.JSONField(help_text="The owner's whole Subject as it was when the event was written.")
-    event_id = models.CharField(max_length=128, unique=True, help_text="Opaque, host-minted, unique per host.")
+    # Unique with `at` (a partitioned table's unique keys include its partition key, migration
+    # 0010); event ids carry 156 random bits (mint_opaque), so they are unique per host all the same.
+    event_id = models.CharField(max_length=128, help_text="Opaque, host-minted, unique per host.")
     type = models.CharField(max_length=128)
     payload = models.JSONField(default=dict)
     durable = models.BooleanField(help_text="Delivery class: durable (resumable) or ephemeral (live only).")
     sequence = models.PositiveBigIntegerField(help_text="Position in the (tenant, subject) stream, from 1.")
     at = models.DateTimeField(help_text="When the host produced the event.")
+    # The hash chain (apps/audit/chain.py), hex SHA-256, written by the append statement. "" only on
+    # rows inserted around it (test fixtures): the verifier reports those as altered.
+    prev_digest = models.CharField(max_length=64, db_default="", help_text="The predecessor's digest.")
+    digest = models.CharField(max_length=64, db_default="", help_text="SHA-256 chaining this record.")
 
     class Meta(TenantOwnedModel.Meta):
         ordering = ["tenant_id", "subject_id", "sequence"]
         constraints = [
-            models.UniqueConstraint(fields=["tenant", "subject_id", "sequence"], name="hostevent_stream_sequence"),
+            models.UniqueConstraint(
+                fields=["tenant", "subject_id", "sequence", "at"], name="hostevent_stream_sequence"
+            ),
+            models.UniqueConstraint(fields=["event_id", "at"], name="hostevent_event_id_at"),
             models.CheckConstraint(condition=models.Q(sequence__gte=1), name="hostevent_sequence_from_1"),
             models.CheckConstraint(condition=models.Q(event_id__regex=EVENT_ID_PATTERN), name="hostevent_event_id"),
             models.CheckConstraint(condition=models.Q(type__regex=TYPE_PATTERN), name="hostevent_type"),
@@ -80,6 +92,13 @@ class HostEventStream(TenantOwnedModel):
 
     subject_id = models.CharField(max_length=255)
     last_sequence = models.PositiveBigIntegerField(default=0)
+    last_digest = models.CharField(
+        max_length=64, db_default=GENESIS, help_text="The chain's head: the last record's digest."
+    )
+    # Where the stream's kept records start once older ones expired (apps/audit/partitions.py): the
+    # last expired sequence and its digest, which the first kept record's prev_digest must equal.
+    expired_through = models.PositiveBigIntegerField(db_default=0)
+    expired_digest = models.CharField(max_length=64, db_default=GENESIS)
 
     class Meta(TenantOwnedModel.Meta):
         constraints = [models.UniqueConstraint(fields=["tenant", "subject_id"], name="hosteventstream_one_per_subject")]
@@ -162,3 +181,39 @@ class NegotiationPeerDaily(TenantOwnedModel):
     def __str__(self) -> str:
         peer = self.peer_digest[:12] or "-"
         return f"{self.day} {self.tenant_id} {self.protocol} {self.requested or '-'} {peer}: {self.count}"
+
+
+class ArchiveExport(TenantOwnedModel):
+    """One export of a tenant's records to the archive (issue 36 item 3, `apps.audit.archive`).
+
+    What went where and what proves it: the range, the two objects' URLs, the count, the SHA-256 of
+    the gzip file and each stream's first and last sequence with its chain head (the last record's
+    `digest`), as the manifest says them. The files are written before the row, so a row never
+    names a file that was not written. Rows are evidence that records were archived before they
+    expired (`archive.exported_through`), so the table is append-only like the records (migration).
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    since = models.DateTimeField(null=True, blank=True, help_text="Start (inclusive); empty: from the first record.")
+    until = models.DateTimeField(help_text="End of the range (exclusive).")
+    file_url = models.CharField(max_length=1024, help_text="The gzip'd JSON Lines object.")
+    manifest_url = models.CharField(max_length=1024)
+    count = models.PositiveBigIntegerField()
+    size = models.PositiveBigIntegerField(help_text="Bytes of the gzip file.")
+    sha256 = models.CharField(max_length=64, help_text="Hex SHA-256 of the gzip file's bytes.")
+    streams = models.JSONField(default=list, help_text="Per stream: subjectId, count, first/last sequence, head.")
+    exported_at = models.DateTimeField()
+
+    class Meta(TenantOwnedModel.Meta):
+        ordering = ["-exported_at", "-pk"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(since__isnull=True) | models.Q(since__lt=models.F("until")),
+                name="archiveexport_since_before_until",
+            ),
+            models.CheckConstraint(condition=models.Q(sha256__regex=r"^[0-9a-f]{64}$"), name="archiveexport_sha256"),
+        ]
+
+    def __str__(self) -> str:
+        since = self.since.isoformat() if self.since else "start"
+        return f"{self.tenant_id} [{since}, {self.until.isoformat()}): {self.count} records"

@@ -8,11 +8,13 @@ until commit, so they interleave on one stream without gaps.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.db import connection, transaction
 from django.utils import timezone
 
+from apps.audit.chain import APPEND_SQL, content_hash
 from apps.audit.errors import HostEventDeliveryMismatch
 from apps.audit.host_event_types import HOST_TEST_TYPES, Delivery, host_event_type
 from apps.audit.models import HostEvent, HostEventStream
@@ -37,48 +39,55 @@ def host_event_append(*, subject: Subject, type: str, payload: dict[str, Any], d
     if not isinstance(payload, dict):
         raise TypeError("a host-event payload is a JSON object")
     tenant_pk = subject_tenant_pk(subject)
+    wire_subject = subject.as_wire()
+    event = HostEvent(
+        tenant_id=tenant_pk,
+        subject_id=subject.subject_id,
+        subject=wire_subject,
+        event_id=mint_opaque(),
+        type=type,
+        payload=payload,
+        durable=durable,
+        at=timezone.now(),
+    )
+    content = content_hash(
+        tenant=subject.tenant, subject_id=event.subject_id, subject=wire_subject, event_id=event.event_id,
+        type=type, durable=durable, at=event.at, payload=payload,
+    )
+    params: dict[str, list[Any]] = {
+        "tenant_id": [tenant_pk], "subject_id": [event.subject_id], "subject": [json.dumps(wire_subject)],
+        "event_id": [event.event_id], "type": [type], "payload": [json.dumps(payload)], "durable": [durable],
+        "ordinal": [1], "at": [event.at], "content": [content],
+    }  # fmt: skip
     # No savepoint: any failure here propagates and rolls back the caller's whole transaction
     # (the decision with its record), which is what the record's atomicity asks for anyway.
     with transaction.atomic(savepoint=False):
-        sequence = _next_sequence(tenant_pk=tenant_pk, subject_id=subject.subject_id)
-        event = HostEvent.objects.create(
-            tenant_id=tenant_pk,
-            subject_id=subject.subject_id,
-            subject=subject.as_wire(),
-            event_id=mint_opaque(),
-            type=type,
-            payload=payload,
-            durable=durable,
-            sequence=sequence,
-            at=timezone.now(),
-        )
+        row = _append(params)
+        if row is None:
+            # The stream's first event: INSERT ... ON CONFLICT DO NOTHING its counter (two first
+            # appends racing both land on the one row), then append like any other.
+            HostEventStream.objects.for_tenant(tenant_pk).bulk_create(
+                [HostEventStream(tenant_id=tenant_pk, subject_id=subject.subject_id)], ignore_conflicts=True
+            )
+            row = _append(params)
+        if row is None:
+            raise RuntimeError("a host-event stream counter vanished while being created")
+        _, event.pk, event.sequence, event.prev_digest, event.digest = row
+        event._state.adding = False
+        event._state.db = connection.alias
         group = host_event_wake_group(tenant=subject.tenant, subject_id=subject.subject_id)
         transaction.on_commit(lambda: publish_wake(group))
     return event
 
 
-_ADVANCE_SQL = (
-    f"UPDATE {HostEventStream._meta.db_table} SET last_sequence = last_sequence + 1"  # noqa: S608 (our own table name)
-    " WHERE tenant_id = %s AND subject_id = %s RETURNING last_sequence"
-)
-
-
-def _next_sequence(*, tenant_pk: int, subject_id: str) -> int:
-    """Advance the stream's counter by one in a single `UPDATE ... RETURNING` (one round trip, no
-    separate `SELECT ... FOR UPDATE`). The UPDATE's row lock is held to commit, so sequences are
-    still allocated one transaction at a time and commit in order (HostEventStream)."""
+def _append(params: dict[str, list[Any]]) -> tuple[Any, ...] | None:
+    """Run the chained append statement (apps/audit/chain.py) for one event: in one round trip it
+    advances the stream's counter and head, links the record and inserts it. Its row locks are
+    held to the caller's commit, so sequences are allocated one transaction at a time and commit in
+    order (HostEventStream). None when the stream has no counter row yet."""
     with connection.cursor() as cursor:
-        cursor.execute(_ADVANCE_SQL, [tenant_pk, subject_id])
-        row = cursor.fetchone()
-        if row is None:
-            # INSERT ... ON CONFLICT DO NOTHING: two first appends racing both land on the one row
-            # instead of one failing on the unique constraint; then advance it like any other.
-            HostEventStream.objects.for_tenant(tenant_pk).bulk_create(
-                [HostEventStream(tenant_id=tenant_pk, subject_id=subject_id)], ignore_conflicts=True
-            )
-            cursor.execute(_ADVANCE_SQL, [tenant_pk, subject_id])
-            row = cursor.fetchone()
-    return int(row[0])
+        cursor.execute(APPEND_SQL, params)
+        return cursor.fetchone()
 
 
 def host_event_emit_test(*, subject: Subject, delivery: Delivery, workspace_id: str | None = None) -> HostEvent:

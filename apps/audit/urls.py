@@ -1,7 +1,7 @@
 from django.urls import URLPattern, path
 
 from apps.audit.api import EmitTestHostEventApi
-from apps.audit.auditor_views import negotiation_audit
+from apps.audit.auditor_views import archive_export_download, negotiation_audit
 from apps.audit.deprecation_views import deprecation_overview, deprecation_version
 from apps.audit.views import host_events
 
@@ -9,6 +9,18 @@ urlpatterns: list[URLPattern] = [
     path("host/events", host_events, name="host-events"),
     path("host/events/test", EmitTestHostEventApi.as_view(), name="host-events-test"),
     path("host/openwop-host/audit/negotiations", negotiation_audit, name="negotiation-audit"),
+    path(
+        "host/openwop-host/audit/exports/<int:pk>/records.jsonl.gz",
+        archive_export_download,
+        {"part": "records"},
+        name="archive-export-records",
+    ),
+    path(
+        "host/openwop-host/audit/exports/<int:pk>/manifest.json",
+        archive_export_download,
+        {"part": "manifest"},
+        name="archive-export-manifest",
+    ),
     path("host/openwop-host/deprecation/", deprecation_overview, name="deprecation"),
     path("host/openwop-host/deprecation/version/", deprecation_version, name="deprecation-version"),
 ]

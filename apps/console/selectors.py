@@ -27,8 +27,10 @@ from apps.push.selectors import (
 )
 from apps.push.services import push_config_list, webhook_get
 from apps.runs.models import Run
-from apps.runs.selectors import run_get_readable, run_list
+from apps.runs.reads import RunRow, page_read_sync
+from apps.runs.selectors import run_get_readable
 from apps.tenants.models import ApiKey, Tenant
+from apps.tenants.selectors import subject_tenant_pk
 from apps.tenants.subject import Subject
 
 RECENT_RUNS = 25
@@ -81,8 +83,9 @@ def agents(*, subject: Subject) -> list[ConsoleAgent]:
     ]
 
 
-def recent_runs(*, subject: Subject) -> list[Run]:
-    return [run for run, _ in run_list(subject=subject, limit=RECENT_RUNS).runs]
+def recent_runs(*, subject: Subject) -> list[RunRow]:
+    page = page_read_sync(tenant_pk=subject_tenant_pk(subject), tenant=subject.tenant, limit=RECENT_RUNS)
+    return [snapshot.run for snapshot in page.snapshots]
 
 
 def push_configs(*, tenant: Tenant) -> list[PushConfig]:

@@ -18,7 +18,6 @@ from django import forms
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import AuthenticationForm
-from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -36,7 +35,8 @@ from apps.core.stream_lease import while_allowed
 from apps.push.services import push_config_create, push_config_delete, push_config_get
 from apps.runs.log import run_wake_group
 from apps.runs.models import TERMINAL_EVENT_TYPES, Run
-from apps.runs.selectors import run_events_after, run_get_readable
+from apps.runs.reads import events_after_sync
+from apps.runs.selectors import run_get_readable
 from apps.tenants.key_handover import new_key_hold, new_key_take
 from apps.tenants.models import ApiKeyKind
 from apps.tenants.services import api_key_create, api_key_revoke
@@ -78,7 +78,9 @@ class ConsoleLoginForm(ThrottledAuthenticationFormMixin, AuthenticationForm):
     def confirm_login_allowed(self, user: Any) -> None:
         super().confirm_login_allowed(user)
         if not TenantMembership.objects.filter(user=user).exists():
-            raise ValidationError("This account is not a tenant console account.", code="not_a_member")
+            # The wrong-password answer, word for word (and a failed attempt to the throttle): a
+            # different one would tell a guesser that an operator's password was right.
+            raise self.get_invalid_login_error()
 
 
 class ConsoleLoginView(auth_views.LoginView):
@@ -245,7 +247,7 @@ def _status_events(run: Run, position: int) -> list[SseEvent]:
             data={"runId": run.run_id, "sequence": event.sequence, "type": event.type, "status": fresh.status},
             terminal=event.type in TERMINAL_EVENT_TYPES,
         )
-        for event in run_events_after(run=run, after=position)
+        for event in events_after_sync(tenant_pk=run.tenant_id, run_pk=run.pk, after=position)
     ]
 
 

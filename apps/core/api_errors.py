@@ -11,6 +11,7 @@ from django.http import Http404
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
+from apps.core.challenges import challenge_401
 from apps.core.errors import (
     Forbidden,
     InternalError,
@@ -76,10 +77,8 @@ def envelope_exception_handler(exc: Exception, context: dict[str, Any]) -> Respo
 def _oauth_challenge(response: Response, context: dict[str, Any]) -> None:
     """On a host with an OAuth lane a 401 points at the RFC 9728 metadata, with
     `error="invalid_token"` when a credential was presented (identity.md §2.5)."""
-    from apps.doors.oauth import oauth_401_challenge
-
     request = context.get("request")
-    oauth_401_challenge(response, presented=request is not None and bool(request.META.get("HTTP_AUTHORIZATION")))
+    challenge_401(response, presented=request is not None and bool(request.META.get("HTTP_AUTHORIZATION")))
 
 
 # What the database refused as a value (a NUL, a string past its column, a number out of range)

@@ -6,9 +6,9 @@ class CoreConfig(AppConfig):
     label = "core"
 
     def ready(self) -> None:
+        from apps.core.discovery import register_extension
         from apps.core.egress import egress_relaxation
         from apps.core.request_limits import limits_advertised
-        from apps.facets.discovery import register_extension
 
         # DESIGN.md: an operator allowlist relaxes the guard, and discovery says so.
         register_extension("openwop-host.egress", egress_relaxation)

@@ -1,8 +1,9 @@
 """PostgreSQL for async code without Django's ORM: one psycopg async pool per event loop.
 
-The protocol doors (apps/doors) serve their hot reads and writes from the event loop itself: no
-thread hop, no ORM query compilation (DESIGN.md §The hot path). This module owns the pool they
-share.
+The protocol doors serve their hot reads and writes from the event loop itself: no thread hop, no
+ORM query compilation (DESIGN.md §The hot path). This module owns the pool they share, and
+`fetch` / `fetch_sync`, which run one statement on it or on Django's connection: a read's one SQL
+text serves async and sync callers alike (apps/runs/reads.py).
 
 A pool belongs to the loop that opened it (psycopg's async connections are bound to one loop), so
 there is one per running loop: the server's single loop in production, one per test in the suite.
@@ -16,7 +17,9 @@ import asyncio
 import weakref
 from typing import Any
 
+from asgiref.sync import AsyncToSync, sync_to_async
 from django.conf import settings
+from django.db import connection
 from psycopg import AsyncCursor
 from psycopg_pool import AsyncConnectionPool
 
@@ -44,9 +47,46 @@ def statements_executed() -> int:
     return _counts["statements"]
 
 
-def async_db_enabled() -> bool:
-    """True on PostgreSQL: the doors' async paths exist only there."""
-    return "postgresql" in settings.DATABASES["default"]["ENGINE"]
+_on_django_connection = {"enabled": False}
+
+
+def statements_join_django_transaction(enabled: bool) -> None:
+    """Test harness only (tests/conftest.py): a `db` test's rows live in a transaction open on
+    Django's connection, which no pooled connection can see; while enabled, `fetch` runs there (in
+    the request's thread, as the ORM does) and the per-process caches are bypassed. Never enabled
+    by the host itself."""
+    _on_django_connection["enabled"] = enabled
+
+
+def joins_django_transaction() -> bool:
+    return _on_django_connection["enabled"]
+
+
+def statements_on_django_connection() -> bool:
+    """Whether this loop's statements take Django's connection: in a `db` test (above), or on a
+    loop that lives for one call, the one `async_to_sync` makes for an async view served by a sync
+    handler (Django's test client, a WSGI server), where a pool would be opened for one request."""
+    if _on_django_connection["enabled"]:
+        return True
+    return asyncio.get_running_loop() in AsyncToSync.loop_thread_executors
+
+
+def fetch_sync(sql: str, params: Any) -> list[tuple[Any, ...]]:
+    """The rows of one statement on Django's connection (a sync caller, inside its transaction)."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall()) if cursor.description is not None else []
+
+
+async def fetch(sql: str, params: Any) -> list[tuple[Any, ...]]:
+    """The rows of one statement on this loop's pool, in its own transaction (autocommit), or on
+    Django's connection (`statements_on_django_connection`)."""
+    if statements_on_django_connection():
+        return await sync_to_async(fetch_sync)(sql, params)
+    pool = await async_pool()
+    async with pool.connection() as conn:
+        cursor = await conn.execute(sql, params)
+        return await cursor.fetchall() if cursor.description is not None else []
 
 
 def conninfo() -> str:

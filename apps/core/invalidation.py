@@ -55,6 +55,7 @@ import psycopg
 from django.db import connection, migrations
 
 from apps.core.append_only import on_postgresql
+from apps.core.async_db import joins_django_transaction
 
 logger = logging.getLogger(__name__)
 
@@ -112,8 +113,11 @@ def _cacheable_here() -> bool:
     """Not inside an atomic block: the read may see uncommitted (or to-be-rolled-back) rows.
 
     On an event loop's thread no ORM runs (Django refuses it), so no block can be open there and
-    the check, which would build a connection object per request context, is skipped."""
-    return asyncio._get_running_loop() is not None or not connection.in_atomic_block
+    the check, which would build a connection object per request context, is skipped, unless the
+    loop's statements join Django's transaction (a `db` test: apps/core/async_db.py)."""
+    if asyncio._get_running_loop() is not None:
+        return not joins_django_transaction()
+    return not connection.in_atomic_block
 
 
 def _lookup(topic: str, key: Hashable) -> tuple[Any, int | None]:

@@ -23,7 +23,7 @@ import ipaddress
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar, Token
 from functools import cache
 from typing import Any
@@ -188,7 +188,7 @@ def sign_in_observed(door: str, outcome: str) -> None:
 
 class _ScrapeTime(Collector):
     """Readings taken when /metrics is read, in the scraping process: the database pools in use and
-    the push backlog (one indexed read)."""
+    what the apps registered (`on_scrape`)."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         pools = GaugeMetricFamily(
@@ -200,13 +200,18 @@ class _ScrapeTime(Collector):
             pools.add_metric([pool, "in_use"], in_use)
             pools.add_metric([pool, "idle"], idle)
         yield pools
-        pending, oldest_age = _push_backlog()
-        yield GaugeMetricFamily("openwop_push_deliveries_pending", "Deliveries not yet settled.", value=pending)
-        yield GaugeMetricFamily(
-            "openwop_push_oldest_pending_age_seconds",
-            "Age of the oldest delivery not yet settled (0 when none).",
-            value=oldest_age,
-        )
+        for reading in _scrape_readings:
+            yield from reading()
+
+
+# Readings of the apps built on core, taken at scrape time (apps/push: its backlog): core never
+# imports them, they register here in their ready().
+_scrape_readings: list[Callable[[], Iterable[GaugeMetricFamily]]] = []
+
+
+def on_scrape(reading: Callable[[], Iterable[GaugeMetricFamily]]) -> None:
+    if reading not in _scrape_readings:
+        _scrape_readings.append(reading)
 
 
 def _pool_readings() -> list[tuple[str, int, int]]:
@@ -224,19 +229,6 @@ def _pool_readings() -> list[tuple[str, int, int]]:
         size, available = stats.get("pool_size", 0), stats.get("pool_available", 0)
         readings.append(("doors", size - available, available))
     return readings
-
-
-def _push_backlog() -> tuple[int, float]:
-    from django.db.models import Count, Min
-    from django.utils import timezone
-
-    from apps.push.models import Delivery, DeliveryStatus
-
-    row = Delivery.unscoped_all_tenants.filter(status=DeliveryStatus.PENDING).aggregate(
-        pending=Count("id"), oldest=Min("created_at")
-    )
-    oldest = row["oldest"]
-    return row["pending"] or 0, (timezone.now() - oldest).total_seconds() if oldest is not None else 0.0
 
 
 @cache

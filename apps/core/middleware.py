@@ -22,6 +22,7 @@ from django.http import HttpRequest, HttpResponseBase
 from django.middleware.csrf import CsrfViewMiddleware
 from whitenoise.middleware import WhiteNoiseMiddleware
 
+from apps.core.challenges import challenge_401
 from apps.core.errors import (
     Forbidden,
     InternalError,
@@ -69,47 +70,49 @@ def _django_page_to_envelope(request: HttpRequest, response: HttpResponseBase) -
     return envelope_response(InternalError())
 
 
+def envelope_contract_open(request: HttpRequest) -> tuple[HttpResponseBase | None, str | None]:
+    """Before a REST-wire view: (the refusal of an unsupported OpenWOP-Version, else None; the
+    contract the answer is stamped with). Django's middleware and the door (apps/doors) both call it."""
+    if not is_protocol_path(request.path):
+        return None, None
+    try:
+        return None, select_contract(request.headers.get("OpenWOP-Version"))
+    except OpenWopError as exc:
+        response = envelope_response(exc)
+        response["OpenWOP-Version"] = PREFERRED_VERSION
+        return response, None
+
+
+def envelope_contract_close(request: HttpRequest, response: HttpResponseBase, contract: str | None) -> HttpResponseBase:
+    """After the view: Django's own error pages in the envelope, and the contract's header."""
+    if wants_envelope(request.path):
+        response = _django_page_to_envelope(request, response)
+    if contract is not None:
+        response["OpenWOP-Version"] = contract
+    return response
+
+
 class ProtocolEnvelopeMiddleware(HybridMiddleware):
     def _scall(self, request: HttpRequest) -> HttpResponseBase:
-        early, contract = self._before(request)
+        early, contract = envelope_contract_open(request)
         if early is not None:
             return early
-        return self._after(request, self.sync_next(request), contract)
+        return envelope_contract_close(request, self.sync_next(request), contract)
 
     async def _acall(self, request: HttpRequest) -> HttpResponseBase:
-        early, contract = self._before(request)
+        early, contract = envelope_contract_open(request)
         if early is not None:
             return early
-        return self._after(request, await self.async_next(request), contract)
-
-    @staticmethod
-    def _before(request: HttpRequest) -> tuple[HttpResponseBase | None, str | None]:
-        if not is_protocol_path(request.path):
-            return None, None
-        try:
-            return None, select_contract(request.headers.get("OpenWOP-Version"))
-        except OpenWopError as exc:
-            response = envelope_response(exc)
-            response["OpenWOP-Version"] = PREFERRED_VERSION
-            return response, None
-
-    @staticmethod
-    def _after(request: HttpRequest, response: HttpResponseBase, contract: str | None) -> HttpResponseBase:
-        if wants_envelope(request.path):
-            response = _django_page_to_envelope(request, response)
-        if contract is not None:
-            response["OpenWOP-Version"] = contract
-        return response
+        return envelope_contract_close(request, await self.async_next(request), contract)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponseBase | None:
         if not wants_envelope(request.path):
             return None
         if isinstance(exception, OpenWopError):
+            response = envelope_response(exception)
             if exception.status == 401:  # identity.md §2.5: the OAuth challenge, when the host has a lane
-                from apps.doors.oauth import envelope_challenged
-
-                return envelope_challenged(exception, presented="HTTP_AUTHORIZATION" in request.META)
-            return envelope_response(exception)
+                challenge_401(response, presented="HTTP_AUTHORIZATION" in request.META)
+            return response
         logger.exception("Unhandled error on %s %s", request.method, request.path)
         return envelope_response(InternalError())
 

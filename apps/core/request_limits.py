@@ -122,7 +122,7 @@ def body_refusal(request: HttpRequest) -> Refusal | None:
     return None
 
 
-def _request_id(request: HttpRequest) -> Any:
+def request_id_of(request: HttpRequest) -> Any:
     """The JSON-RPC id to echo, read only from a body that already passed the size and depth checks."""
     try:
         body = request_json(request)
@@ -229,7 +229,7 @@ def _admission(
             STREAM_RETRY_AFTER_SECONDS,
         )
     if refusal is not None and refusal.kind in ("rate_limited", "streams_exhausted"):
-        refusal = Refusal(refusal.kind, refusal.message, refusal.limit, refusal.retry_after, _request_id(request))
+        refusal = Refusal(refusal.kind, refusal.message, refusal.limit, refusal.retry_after, request_id_of(request))
     return _Admission(refusal, bucket if taken else None)
 
 
@@ -276,7 +276,7 @@ class RequestLimitsMiddleware(HybridMiddleware):
         if render is None or not is_overload(exception):
             return None
         logger.warning("overloaded: %s %s answered 503 (%s)", request.method, request.path, type(exception).__name__)
-        return render(request, overload_refusal(_request_id(request)))
+        return render(request, overload_refusal(request_id_of(request)))
 
     @staticmethod
     def _hand_back(response: HttpResponseBase, admission: _Admission) -> HttpResponseBase:

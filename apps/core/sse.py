@@ -30,7 +30,7 @@ from apps.core.caller_input import ascii_digits
 from apps.core.db_threads import release_db_connection
 from apps.core.errors import ValidationFailed
 from apps.core.metrics import SSE_STREAMS
-from apps.core.redis_lean import lean_redis
+from apps.core.resp import resp_client
 
 logger = logging.getLogger(__name__)
 _GROUP_SAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -96,7 +96,7 @@ async def _send_wake(layer: Any, group: str) -> None:
 
 async def _group_empty(layer: Any, group: str) -> bool:
     """Whether a Redis channel layer's group has no member at all: one `EXISTS` on the loop's RESP
-    client (apps/core/redis_lean.py) instead of `group_send`'s pipeline, for the common case of a
+    client (apps/core/resp.py) instead of `group_send`'s pipeline, for the common case of a
     log nobody is streaming. A member joining meanwhile reads the log after joining, so nothing is
     missed; a stale member only means the full `group_send` runs, as before."""
     hosts = getattr(layer, "hosts", None)
@@ -104,7 +104,7 @@ async def _group_empty(layer: Any, group: str) -> bool:
     if not hosts or len(hosts) != 1 or group_key is None:
         return False
     address = hosts[0].get("address") if isinstance(hosts[0], dict) else None
-    client = lean_redis(address, timeout=1.0) if isinstance(address, str) else None
+    client = resp_client(address, timeout=1.0) if isinstance(address, str) else None
     if client is None:
         return False
     return not await client.exists(group_key(group))

@@ -18,7 +18,7 @@ What Django's stack did for these paths is done here, once and cheaply:
   (apps/core/stream_lease.py).
 - Sync work a view does (`sync_to_async`) runs on a thread of the request's own (asgiref's
   ThreadSensitiveContext, as Django's handler gives each request), whose database connection
-  goes back to the pool when the request ends. The lean reads and the negotiation record use
+  goes back to the pool when the request ends. The runs' reads and the negotiation record use
   the event loop's own pool instead (apps/core/async_db.py) and need no thread at all.
 """
 
@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
-import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, cast
@@ -37,22 +37,25 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.db import DataError
 from django.dispatch import receiver
-from django.http import HttpResponseBase, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.http.request import split_domain_port, validate_host
+from django.middleware.clickjacking import XFrameOptionsMiddleware
+from django.middleware.security import SecurityMiddleware
+from django.urls import Resolver404, URLResolver
+from django.urls.resolvers import RegexPattern
 
 from apps.core import metrics, tracing
 from apps.core.api_errors import data_error_refusal
 from apps.core.db_threads import release_db_connection
+from apps.core.door_request import DoorRequest
 from apps.core.errors import InternalError
 from apps.core.fanout import FanOut
-from apps.core.middleware import ProtocolEnvelopeMiddleware
+from apps.core.middleware import envelope_contract_close, envelope_contract_open
 from apps.core.overload import is_overload
 from apps.core.protocol import wants_envelope
-from apps.core.request_limits import _request_id, admit_async, overload_refusal, renderer_for
+from apps.core.request_limits import admit_async, overload_refusal, renderer_for, request_id_of
 from apps.core.responses import envelope_response
 from apps.core.stream_lease import REVOKED_COMMENT, Allowed, served_while_allowed, stream_slot_held
-from apps.doors.request import DoorRequest
-from apps.runs.paths import RunRefConverter
 from apps.tenants.stream_credential import credential_check, door_of
 
 logger = logging.getLogger(__name__)
@@ -65,43 +68,60 @@ View = Callable[..., Awaitable[HttpResponseBase]]
 
 CARD_PATH = "/.well-known/agent-card.json"
 
+# The routes the door claims, by name: declared once, in the apps' own urls.py (apps/a2a/urls.py,
+# apps/mcp/urls.py, apps/runs/urls.py), which Django keeps serving for every path the door passes on.
+_CLAIMED: dict[str, frozenset[str] | None] = {
+    "a2a-agent-card": None,  # None: every method
+    "a2a-jsonrpc": None,
+    "a2a-rest": None,
+    "a2a-unknown": None,
+    "mcp-endpoint": None,
+    # A run's event stream (the console's and openwop-client's): each event is a write to every
+    # subscriber, so here the run's feed writes them from one loop (apps.core.fanout.FanOut.send_to).
+    "run-events": frozenset({"GET"}),
+}
+
+
+@functools.cache
+def _resolver() -> URLResolver:
+    from apps.a2a import urls as a2a_urls
+    from apps.mcp import urls as mcp_urls
+    from apps.runs import urls as runs_urls
+
+    patterns = [p for m in (a2a_urls, mcp_urls, runs_urls) for p in m.urlpatterns if p.name in _CLAIMED]
+    return URLResolver(RegexPattern(r"^/"), patterns)
+
+
+@functools.lru_cache(maxsize=4096)
+def _resolved(path: str) -> tuple[View, str, dict[str, str]] | None:
+    try:
+        match = _resolver().resolve(path)
+    except Resolver404:
+        return None
+    return match.func, str(match.url_name), match.kwargs
+
 
 def _route(path: str, method: str) -> tuple[View, dict[str, str]] | None:
     """The view (and its URL kwargs) for a path a door claims, else None (Django's)."""
-    from apps.a2a import views as a2a_views
-    from apps.mcp import views as mcp_views
-
-    if method == "GET" and path.startswith("/runs/"):
-        events = _RUN_EVENTS.fullmatch(path)
-        return (_run_events, {"run_ref": events["run_ref"]}) if events else None
-    if path == "/mcp":
-        return mcp_views.mcp_endpoint, {}
-    if path == CARD_PATH:
-        return a2a_views.agent_card, {}
-    if path in ("/a2a/jsonrpc", "/a2a/jsonrpc/"):
-        return a2a_views.jsonrpc_endpoint, {}
-    if path.startswith("/a2a/rest/"):
-        return a2a_views.rest_endpoint, {"route": path[len("/a2a/rest/") :]}
-    if path == "/a2a" or path.startswith("/a2a/"):
-        return a2a_views.a2a_unknown, {"rest": path[len("/a2a/") :]}
-    return None
-
-
-# A run's event stream (`GET /runs/{runId}/events`, the console's and openwop-client's): the URL
-# Django resolves (apps/runs/urls.py), the same view, what ProtocolEnvelopeMiddleware does around
-# it. Each stream is one request, but each event is a write to every subscriber: here the run's
-# feed writes them from one loop (apps.core.fanout.FanOut.send_to), not one generator apiece.
-_RUN_EVENTS = re.compile(rf"/runs/(?P<run_ref>{RunRefConverter.regex})/events")
+    resolved = _resolved(path)
+    if resolved is None:
+        return None
+    view, name, kwargs = resolved
+    methods = _CLAIMED[name]
+    if methods is not None and method not in methods:
+        return None
+    return (_run_events if name == "run-events" else view), kwargs
 
 
 async def _run_events(request: DoorRequest, run_ref: str) -> HttpResponseBase:
+    """The run's event stream with what ProtocolEnvelopeMiddleware does around it under Django."""
     from apps.runs.views import run_events_stream
 
-    early, contract = ProtocolEnvelopeMiddleware._before(request)  # type: ignore[arg-type]
+    early, contract = envelope_contract_open(request)  # type: ignore[arg-type]
     if early is not None:
         return early
     response = await run_events_stream(request, run_ref)  # type: ignore[arg-type]
-    return ProtocolEnvelopeMiddleware._after(request, response, contract)  # type: ignore[arg-type]
+    return envelope_contract_close(request, response, contract)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -179,24 +199,26 @@ def _security_headers(secure: bool) -> list[tuple[bytes, bytes]]:
 
 
 def _security_headers_from_settings(secure: bool) -> list[tuple[bytes, bytes]]:
-    headers: list[tuple[bytes, bytes]] = []
-    if secure and settings.SECURE_HSTS_SECONDS:
-        value = f"max-age={settings.SECURE_HSTS_SECONDS}"
-        if settings.SECURE_HSTS_INCLUDE_SUBDOMAINS:
-            value += "; includeSubDomains"
-        if settings.SECURE_HSTS_PRELOAD:
-            value += "; preload"
-        headers.append((b"strict-transport-security", value.encode()))
-    if settings.SECURE_CONTENT_TYPE_NOSNIFF:
-        headers.append((b"x-content-type-options", b"nosniff"))
-    if settings.SECURE_REFERRER_POLICY:
-        policy = settings.SECURE_REFERRER_POLICY
-        value = policy if isinstance(policy, str) else ",".join(policy)
-        headers.append((b"referrer-policy", value.encode()))
-    if settings.SECURE_CROSS_ORIGIN_OPENER_POLICY:
-        headers.append((b"cross-origin-opener-policy", settings.SECURE_CROSS_ORIGIN_OPENER_POLICY.encode()))
-    headers.append((b"x-frame-options", getattr(settings, "X_FRAME_OPTIONS", "DENY").upper().encode()))
-    return headers
+    """Django's own SecurityMiddleware and XFrameOptionsMiddleware, run once on a blank response:
+    the headers they add are the door's, so the two can never disagree."""
+    probe = _SecurityProbe(secure)
+    response = HttpResponse()
+    before = set(response.headers)
+    SecurityMiddleware(lambda _: response).process_response(probe, response)
+    XFrameOptionsMiddleware(lambda _: response).process_response(probe, response)
+    return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in response.headers.items()
+            if name not in before]  # fmt: skip
+
+
+class _SecurityProbe(HttpRequest):
+    """A request that is secure (or not) as the door decided (`_is_secure`)."""
+
+    def __init__(self, secure: bool) -> None:
+        super().__init__()
+        self._secure = secure
+
+    def is_secure(self) -> bool:
+        return self._secure
 
 
 # ---------------------------------------------------------------------------------------------
@@ -426,7 +448,7 @@ def _failure(request: DoorRequest, exc: Exception) -> HttpResponseBase:
     render = renderer_for(request.path)
     if render is not None and is_overload(exc):
         logger.warning("overloaded: %s %s answered 503 (%s)", request.method, request.path, type(exc).__name__)
-        return render(request, overload_refusal(_request_id(request)))  # type: ignore[arg-type]
+        return render(request, overload_refusal(request_id_of(request)))  # type: ignore[arg-type]
     if isinstance(exc, DataError):
         return _data_error_answer(request, exc)
     logger.exception("door: unhandled error on %s %s", request.method, request.path)
@@ -452,10 +474,10 @@ def _data_error_answer(request: DoorRequest, exc: DataError) -> HttpResponseBase
     refusal = data_error_refusal(exc)
     if request.path == "/mcp":
         error = mcp_error_from(refusal)
-        body = {"jsonrpc": "2.0", "id": _request_id(request), "error": error.error_object()}  # type: ignore[arg-type]
+        body = {"jsonrpc": "2.0", "id": request_id_of(request), "error": error.error_object()}  # type: ignore[arg-type]
         return JsonResponse(body, status=error.http_status)
     if request.path.rstrip("/") == "/a2a/jsonrpc":
-        return JsonResponse(jsonrpc_error_body(invalid_input(refusal), _request_id(request)))  # type: ignore[arg-type]
+        return JsonResponse(jsonrpc_error_body(invalid_input(refusal), request_id_of(request)))  # type: ignore[arg-type]
     if wants_envelope(request.path):
         return envelope_response(refusal)
     status, body = rest_error_body(invalid_input(refusal))

@@ -2,7 +2,7 @@
 
 The change page shows, read-only, the discovery document and the public agent card exactly as they
 would be served after saving: the edit is applied by `facet_update` inside a transaction that is
-rolled back, and the documents are rendered by the builders that serve them (apps/facets/discovery,
+rolled back, and the documents are rendered by the builders that serve them (apps/core/discovery,
 apps/a2a/card). The same endpoint returns the services' validation messages as the operator types.
 """
 
@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Callable
 from typing import Any, Literal
 
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -22,21 +23,22 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
-from apps.a2a.card import public_card_current
-from apps.a2a.signing import card_sign
-from apps.a2a.wire import to_wire
 from apps.core.admin_read_only import ReadOnlyAdminMixin
 from apps.core.admin_service_writes import ServiceWritesAdminMixin
+from apps.core.discovery import discovery_document
 from apps.core.errors import ValidationFailed
-from apps.facets.discovery import discovery_document
 from apps.facets.models import Facet, FacetChange, FacetRefresh, VersionPolicy, VersionPolicyChange
+from apps.facets.policy import version_policy_errors
 from apps.facets.services import (
     EDITABLE_FIELDS,
+    facet_ensure,
+    facet_fields,
     facet_refresh,
     facet_update,
     version_policy_clear,
     version_policy_set,
 )
+from apps.facets.validation import facet_errors
 
 Freshness = Literal["fresh", "due", "stale"]
 DUE_WITHIN_DAYS = 7  # a week's notice before an advertisement breaks the refresh SLA
@@ -53,6 +55,11 @@ def facet_freshness(facet: Facet, today: dt.date) -> tuple[Freshness, int | None
     return ("due" if left <= min(DUE_WITHIN_DAYS, facet.refresh_window_days // 2) else "fresh"), left
 
 
+# The public agent card as served (signed when a key is active), wire JSON: apps/a2a, a floor above
+# this app, registers it in its ready() (apps/a2a/previews.py).
+served_cards: list[Callable[[], dict[str, Any]]] = []
+
+
 def served_documents_after(protocol: str, changes: dict[str, Any], actor: str) -> dict[str, Any]:
     """Discovery and the public agent card as they would be served once `changes` are saved.
 
@@ -62,8 +69,7 @@ def served_documents_after(protocol: str, changes: dict[str, Any], actor: str) -
     with transaction.atomic():
         if changes:
             facet_update(protocol=protocol, changes=changes, actor=actor)  # type: ignore[arg-type]
-        card = card_sign(public_card_current()[0])  # as served: signed when a key is active
-        documents = {"discovery": discovery_document(), "agentCard": to_wire(card)}
+        documents = {"discovery": discovery_document(), "agentCard": served_cards[0]() if served_cards else None}
         transaction.set_rollback(True)
     return documents
 
@@ -86,6 +92,11 @@ class FacetAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Facet | None = None) -> bool:
         return False
+
+    def instance_check(self, instance: Facet) -> None:
+        errors = facet_errors(instance.protocol, facet_fields(instance))  # type: ignore[arg-type]
+        if errors:
+            raise ValidationError(errors)
 
     def get_fields(self, request: HttpRequest, obj: Facet | None = None) -> tuple[str, ...]:
         editable = list(EDITABLE_FIELDS[obj.protocol]) if obj else []  # type: ignore[index]
@@ -143,7 +154,7 @@ class FacetAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
         try:
             actor = f"admin:{request.user.get_username()}"
             facet_update(protocol=obj.protocol, changes=changes, actor=actor)  # type: ignore[arg-type]
-        except ValidationFailed as exc:  # clean() already ran the same rules; this is a race
+        except ValidationFailed as exc:  # instance_check ran the same rules; this is a race
             messages.error(request, f"{exc.message} {exc.details}")
 
     @admin.action(description="Re-evaluate against the upstream registry now")
@@ -183,7 +194,7 @@ class FacetRefreshAdmin(AppendOnlyAdmin):
 
 @admin.register(VersionPolicy)
 class VersionPolicyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
-    """A tenant's or an agent's floor (issue 24). The form runs the policy rules (model clean():
+    """A tenant's or an agent's floor (issue 24). The form runs the policy rules (instance_check:
     never looser than the host floor, an agent's never looser than its tenant's) and shows their
     messages on the fields; every save and delete goes through the services, audited in the same
     transaction as the change (VersionPolicyChange)."""
@@ -196,6 +207,21 @@ class VersionPolicyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: VersionPolicy | None = None) -> tuple[str, ...]:
         return ("tenant", "agent", "protocol") if obj is not None else ()  # a policy's key never moves
+
+    def instance_check(self, instance: VersionPolicy) -> None:
+        if instance.tenant_id is None or instance.protocol not in ("a2a", "mcp"):
+            return  # the field errors say so
+        errors = version_policy_errors(
+            tenant=instance.tenant,
+            agent=instance.agent if instance.agent_id is not None else None,
+            protocol=instance.protocol,  # type: ignore[arg-type]
+            minimum=instance.minimum_version,
+            scheduled_minimum=instance.scheduled_minimum_version,
+            scheduled_at=instance.scheduled_at,
+            host=facet_ensure(protocol=instance.protocol),  # type: ignore[arg-type]
+        )
+        if errors:
+            raise ValidationError(errors)
 
     def _actor(self, request: HttpRequest) -> str:
         return f"admin:{request.user.get_username()}"
@@ -211,7 +237,7 @@ class VersionPolicyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
                 scheduled_at=obj.scheduled_at,
                 actor=self._actor(request),
             )
-        except ValidationFailed as exc:  # clean() already ran the same rules; this is a race
+        except ValidationFailed as exc:  # instance_check ran the same rules; this is a race
             messages.error(request, exc.message)
             return
         obj.pk, obj.updated_at = policy.pk, policy.updated_at

@@ -6,8 +6,11 @@ class FacetsConfig(AppConfig):
     label = "facets"
 
     def ready(self) -> None:
+        from apps.core.discovery import register_capability
         from apps.facets.capabilities import a2a_capability, mcp_capability
-        from apps.facets.discovery import register_capability
+        from apps.facets.services import facet_cached
+        from apps.oauth.selectors import on_mcp_paths
 
         register_capability("a2a", a2a_capability)
         register_capability("mcp", mcp_capability)
+        on_mcp_paths(lambda: list(facet_cached(protocol="mcp").server_paths or ()))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
@@ -79,14 +78,6 @@ class Facet(models.Model):
 
     def __str__(self) -> str:
         return f"{self.protocol} facet"
-
-    def clean(self) -> None:
-        from apps.facets.services import facet_fields
-        from apps.facets.validation import facet_errors
-
-        errors = facet_errors(self.protocol, facet_fields(self))  # type: ignore[arg-type]
-        if errors:
-            raise ValidationError(errors)
 
     def is_stale(self, today: dt.date) -> bool:
         """An advertisement older than its window is non-conformant (interop.md §The refresh SLA)."""
@@ -168,22 +159,6 @@ class VersionPolicy(models.Model):
     def __str__(self) -> str:
         level = f"agent {self.agent.agent_id}" if self.agent_id is not None and self.agent else "tenant"
         return f"{self.protocol} floor of {self.tenant} ({level})"
-
-    def clean(self) -> None:
-        from apps.facets.policy import version_policy_errors
-
-        if self.tenant_id is None or self.protocol not in ("a2a", "mcp"):
-            return  # the field errors say so
-        errors = version_policy_errors(
-            tenant=self.tenant,
-            agent=self.agent if self.agent_id is not None else None,
-            protocol=self.protocol,  # type: ignore[arg-type]
-            minimum=self.minimum_version,
-            scheduled_minimum=self.scheduled_minimum_version,
-            scheduled_at=self.scheduled_at,
-        )
-        if errors:
-            raise ValidationError(errors)
 
 
 class VersionPolicyChange(models.Model):

@@ -23,15 +23,17 @@ Which exchanges see which floor:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
-from typing import Any, Literal
+from functools import lru_cache, partial
+from typing import Any, Literal, NamedTuple
 from urllib.parse import urlsplit
 
+from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
+from apps.core.async_db import statements_on_django_connection
 from apps.core.errors import OpenWopError
 from apps.core.metrics import negotiation_decided
 from apps.facets.models import Facet
@@ -81,10 +83,13 @@ class NegotiationRefused(OpenWopError):
         self.decision = decision
 
 
+@lru_cache(maxsize=4096)
 def peer_origin_digest(url_or_origin: str) -> str:
     """Lowercase hex SHA-256 of the peer's origin as a WHATWG URL serialises it (scheme://host[:port]).
 
     A peer with no URL origin (an inbound caller that sent no `Origin`) is digested as given.
+    Memoised (a pure function of its argument; bounded, as an Origin header is the caller's): every
+    exchange records one, and a caller sends the same origin or Subject request after request.
     """
     parts = urlsplit(url_or_origin.strip())
     scheme = (parts.scheme or "").lower()
@@ -272,12 +277,29 @@ async def negotiation_record_batched(decision: Decision, *, peer_origin: str, su
     """`negotiation_record` for an inbound exchange with no run, from the event loop: the same
     record as the caller's durable host event, group-committed with concurrent exchanges'
     (apps.audit.group_commit). Returns once the record is committed, so the answer may leave.
-    PostgreSQL only (`apps.core.async_db.async_db_enabled()`); elsewhere use `negotiation_record`."""
-    from apps.audit.group_commit import host_event_append_batched
-
+    Where the loop's statements take Django's connection (a `db` test, a loop that lives for one
+    call: apps/core/async_db.py), `negotiation_record` writes it there."""
+    if statements_on_django_connection():
+        await sync_to_async(negotiation_record)(decision, peer_origin=peer_origin, subject=subject)
+        return
     payload = negotiation_payload(decision, peer_digest=peer_origin_digest(peer_origin))
-    await host_event_append_batched(subject=subject, type=NEGOTIATION_EVENT, payload=payload)
+    await _host_events[0].append_batched(subject=subject, type=NEGOTIATION_EVENT, payload=payload)
     negotiation_decided(decision.protocol, decision.outcome, decision.version, subject.tenant)  # committed now
+
+
+class HostEventWriters(NamedTuple):
+    """The caller's durable host events, which apps/audit (a floor above) writes: it registers
+    its two writers in its ready(), so this module never imports it."""
+
+    append: Callable[..., Any]  # host_event_append(subject=, type=, payload=, durable=)
+    append_batched: Callable[..., Awaitable[Any]]  # the group-committed one, from the event loop
+
+
+_host_events: list[HostEventWriters] = []
+
+
+def on_host_events(writers: HostEventWriters) -> None:
+    _host_events[:] = [writers]
 
 
 def _record(*, subject: Subject | None, run: Any, payload: dict[str, Any]) -> None:
@@ -290,6 +312,4 @@ def _record(*, subject: Subject | None, run: Any, payload: dict[str, Any]) -> No
         event_append(run=locked, type=NEGOTIATION_EVENT, payload=payload)
         run_save(locked)
     elif subject is not None:
-        from apps.audit.services import host_event_append
-
-        host_event_append(subject=subject, type=NEGOTIATION_EVENT, payload=payload, durable=True)
+        _host_events[0].append(subject=subject, type=NEGOTIATION_EVENT, payload=payload, durable=True)

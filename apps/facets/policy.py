@@ -117,7 +117,7 @@ def agent_floor(*, protocol: Protocol, agent: Agent, host_floor: str, tenant_slu
 
 
 # ---------------------------------------------------------------------------------------------
-# Validation: the service, the model's clean() (so the admin) and the command share it.
+# Validation: the service, the admin form (VersionPolicyAdmin.instance_check) and the command share it.
 
 
 def policy_fields(policy: VersionPolicy | None) -> dict[str, Any] | None:
@@ -143,17 +143,15 @@ def version_policy_errors(
     minimum: str,
     scheduled_minimum: str,
     scheduled_at: dt.datetime | None,
-    host: Facet | None = None,
+    host: Facet,
     now: dt.datetime | None = None,
 ) -> dict[str, list[str]]:
     """Every problem with a policy, keyed by model field name; empty when valid. Each message
     names the rule and the floors by name, e.g. "The tenant floor 2025-11-25 is looser than the
     host floor 2026-07-28 (mcp minimumRevision).\""""
     from apps.facets.models import VersionPolicy
-    from apps.facets.services import facet_ensure
 
     errors: dict[str, list[str]] = defaultdict(list)
-    host = host or facet_ensure(protocol=protocol)
     level = "agent" if agent is not None else "tenant"
     noun, field_name = NOUN[protocol], f"{protocol} {FLOOR_FIELD[protocol]}"
     if agent is not None and agent.tenant_id != tenant.pk:

@@ -1,4 +1,4 @@
-"""Facet validation, shared by the service, the model's clean() (so the admin) and the API alike.
+"""Facet validation, shared by the service, the admin form (FacetAdmin.instance_check) and the API alike.
 
 interop.md §The facets and §Legacy profiles are absent: preferred and floor are members of the
 offered list, floor <= preferred, profile ids match `a2a-<major.minor>` / `mcp-<date>` and never

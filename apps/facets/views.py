@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
-from apps.facets.discovery import discovery_bytes_and_etag
+from apps.core.discovery import discovery_bytes_and_etag
 
 
 def _if_none_match_hits(header: str | None, etag: str) -> bool:

@@ -7,7 +7,7 @@
   trusted issuers, `scopes_supported` every scope they require for that resource's method
   families (the mount: mcp:*; the host: a2a and rest). A host with no enabled issuer has no OAuth
   lane and serves neither document (its usual 404).
-- The 401 challenge names the mount's document and the mount's scopes (apps/doors/oauth.py builds
+- The 401 challenge names the mount's document and the mount's scopes (apps/oauth/challenge.py builds
   the header: the MCP client's scope selection asks for them), and a method whose family the
   caller's token lacks scopes for is a 403 with the scope challenge; the JSON-RPC error carries the
   reason in `data`, as every refusal on the mount does.
@@ -25,8 +25,8 @@ from django.views.decorators.http import require_safe
 from mcp_types.jsonrpc import INVALID_REQUEST
 
 from apps.core.errors import Forbidden, Unauthenticated
-from apps.doors.oauth import OAuthDoorState, bearer_challenge, insufficient_scope_challenge, oauth_door_state
 from apps.mcp.errors import McpError
+from apps.oauth.challenge import OAuthDoorState, bearer_challenge, insufficient_scope_challenge, oauth_door_state
 
 PRM_MAX_AGE = 60
 HOST_RESOURCE_NAME = "openwop-host"

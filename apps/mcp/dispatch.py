@@ -14,7 +14,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from apps.facets import surfaces
 from apps.facets.models import Facet
-from apps.facets.negotiation import inbound_peer_origin, negotiation_decide, negotiation_decide_batched
+from apps.facets.negotiation import inbound_peer_origin, negotiation_decide_batched
 from apps.facets.policy import effective_floor, tenant_floors_cached
 from apps.facets.services import afacet_cached, facet_ensure
 from apps.facets.versions import version_key
@@ -57,29 +57,19 @@ async def exchange_open(
     subject: Subject,
     headers: Mapping[str, str] | None,
     origin: str | None,
-    lean: bool = False,
 ) -> Exchange:
-    """The ladder, then one negotiation (and its `negotiation.decided` record) for this exchange.
-
-    `lean`: served by the door on PostgreSQL (apps/doors): the facet from the process cache and
-    the record group-committed from the event loop, instead of a thread step through the ORM."""
+    """The ladder, then one negotiation (and its `negotiation.decided` record, group-committed
+    from the event loop) for this exchange; the facet from the process cache."""
     params = body.get("params")
     envelope = envelope_read(params)
     if headers is not None:
         headers_check(body=body, envelope=envelope, headers=headers)
     capabilities_check(params)
     peer_origin = inbound_peer_origin(origin_header=origin, subject=subject)
-    if lean:
-        facet = await afacet_cached(protocol="mcp")
-        decision = await negotiation_decide_batched(
-            protocol="mcp", requested=envelope.requested_version, peer_origin=peer_origin, subject=subject, facet=facet
-        )
-        served = tasks_served(facet)
-    else:
-        decision = await sync_to_async(negotiation_decide)(
-            protocol="mcp", requested=envelope.requested_version, peer_origin=peer_origin, subject=subject, run=None
-        )
-        served = None
+    facet = await afacet_cached(protocol="mcp")
+    decision = await negotiation_decide_batched(
+        protocol="mcp", requested=envelope.requested_version, peer_origin=peer_origin, subject=subject, facet=facet
+    )
     if not decision.accepted or decision.version not in MODERN_PROTOCOL_VERSIONS:
         # A handshake-era revision has no per-request `_meta` form: it is reached by `initialize`.
         raise refusal_error(decision, envelope.requested_version)
@@ -89,14 +79,13 @@ async def exchange_open(
         headers.get("tracestate") if headers is not None else None,
     )
     capabilities = dict(envelope.capabilities)
-    if not (served if served is not None else await sync_to_async(tasks_served)()):
+    if not tasks_served(facet):
         capabilities.pop("extensions", None)  # an extension we do not serve grants nothing
     return Exchange(
         subject=subject,
         version=str(decision.version),
         capabilities=capabilities,
         trace=trace,
-        lean=lean,
         param_headers=param_headers_read(headers),
     )
 

@@ -57,7 +57,6 @@ class Exchange:
     version: str
     capabilities: dict[str, Any]
     trace: TraceContext | None = None
-    lean: bool = False  # served by the door on PostgreSQL: its run may be written from the loop
     # HTTP only: the request's headers, lower-cased, when it named any `Mcp-Param-*` or is a
     # tools/call (SEP-2243: checked against the tool's `x-mcp-header` parameters); None on stdio.
     param_headers: Mapping[str, str] | None = None

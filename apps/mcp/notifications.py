@@ -29,7 +29,8 @@ from apps.core.sse import wake_waiter
 from apps.runs.log import run_wake_group
 from apps.runs.models import TERMINAL_EVENT_TYPES, Run, RunEvent
 from apps.runs.nodes import LOG_LEVELS
-from apps.runs.selectors import run_events_after, run_get_readable
+from apps.runs.reads import events_after_sync
+from apps.runs.selectors import run_get_readable
 from apps.tenants.subject import Subject
 
 PROGRESS_TOKEN_META_KEY = "progressToken"  # noqa: S105 (a meta key, not a secret)
@@ -174,7 +175,7 @@ def _open(finish: RunFinish, ask: NotificationAsk) -> tuple[RunNotifier, list[di
     MRTR retry from the resolution it made (the newest `interrupt.resolved`), or from now."""
     run = finish.committed or run_get_readable(subject=finish.subject, run_id=finish.run_id)
     notifier = RunNotifier(ask=ask, run=run)
-    events = run_events_after(run=run, after=0)
+    events = events_after_sync(tenant_pk=run.tenant_id, run_pk=run.pk, after=0)
     start = 0
     if finish.continued:
         resolved = [e.sequence for e in events if e.type == "interrupt.resolved"]
@@ -184,7 +185,8 @@ def _open(finish: RunFinish, ask: NotificationAsk) -> tuple[RunNotifier, list[di
 
 
 def _more(notifier: RunNotifier) -> list[dict[str, Any]]:
-    return notifier.feed(run_events_after(run=notifier.run, after=notifier.position))
+    run = notifier.run
+    return notifier.feed(events_after_sync(tenant_pk=run.tenant_id, run_pk=run.pk, after=notifier.position))
 
 
 async def run_notifications(

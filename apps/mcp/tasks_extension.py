@@ -15,7 +15,7 @@ from apps.core.errors import Conflict, NotFound, ValidationFailed
 from apps.core.ids import split_bound_id, unproject_id
 from apps.mcp.errors import invalid_params, missing_capability, unknown_task
 from apps.mcp.exchange import TASKS_EXTENSION, Exchange
-from apps.mcp.projection import answers_of, server_meta, task_doc
+from apps.mcp.projection import answers_of, server_meta, task_doc, task_ttl_ms
 from apps.mcp.resources import run_artifacts
 from apps.runs.models import Run
 from apps.runs.selectors import run_get_readable, run_open_interrupts
@@ -48,6 +48,7 @@ def task_get(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
         form=exchange.elicitation_form,
         url=exchange.elicitation_url,
         detailed=True,
+        ttl_ms=task_ttl_ms(run.tenant_id),
         client=exchange.capabilities,
         artifacts=run_artifacts(run) if run.is_terminal else (),
     )

@@ -39,6 +39,7 @@ from apps.mcp.notifications import RunFinish
 from apps.mcp.projection import (
     RUN_ID_META_KEY,
     answers_of,
+    atask_ttl_ms,
     input_requests,
     server_meta,
     task_doc,
@@ -47,11 +48,10 @@ from apps.mcp.projection import (
 from apps.mcp.request_state import request_state_mint, request_state_open, request_state_redeem
 from apps.mcp.resources import atool_result_of
 from apps.mcp.waiting import run_wait
-from apps.runs.lean import run_create_lean
 from apps.runs.models import Interrupt, Run, RunStatus, RunTransport
 from apps.runs.nodes import definition_kinds
 from apps.runs.selectors import run_get_readable, run_open_interrupt, run_open_interrupts
-from apps.runs.services import interrupts_resolve, run_cancel, run_create
+from apps.runs.services import interrupts_resolve, run_cancel, run_create, run_create_settled
 from apps.tenants.subject import Subject
 
 REQUEST_CANCELLED_REASON = "mcp-request-cancelled"
@@ -122,7 +122,7 @@ async def tool_call_begin(exchange: Exchange, params: dict[str, Any]) -> Finish:
     if token is not None:
         run_id, round = await _owned(subject, lambda: _call_continue(exchange, name, arguments, token, params))
     else:
-        started = await _call_start_lean(exchange, name, arguments) if exchange.lean else None
+        started = await _call_start_settled(exchange, name, arguments)
         if started is None:
             started = await _owned(subject, lambda: _call_start(exchange, name, arguments))
         if isinstance(started, dict):
@@ -198,10 +198,12 @@ def _call_start(exchange: Exchange, name: str, arguments: dict[str, Any]) -> Run
     return run
 
 
-async def _call_start_lean(exchange: Exchange, name: str, arguments: dict[str, Any]) -> Run | dict[str, Any] | None:
-    """`_call_start` on the event loop (apps/runs/lean.py) for a short run: the workflow from the
-    process cache, the run written on the loop's pool. None: not a run this path takes (nothing
-    was written); `_call_start` serves it."""
+async def _call_start_settled(
+    exchange: Exchange, name: str, arguments: dict[str, Any]
+) -> Run | dict[str, Any] | None:
+    """`_call_start` on the event loop for a run that settles in memory: the workflow from the
+    process cache, the run committed in one statement (`run_create_settled`). None: not a run
+    this path takes (nothing was written); `_call_start` serves it."""
     subject = exchange.subject
     tenant_pk = subject.tenant_pk
     if tenant_pk is None:
@@ -210,7 +212,7 @@ async def _call_start_lean(exchange: Exchange, name: str, arguments: dict[str, A
         workflow = await acached(
             TOPIC_CARD,
             ("workflow", tenant_pk, name),
-            sync_to_async(lambda: workflow_get_readable_cached(subject=subject, workflow_id=name)),
+            lambda: sync_to_async(workflow_get_readable_cached)(subject=subject, workflow_id=name),  # on a miss only
         )
     except NotFound:
         raise invalid_params(f"Unknown tool: {name}") from None
@@ -219,7 +221,7 @@ async def _call_start_lean(exchange: Exchange, name: str, arguments: dict[str, A
         return refusal
     trace = exchange.trace
     try:
-        return await run_create_lean(
+        return await run_create_settled(
             subject=subject,
             workflow=workflow,
             inputs=arguments,
@@ -322,7 +324,10 @@ async def _answer(
                 return await atool_result_of(run)
             return {
                 "resultType": "task",
-                **task_doc(run, open_interrupts=(), form=False, url=False, detailed=False),
+                **task_doc(
+                    run, open_interrupts=(), form=False, url=False, detailed=False,
+                    ttl_ms=await atask_ttl_ms(run.tenant_id),
+                ),
                 "_meta": server_meta({RUN_ID_META_KEY: run.run_id}),
             }
         run, interrupt = await sync_to_async(_read)(subject, run_id)

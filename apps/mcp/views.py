@@ -46,14 +46,12 @@ from django.views.decorators.csrf import csrf_exempt
 from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 
-from apps.core.async_db import async_db_enabled
 from apps.core.db_threads import in_own_db_thread, release_db_connection_if_used
+from apps.core.door_request import served_by_door
 from apps.core.errors import OpenWopError, Unauthenticated
 from apps.core.json_limits import request_json
 from apps.core.overload import OVERLOAD_RETRY_AFTER_SECONDS, is_overload
 from apps.core.sse import sse_counted
-from apps.doors.oauth import aoauth_door_state, scopes_missing
-from apps.doors.request import is_lean
 from apps.mcp.authorization import insufficient_scope_error, method_family, unauthenticated_error
 from apps.mcp.dispatch import dispatch_begin, exchange_open
 from apps.mcp.errors import McpError, mcp_error_from, mcp_error_from_data_error, params_check, request_id_valid
@@ -70,7 +68,8 @@ from apps.mcp.handshake import (
 from apps.mcp.notifications import NotificationAsk, RunFinish, notification_ask, run_notifications
 from apps.mcp.sessions import session_end
 from apps.mcp.tools import Finish
-from apps.tenants.selectors import asubject_from_authorization_cached, subject_from_authorization
+from apps.oauth.challenge import aoauth_door_state, scopes_missing
+from apps.tenants.selectors import asubject_from_authorization_cached
 from apps.tenants.subject import Subject
 
 logger = logging.getLogger(__name__)
@@ -80,7 +79,9 @@ T = TypeVar("T")
 
 
 def _json(payload: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None) -> HttpResponse:
-    response = HttpResponse(json.dumps(payload, separators=(",", ":")), status=status, content_type="application/json")
+    # Bytes, not str: HttpResponse would otherwise look up the charset in settings to encode it.
+    content = json.dumps(payload, separators=(",", ":")).encode()
+    response = HttpResponse(content, status=status, content_type="application/json")
     for name, value in (headers or {}).items():
         response[name] = value
     return response
@@ -88,11 +89,6 @@ def _json(payload: dict[str, Any], status: int = 200, headers: dict[str, str] | 
 
 def _error(request_id: Any, error: McpError) -> HttpResponse:
     return _json({"jsonrpc": "2.0", "id": request_id, "error": error.error_object()}, error.http_status, error.headers)
-
-
-def _lean(request: HttpRequest) -> bool:
-    """Served by the door on PostgreSQL: caches and the event loop's pool (apps/doors)."""
-    return is_lean(request) and async_db_enabled()
 
 
 def origin_allowed(origin: str | None) -> bool:
@@ -130,11 +126,9 @@ async def _authenticate(request: HttpRequest, request_id: Any) -> Subject | Http
     challenge (apps/mcp/authorization.py)."""
     authorization = request.headers.get("Authorization")
     try:
-        if _lean(request):  # the per-process cache: a hit leaves nothing to await
-            return await asubject_from_authorization_cached(authorization, door="mcp")
-        return await sync_to_async(subject_from_authorization)(authorization, door="mcp")
+        return await asubject_from_authorization_cached(authorization, door="mcp")  # a hit awaits nothing
     except Unauthenticated as exc:
-        state = await aoauth_door_state(lean=_lean(request))
+        state = await aoauth_door_state()
         presented = bool(authorization and authorization.strip())
         return _error(request_id, unauthenticated_error(exc, state=state, presented=presented))
 
@@ -144,7 +138,7 @@ async def _scope_refusal(request: HttpRequest, subject: Subject, method: str) ->
     for the method's family; None otherwise (API keys carry no scopes: never refused here)."""
     if subject.scopes is None:
         return None
-    state = await aoauth_door_state(lean=_lean(request))
+    state = await aoauth_door_state()
     missing = scopes_missing(state, subject, method_family(method))
     return insufficient_scope_error(state=state, method=method, scopes=missing) if missing else None
 
@@ -208,9 +202,7 @@ async def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
             exchange = await session_exchange_open(body=body, subject=subject, headers=headers, origin=origin)
             finish = await handshake_dispatch_begin(exchange, body["method"], body.get("params"))
         else:
-            exchange = await exchange_open(
-                body=body, subject=subject, headers=headers, origin=origin, lean=_lean(request)
-            )
+            exchange = await exchange_open(body=body, subject=subject, headers=headers, origin=origin)
             finish = await dispatch_begin(exchange, body["method"], body.get("params"))
     except McpError as exc:
         return _error(request_id, exc)
@@ -223,26 +215,48 @@ async def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
     return await _respond(request, request_id, finish, ask)
 
 
-def _outcome(request_id: Any, task: asyncio.Future[dict[str, Any]]) -> tuple[dict[str, Any], int, dict[str, str]]:
+Outcome = tuple[dict[str, Any], int, dict[str, str]]  # (JSON-RPC message, HTTP status, headers)
+
+
+def _outcome(request_id: Any, task: asyncio.Future[dict[str, Any]]) -> Outcome:
     """A finished step as (JSON-RPC message, HTTP status, headers)."""
     try:
         return {"jsonrpc": "2.0", "id": request_id, "result": task.result()}, 200, {}
-    except McpError as exc:
+    except Exception as exc:
+        return _failed(request_id, exc)
+
+
+async def _outcome_now(request_id: Any, finish: Finish) -> Outcome:
+    """`_outcome` of a step awaited in the request itself (one that waits for nothing)."""
+    try:
+        return {"jsonrpc": "2.0", "id": request_id, "result": await finish()}, 200, {}
+    except Exception as exc:
+        return _failed(request_id, exc)
+
+
+def _failed(request_id: Any, exc: Exception) -> Outcome:
+    """A step's exception as its JSON-RPC error: never a stack trace on the wire, streamed or not."""
+    if isinstance(exc, McpError):
         error = exc
-    except OpenWopError as exc:
+    elif isinstance(exc, OpenWopError):
         error = mcp_error_from(exc)
-    except DataError as exc:
+    elif isinstance(exc, DataError):
         error = mcp_error_from_data_error(exc)
-    except Exception as exc:  # never a stack trace on the wire, streamed or not
-        if is_overload(exc):  # saturated, not broken: retriable (apps/core/overload.py)
-            error = McpError(
-                INTERNAL_ERROR, "The host is saturated; retry shortly.", {"reason": "overloaded"}, http_status=503
-            )
-            error.headers["Retry-After"] = str(OVERLOAD_RETRY_AFTER_SECONDS)
-        else:
-            logger.exception("MCP request failed")
-            error = McpError(INTERNAL_ERROR, "Internal error")
+    elif is_overload(exc):  # saturated, not broken: retriable (apps/core/overload.py)
+        error = McpError(
+            INTERNAL_ERROR, "The host is saturated; retry shortly.", {"reason": "overloaded"}, http_status=503
+        )
+        error.headers["Retry-After"] = str(OVERLOAD_RETRY_AFTER_SECONDS)
+    else:
+        logger.exception("MCP request failed", exc_info=exc)
+        error = McpError(INTERNAL_ERROR, "Internal error")
     return {"jsonrpc": "2.0", "id": request_id, "error": error.error_object()}, error.http_status, error.headers
+
+
+def _answered_at_once(finish: Finish) -> bool:
+    """A tools/call whose new run committed terminal: its answer is read from the run as
+    committed (tools._answer), never waited for, so it needs no task and no streaming timer."""
+    return isinstance(finish, RunFinish) and finish.committed is not None and finish.committed.is_terminal
 
 
 async def _cancel(task: asyncio.Future[Any]) -> None:
@@ -257,9 +271,9 @@ def _detached(request: HttpRequest, step: Callable[[], Awaitable[T]]) -> asyncio
     # the view returns, and a streamed step outlives the view (its sync_to_async reads would fail).
     # Its own thread too (apps/core/db_threads.py): without it every waiting step of the process
     # queued on one shared thread, and the request's thread kept its connection for the whole wait.
-    if is_lean(request):
-        # Served by the door (apps/doors): the request already has its own thread context, which
-        # lives until the answer (streamed or not) is sent; the step shares it.
+    if served_by_door(request):
+        # The request's own thread context lives until the answer (streamed or not) is sent; the
+        # step shares it.
         return asyncio.ensure_future(step())
     return asyncio.get_running_loop().create_task(in_own_db_thread(step), context=contextvars.Context())
 
@@ -267,6 +281,8 @@ def _detached(request: HttpRequest, step: Callable[[], Awaitable[T]]) -> asyncio
 async def _respond(
     request: HttpRequest, request_id: Any, finish: Finish, ask: NotificationAsk | None = None
 ) -> HttpResponseBase:
+    if ask is None and _answered_at_once(finish):
+        return _json(*await _outcome_now(request_id, finish))
     task = _detached(request, finish)
     streamable = "text/event-stream" in request.headers.get("Accept", "")
     if ask is not None and streamable and isinstance(finish, RunFinish):

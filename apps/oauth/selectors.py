@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 from django.conf import settings
@@ -30,12 +31,18 @@ def trusted_issuer_by_iss(iss: str) -> TrustedIssuer | None:
     )
 
 
+# Where the MCP mount is: the facets app (a floor above this one) registers its reader in its ready().
+_mcp_paths: list[Callable[[], list[str]]] = []
+
+
+def on_mcp_paths(source: Callable[[], list[str]]) -> None:
+    _mcp_paths[:] = [source]
+
+
 def mcp_server_path() -> str:
     """The first MCP mount path the facet advertises (the RFC 8707 resource MCP clients ask for)."""
-    from apps.facets.services import facet_cached
-
-    paths = facet_cached(protocol="mcp").server_paths or [DEFAULT_MCP_PATH]
-    return str(paths[0])
+    paths = _mcp_paths[0]() if _mcp_paths else []
+    return str(paths[0]) if paths else DEFAULT_MCP_PATH
 
 
 def door_audience(door: str) -> str:

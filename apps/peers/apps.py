@@ -6,7 +6,7 @@ class PeersAppConfig(AppConfig):
     label = "peers"
 
     def ready(self) -> None:
-        from apps.facets.discovery import register_capability
+        from apps.core.discovery import register_capability
         from apps.peers import nodes  # noqa: F401 - registers the a2a.call and mcp.call node kinds
         from apps.peers.seams import conformance_capability
 

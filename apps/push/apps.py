@@ -6,8 +6,26 @@ class PushAppConfig(AppConfig):
     label = "push"
 
     def ready(self) -> None:
-        from apps.facets.discovery import register_capability
-        from apps.push import tasks  # noqa: F401 - registers push.deliver and the worker's sweeper
+        # The floors below never import this app: it hands them what they call (issue 35).
+        from apps.a2a import operations
+        from apps.core.discovery import register_capability
+        from apps.core.metrics import on_scrape
+        from apps.push import (
+            services,
+            tasks,  # noqa: F401 - registers push.deliver and the worker's sweeper
+        )
         from apps.push.capabilities import webhooks_capability
+        from apps.push.limits import push_backlog_check
+        from apps.push.models import WebhookEvent
+        from apps.push.selectors import push_backlog_gauges
+        from apps.runs.log import on_events_written
 
         register_capability("webhooks", webhooks_capability)
+        # The deliveries a run's events owe; a run nobody has seen yet has no push config of its
+        # own, so only a webhook of its tenant's for one of the events' types can want them.
+        table = WebhookEvent._meta.db_table
+        owed = f"SELECT 1 FROM {table} WHERE tenant_id = %s AND event_type = ANY(%s::text[])"  # noqa: S608
+        on_events_written(services.push_deliveries_for_events, owed_probe=owed)
+        on_scrape(push_backlog_gauges)  # /metrics' backlog gauges
+        operations.push_services = services  # A2A's push-config operations
+        operations.push_backlog_check = push_backlog_check

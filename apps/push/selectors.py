@@ -4,11 +4,14 @@ webhook take a row the caller already resolved as readable (run_get_readable / w
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from django.db.models import Count, Min
 from django.utils import timezone
+from prometheus_client.core import GaugeMetricFamily
 
 from apps.core.cursors import cursor_after, cursor_mint
 from apps.push.capabilities import DEAD_LETTER_MAX_PAGE_SIZE, DEAD_LETTER_RETENTION_DAYS
@@ -106,3 +109,18 @@ def _dead_letter_record(row: Delivery, webhook: Webhook, retention: timedelta) -
     if row.last_error:
         record["lastError"] = row.last_error
     return record
+
+
+def push_backlog_gauges() -> Iterator[GaugeMetricFamily]:
+    """/metrics' push backlog at scrape time (one indexed read): deliveries not yet settled, and the
+    oldest one's age."""
+    row = Delivery.unscoped_all_tenants.filter(status=DeliveryStatus.PENDING).aggregate(
+        pending=Count("id"), oldest=Min("created_at")
+    )
+    oldest = row["oldest"]
+    yield GaugeMetricFamily("openwop_push_deliveries_pending", "Deliveries not yet settled.", value=row["pending"] or 0)
+    yield GaugeMetricFamily(
+        "openwop_push_oldest_pending_age_seconds",
+        "Age of the oldest delivery not yet settled (0 when none).",
+        value=(timezone.now() - oldest).total_seconds() if oldest is not None else 0.0,
+    )

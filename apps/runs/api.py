@@ -1,7 +1,8 @@
 """The REST run surface (runs.md, interrupt.md): thin DRF views over the run services/selectors.
 
 Every path naming a run resolves it in two moves: `run_id_from_path` (403 id_tenant_mismatch for
-a foreign tenant segment, before any lookup) and `run_get_readable` (404 for anything else).
+a foreign tenant segment, before any lookup) and a read scoped to the caller's tenant
+(apps/runs/reads.py; 404 for anything else).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from apps.core.ids import project_id
 from apps.runs.idempotency import IdempotencyClaim, IdempotentReplay, idempotency_run
 from apps.runs.models import RunTransport
 from apps.runs.paths import run_id_from_path
-from apps.runs.selectors import RUN_LIST_DEFAULT_PAGE_SIZE, run_get_readable, run_list, run_open_interrupt
+from apps.runs.reads import RUN_LIST_DEFAULT_PAGE_SIZE, RunFilters, page_read_sync, snapshot_read_sync
 from apps.runs.services import (
     interrupt_resolve,
     interrupt_resolved_doc,
@@ -34,6 +35,7 @@ from apps.runs.services import (
 )
 from apps.runs.wire import run_etag, run_snapshot_doc
 from apps.tenants.authentication import request_subject
+from apps.tenants.selectors import subject_tenant_pk
 
 
 class ClosedSerializer(serializers.Serializer):
@@ -155,14 +157,17 @@ class RunCollectionApi(APIView):
         params = self.ListInputSerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
         data = params.validated_data
-        page = run_list(
-            subject=request_subject(request),
-            workflow_id=data.get("workflowId"),
-            status=data.get("status"),
+        subject = request_subject(request)
+        status = data.get("status")
+        page = page_read_sync(
+            tenant_pk=subject_tenant_pk(subject),
+            tenant=subject.tenant,
+            filters=RunFilters(workflow_id=data.get("workflowId"), statuses=(status,) if status is not None else None),
             limit=data["limit"],
             cursor=data.get("cursor"),
         )
-        body: dict[str, Any] = {"runs": [run_snapshot_doc(run, open_interrupt=i) for run, i in page.runs]}
+        runs = [run_snapshot_doc(snapshot.run, open_interrupt=snapshot.open_interrupt) for snapshot in page.snapshots]
+        body: dict[str, Any] = {"runs": runs}
         if page.next_cursor is not None:
             body["nextCursor"] = page.next_cursor
         return Response(body)
@@ -175,11 +180,11 @@ class RunDetailApi(APIView):
     def get(self, request: Request, run_ref: str) -> Response:
         subject = request_subject(request)
         run_id = run_id_from_path(subject=subject, segment=run_ref)
-        run = run_get_readable(subject=subject, run_id=run_id)
-        etag = run_etag(run)
+        snapshot = snapshot_read_sync(tenant_pk=subject_tenant_pk(subject), run_id=run_id, artifacts=False)
+        etag = run_etag(snapshot.run)
         if _etag_matches(request.headers.get("If-None-Match"), etag):
             return Response(status=304, headers={"ETag": etag})
-        doc = run_snapshot_doc(run, open_interrupt=run_open_interrupt(run=run))
+        doc = run_snapshot_doc(snapshot.run, open_interrupt=snapshot.open_interrupt)
         return Response(doc, headers={"ETag": etag})
 
 

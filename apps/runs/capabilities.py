@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from apps.core.protocol import CONTRACT_VERSION
-from apps.runs.selectors import RUN_LIST_MAX_PAGE_SIZE
+from apps.runs.reads import RUN_LIST_MAX_PAGE_SIZE
 
 
 def run_list_capability() -> dict[str, Any]:

@@ -7,22 +7,52 @@ run's row lock inside a transaction (or is creating the run in it) and saves the
 transaction (`run_save`), so the row's `last_sequence` and the log advance together: sequence n+1
 can only follow n, and the unique (run, sequence) constraint turns any slip into an error rather
 than a gap or a duplicate.
+
+Every side effect of committed events lives in `events_recorded` (the metrics, the crash seam),
+whichever writer committed them: `events_write` inside an ORM transaction (through
+`events_committed`, which wakes the run's listeners first), or `run_insert_settled`, which commits
+a whole new settled run as one statement from the event loop and wakes nobody: nobody has its id.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from functools import partial
+import asyncio
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache, partial
 from typing import Any
 
-from django.db import transaction
+from django.conf import settings
+from django.db import connections, models, transaction
+from django.db.models import Field, Model
 from django.utils import timezone
 
+from apps.core.async_db import fetch
 from apps.core.ids import mint_opaque, split_bound_id
 from apps.core.metrics import run_events_committed
-from apps.core.sse import publish_wake, wake_group_name
-from apps.push.services import push_deliveries_for_events
+from apps.core.sse import publish_wake, publish_wake_from_loop, wake_group_name
 from apps.runs.models import Run, RunEvent
+
+# What a higher app owes for events as they are written, in the same transaction (apps/push
+# registers the push deliveries in its ready()): runs never imports the apps built on it.
+EventsHook = Callable[..., None]
+_events_hooks: list[EventsHook] = []
+# For each hook, a condition that is true when it may owe something for a new run's events: a
+# statement with `%s` for the tenant's id and `%s` for the events' types (text[]).
+_owed_probes: list[str] = []
+
+
+def on_events_written(hook: EventsHook, *, owed_probe: str) -> None:
+    """Call `hook(run=, events=)` inside every `events_write`, after the rows are inserted.
+    `owed_probe`: a SELECT (parameters: the tenant's id, the event types) that finds a row when
+    the hook may owe something for a run nobody has seen yet; `run_insert_settled` writes nothing
+    then, and the caller takes `events_write`'s path, which calls the hook."""
+    if hook not in _events_hooks:
+        _events_hooks.append(hook)
+        _owed_probes.append(owed_probe)
 
 
 def run_wake_group(run_id: str) -> str:
@@ -52,11 +82,34 @@ def events_write(*, run: Run, events: Sequence[RunEvent]) -> None:
     if not events:
         return
     RunEvent.objects.for_tenant(run.tenant_id).bulk_create(events)
-    # A wake-up is a hint that new rows are committed; the rows themselves are the data.
-    transaction.on_commit(partial(publish_wake, run_wake_group(run.run_id)))
+    transaction.on_commit(partial(events_committed, run, [event.type for event in events]))
+    for hook in _events_hooks:  # push deliveries: rows commit with the events; sent on commit
+        hook(run=run, events=events)
+
+
+def events_committed(run: Run, types: list[str]) -> None:
+    """Everything that follows the commit of a run's events by `events_write`: one wake-up (a
+    hint that new rows are committed; the rows themselves are the data), then `events_recorded`."""
+    group = run_wake_group(run.run_id)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        publish_wake(group)
+    else:
+        publish_wake_from_loop(group)  # the blocking send refuses to run on a loop's thread
+    events_recorded(run, types)
+
+
+def events_recorded(run: Run, types: list[str]) -> None:
+    """What follows the commit of a run's events from every writer, woken or not: the metrics
+    and the kill test's seam."""
     tenant, _ = split_bound_id(run.run_id)
-    transaction.on_commit(partial(run_events_committed, run.transport, [event.type for event in events], tenant))
-    push_deliveries_for_events(run=run, events=events)  # rows commit with the events; sent on commit
+    run_events_committed(run.transport, types, tenant)
+    if getattr(settings, "OPENWOP_TEST_CRASH_AFTER_COMMIT", False):
+        # Test-only (tests/crash_after_commit_settings.py, never the host's own settings): the
+        # process dies the moment a run's events commit, before any answer
+        # (tests/runs/test_live_crash_after_commit.py).
+        os._exit(70)
 
 
 def event_append(*, run: Run, type: str, payload: dict[str, Any], node_id: str | None = None) -> RunEvent:
@@ -69,3 +122,123 @@ def event_append(*, run: Run, type: str, payload: dict[str, Any], node_id: str |
 def run_save(run: Run, *fields: str) -> None:
     """Save `fields` of a locked run, always with the log position it reached."""
     run.save(update_fields=sorted({*fields, "last_sequence", "updated_at"}))
+
+
+# ---------------------------------------------------------------------------------------------
+# A settled run as one statement
+
+# How a column's value (as `Field.pre_save` gives it) is written into the row's JSON document, by
+# field class: what PostgreSQL's own input of the column's type then reads back exactly.
+_JSON_PLAIN = (models.CharField, models.TextField, models.IntegerField, models.BooleanField, models.JSONField)
+
+
+def _json_ready(field: Field[Any, Any]) -> Callable[[Any], Any] | None:
+    """How `field`'s value goes into the row's JSON document (None: as it is). A field of another
+    kind fails when the statement is first built, never by writing a value it cannot read back."""
+    if isinstance(field, models.DateTimeField):
+        return _timestamp_text
+    if isinstance(field, (models.ForeignKey, *_JSON_PLAIN)):  # a foreign key: its target's id
+        return None
+    raise TypeError(f"{field!r}: no JSON form for a settled run's one-statement insert")
+
+
+def _timestamp_text(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+@dataclass(frozen=True)
+class _RowShape:
+    """The columns a new row writes (all but an auto primary key), each with its JSON form."""
+
+    table: str
+    columns: tuple[tuple[Field[Any, Any], str, Callable[[Any], Any] | None], ...]
+
+    def document(self, obj: Model) -> dict[str, Any]:
+        """The row as one JSON object, stamped as the ORM's insert stamps it (`pre_save`: auto_now)."""
+        row = {}
+        for field, column, ready in self.columns:
+            value = field.pre_save(obj, True)
+            row[column] = value if ready is None else ready(value)
+        return row
+
+
+@cache
+def _row_shape(model: type[Model], *, without: str | None = None) -> _RowShape:
+    """`model`'s written columns (but `without`, a column the statement fills itself)."""
+    fields = (f for f in model._meta.concrete_fields if not f.primary_key and f.column != without)
+    return _RowShape(model._meta.db_table, tuple((f, str(f.column), _json_ready(f)) for f in fields))
+
+
+_RUN_ID_COLUMN = RunEvent._meta.get_field("run").column
+
+
+@cache
+def _settled_run_sql(probes: tuple[str, ...]) -> str:
+    """The run's row and all its events as ONE statement (one transaction in autocommit), whose
+    text never varies with the number of events, so the server prepares it once:
+
+    - the Run row's INSERT from one JSON object, read as the table's row type
+      (`jsonb_populate_record`), written only when no hook may owe something for these events
+      (each `owed_probe`, read at the write as `events_write`'s hooks read under READ COMMITTED);
+    - every event from one JSON array of objects (`jsonb_populate_recordset`), each naming the id
+      the row's INSERT returns.
+
+    One JSON parameter per table, not one parameter (or array) per column: the client dumps a
+    single string instead of escaping every value, and the server reads each value with its
+    column's own input (a value too long for a varchar column is refused, never cut).
+
+    Parameters: the run's document, (tenant, types) per probe, the events' documents."""
+    quote = connections["default"].ops.quote_name  # preparing the text only, once per process
+    run, event = _row_shape(Run), _row_shape(RunEvent, without=_RUN_ID_COLUMN)
+    run_columns = ", ".join(quote(c) for _, c, _ in run.columns)
+    event_columns = ", ".join(quote(c) for _, c, _ in event.columns)
+    unowed = "".join(f" AND NOT EXISTS ({probe})" for probe in probes)
+    return (
+        f"WITH new_run AS (INSERT INTO {quote(run.table)} ({run_columns}) "  # noqa: S608 (our names; every value is a parameter)
+        f"SELECT {run_columns} FROM jsonb_populate_record(NULL::{quote(run.table)}, %s::jsonb) "
+        f"WHERE true{unowed} RETURNING id) "
+        f"INSERT INTO {quote(event.table)} ({quote(_RUN_ID_COLUMN)}, {event_columns}) "
+        f"SELECT new_run.id, {', '.join('e.' + quote(c) for _, c, _ in event.columns)} "
+        f"FROM new_run, jsonb_populate_recordset(NULL::{quote(event.table)}, %s::jsonb) AS e "
+        f"RETURNING run_id"
+    )
+
+
+def _json_text(document: Any) -> str:
+    """What JSONField itself stores: plain `json.dumps` (no encoder on Run's or RunEvent's JSON)."""
+    return json.dumps(document, separators=(",", ":"))
+
+
+async def run_insert_settled(run: Run, events: Sequence[RunEvent]) -> bool:
+    """Commit a new run that settled in memory (terminal, nothing left to run or answer) with its
+    events, as one statement on the event loop's pool, then `events_recorded`. False: a hook may
+    owe something for these events (a webhook of the tenant's wants one of their types) and
+    nothing was written: the caller commits the run through `events_write` instead.
+
+    No wake-up: the run's id is first known from this call's answer, so no stream or long poll
+    can be listening on it yet; one opened afterwards reads the committed log from the database."""
+    types = sorted({event.type for event in events})
+    probes = tuple(_owed_probes)
+    params: list[Any] = [_json_text(_row_shape(Run).document(run))]
+    for _ in probes:
+        params.extend([run.tenant_id, types])
+    event_shape = _row_shape(RunEvent, without=_RUN_ID_COLUMN)
+    params.append(_json_text([event_shape.document(event) for event in events]))
+
+    # Shielded: a client that leaves mid-write must not leave the transaction half-known. The run
+    # it commits is terminal, so there is nothing to cancel afterwards.
+    written = asyncio.ensure_future(fetch(_settled_run_sql(probes), params))
+    try:
+        inserted = await asyncio.shield(written)
+    except asyncio.CancelledError:
+        await asyncio.wait([written])
+        raise
+    if not inserted:
+        return False
+    run.pk = inserted[0][0]
+    run._state.adding, run._state.db = False, "default"
+    for event in events:
+        event.run_id = run.pk
+        event._state.adding, event._state.db = False, "default"
+    events_recorded(run, [event.type for event in events])
+    return True

@@ -8,7 +8,6 @@ Every state change appends its events in the same transaction, under the run's r
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -33,7 +32,7 @@ from apps.runs.idempotency import (
     idempotency_complete,
     idempotency_run,
 )
-from apps.runs.log import event_append, run_save
+from apps.runs.log import event_append, run_insert_settled, run_save
 from apps.runs.models import (
     RUNNABLE_STATUSES,
     TERMINAL_STATUSES,
@@ -63,8 +62,11 @@ logger = logging.getLogger(__name__)
 CREATE_RUN_ENDPOINT = "POST /runs"
 
 
+_TRANSPORTS = frozenset(RunTransport.values)  # `.values` builds a new list at every read
+
+
 def _run_arguments_checked(*, transport: str, inputs: Any, context_id: str | None) -> dict[str, Any]:
-    if transport not in RunTransport.values:
+    if transport not in _TRANSPORTS:
         raise ValueError(f"unknown transport {transport!r}")
     inputs = {} if inputs is None else inputs
     if not isinstance(inputs, dict):
@@ -89,7 +91,7 @@ def run_draft(
     """The new run of `workflow` (a row of the subject's tenant) as `run_create` commits it, built
     in memory and written by nobody yet: checked inputs, the row, `run.started`, and with `inline`
     its instant nodes settled (or the handoff to a worker). `run_create` writes it through the
-    ORM; the doors' lean path (apps/runs/lean.py) on the event loop's pool."""
+    ORM, `run_create_settled` as one statement from the event loop."""
     inputs = _run_arguments_checked(transport=transport, inputs=inputs, context_id=context_id)
     tenant_pk = workflow.tenant_id
     workflow_inputs_check(input_schema=workflow.input_schema, inputs=inputs)
@@ -179,8 +181,29 @@ def run_create(
             idempotency_complete(claim=idempotency, run=run, status=201, body=run_created_doc(run))
         if draft.handoff:
             transaction.on_commit(partial(advance_send, run))
-        _crash_after_commit_seam()
     return run
+
+
+async def run_create_settled(
+    *,
+    subject: Subject,
+    workflow: Workflow,
+    inputs: Any,
+    transport: str,
+    traceparent: str | None = None,
+    tracestate: str | None = None,
+) -> Run | None:
+    """`run_create(inline=True, workflow=workflow)` for a caller on the event loop with nothing
+    of its own in the run's transaction (MCP tools/call): the run as committed in one statement
+    (`log.run_insert_settled`), or None, with nothing written, when it is not a run that settles
+    terminal in memory or its events may owe a delivery; the caller then runs `run_create`."""
+    draft = run_draft(
+        subject=subject, workflow=workflow, inputs=inputs, transport=transport,
+        traceparent=traceparent, tracestate=tracestate, inline=True,
+    )  # fmt: skip
+    if draft.handoff or draft.interrupts or not draft.run.is_terminal:
+        return None
+    return draft.run if await run_insert_settled(draft.run, draft.events) else None
 
 
 def run_created_doc(run: Run) -> dict[str, Any]:
@@ -397,7 +420,6 @@ def interrupts_resolve(
         _complete_claim(idempotency, run, interrupt_resolved_doc(run, next(iter(resolutions))))
         if draft.handoff:
             transaction.on_commit(partial(advance_send, run))
-        _crash_after_commit_seam()
     return run
 
 
@@ -467,14 +489,6 @@ def _run_locked(*, subject: Subject, run_id: str) -> Run:
     if run is None:
         raise NotFound("No such run.")
     return run
-
-
-def _crash_after_commit_seam() -> None:
-    """Test-only: with the setting OPENWOP_TEST_CRASH_AFTER_COMMIT (never set by the host's own
-    settings; a kill test's settings module sets it), the process dies the moment the run's
-    transaction commits, before any answer (tests/runs/test_live_crash_after_commit.py)."""
-    if getattr(settings, "OPENWOP_TEST_CRASH_AFTER_COMMIT", False):
-        transaction.on_commit(partial(os._exit, 70))
 
 
 def inline_max_nodes() -> int:

@@ -15,27 +15,25 @@ import functools
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import UTC
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.views.decorators.http import require_GET
 
-from apps.core.async_db import async_db_enabled, async_pool
 from apps.core.db_threads import db_connection_release
 from apps.core.errors import OpenWopError, ValidationFailed
 from apps.core.fanout import FanOut, Frame
 from apps.core.responses import envelope_response
 from apps.core.sse import SseEvent, format_event, last_event_id, position_parse, sse_response, wake_waiter
 from apps.core.stream_lease import while_allowed
-from apps.doors.oauth import envelope_challenged
+from apps.oauth.challenge import envelope_challenged
 from apps.runs.log import run_wake_group
-from apps.runs.models import TERMINAL_EVENT_TYPES, Run, RunEvent
+from apps.runs.models import TERMINAL_EVENT_TYPES, TERMINAL_STATUSES, RunEvent
 from apps.runs.paths import run_id_from_path
-from apps.runs.selectors import run_events_after, run_get_readable
+from apps.runs.reads import RunRow, events_after, events_after_sync, snapshot_read, snapshot_read_sync
 from apps.runs.wire import run_event_doc
-from apps.tenants.selectors import subject_from_authorization
+from apps.tenants.selectors import subject_from_authorization, subject_tenant_pk
 from apps.tenants.stream_credential import credential_check
 
 # events.md §The events channel: every event we emit is an `updates`-tier event, so `updates`
@@ -59,9 +57,10 @@ class UnsupportedStreamMode(OpenWopError):
         super().__init__(details={"supported": list(STREAM_MODES_SERVED)}, status=400)
 
 
-def _run_readable(authorization: str | None, segment: str) -> Run:
+def _run_readable(authorization: str | None, segment: str) -> RunRow:
     subject = subject_from_authorization(authorization, door="rest")
-    return run_get_readable(subject=subject, run_id=run_id_from_path(subject=subject, segment=segment))
+    run_id = run_id_from_path(subject=subject, segment=segment)
+    return snapshot_read_sync(tenant_pk=subject_tenant_pk(subject), run_id=run_id, artifacts=False).run
 
 
 def _stream_mode_check(value: str | None) -> None:
@@ -70,13 +69,6 @@ def _stream_mode_check(value: str | None) -> None:
     modes = value.split(",")
     if not modes or any(mode not in STREAM_MODES_SERVED for mode in modes):
         raise UnsupportedStreamMode()
-
-
-def _log_after(run: Run, after: int) -> tuple[list[dict[str, Any]], str, int]:
-    """Events after `after` with the status and newest sequence read alongside them."""
-    fresh = Run.objects.for_tenant(run.tenant_id).only("status", "last_sequence").get(pk=run.pk)
-    events = run_events_after(run=run, after=after)
-    return [run_event_doc(e, run_id=run.run_id) for e in events], fresh.status, fresh.last_sequence
 
 
 def _stream_open(authorization: str | None, segment: str, stream_mode: str | None, request: HttpRequest) -> _Opened:
@@ -96,53 +88,25 @@ def _stream_open(authorization: str | None, segment: str, stream_mode: str | Non
 
 @dataclass(frozen=True, slots=True)
 class _Opened:
-    run: Run
+    run: RunRow
     after: int
     replay: list[Frame] | None  # None: the caller already holds the terminal event
 
 
-def _stream_read(run: Run, after: int) -> list[Frame]:
-    """The run's events after `after` as SSE frames: one tenant-scoped query. The one read of
-    every stream of the run, the fan-out's shared read included (its debug line is what
-    tests/runs/test_sse_fanout.py counts)."""
-    return _frames(run, after, run_events_after(run=run, after=after))
+def _stream_read(run: RunRow, after: int) -> list[Frame]:
+    """The run's events after `after` as SSE frames, on Django's connection (the stream's replay,
+    read with its authorization in one thread hop)."""
+    return _frames(run, after, events_after_sync(tenant_pk=run.tenant_id, run_pk=run.pk, after=after))
 
 
-async def _stream_read_on_loop(run: Run, after: int) -> list[Frame]:
-    """`_stream_read` on the event loop's own pool (PostgreSQL): the fan-out feed's read, which
-    then pushes what it read with no thread hop in between. The same tenant-scoped rows."""
-    pool = await async_pool()
-    async with pool.connection() as conn:
-        cursor = await conn.execute(_events_after_sql(), (run.tenant_id, run.pk, after))
-        rows = await cursor.fetchall()
-    events = [
-        RunEvent(
-            id=pk,
-            tenant_id=run.tenant_id,
-            run_id=run.pk,
-            sequence=sequence,
-            event_id=event_id,
-            type=type_,
-            payload=payload,
-            node_id=node_id,
-            at=at.astimezone(UTC),
-        )
-        for pk, sequence, event_id, type_, payload, node_id, at in rows
-    ]
-    return _frames(run, after, events)
+async def _stream_read_on_loop(run: RunRow, after: int) -> list[Frame]:
+    """`_stream_read` on the event loop: every later read of the run's streams, shared by all of
+    them (apps/core/fanout.py), which then pushes what it read with no thread hop in between. Its
+    debug line is what tests/runs/test_sse_fanout.py counts."""
+    return _frames(run, after, await events_after(tenant_pk=run.tenant_id, run_pk=run.pk, after=after))
 
 
-@functools.cache
-def _events_after_sql() -> str:
-    """`run_events_after`'s query (tenant, run, sequence > after, in order), the columns it renders."""
-    return (
-        "SELECT id, sequence, event_id, type, payload, node_id, at"  # noqa: S608 (our table's name)
-        f" FROM {RunEvent._meta.db_table}"
-        " WHERE tenant_id = %s AND run_id = %s AND sequence > %s ORDER BY sequence"
-    )
-
-
-def _frames(run: Run, after: int, events: list[RunEvent]) -> list[Frame]:
+def _frames(run: RunRow, after: int, events: list[RunEvent]) -> list[Frame]:
     frames = []
     for event in events:
         doc = run_event_doc(event, run_id=run.run_id)
@@ -177,7 +141,7 @@ async def run_events_stream(request: HttpRequest, run_ref: str) -> HttpResponseB
         first=opened.replay,
         head=run.last_sequence,
         poll_seconds=DB_RECHECK_SECONDS,
-        shared_read=functools.partial(_stream_read_on_loop, run) if async_db_enabled() else None,
+        shared_read=functools.partial(_stream_read_on_loop, run),
     )
     # Served by Django (the door writes `fan_out` itself, and re-checks the credential there too):
     # authorized once at open, re-checked while it lasts (apps.core.stream_lease).
@@ -214,8 +178,8 @@ async def run_events_poll(request: HttpRequest, run_ref: str) -> HttpResponseBas
     deadline = loop.time() + timeout
     async with wake_waiter(run_wake_group(run.run_id)) as wait:
         while True:
-            docs, status, last_sequence = await sync_to_async(_log_after)(run, after)
-            terminal = status in {"completed", "failed", "cancelled"}
+            docs, status, last_sequence = await _log_after(run, after)
+            terminal = status in TERMINAL_STATUSES
             remaining = deadline - loop.time()
             if docs or terminal or remaining <= 0:
                 break
@@ -229,6 +193,14 @@ async def run_events_poll(request: HttpRequest, run_ref: str) -> HttpResponseBas
             "isTerminal": terminal,
         }
     )
+
+
+async def _log_after(run: RunRow, after: int) -> tuple[list[dict[str, Any]], str, int]:
+    """Events after `after`, with the status and newest sequence read just before them (a run
+    seen terminal has every event it will ever have by then)."""
+    fresh = (await snapshot_read(tenant_pk=run.tenant_id, run_id=run.run_id, artifacts=False)).run
+    events = await events_after(tenant_pk=run.tenant_id, run_pk=run.pk, after=after)
+    return [run_event_doc(e, run_id=run.run_id) for e in events], fresh.status, fresh.last_sequence
 
 
 def _int_param(request: HttpRequest, name: str, *, default: int, low: int, high: int | None) -> int:

@@ -7,8 +7,9 @@ import hashlib
 from datetime import datetime
 from typing import Any
 
-from apps.facets.discovery import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION
-from apps.runs.models import Interrupt, Run, RunEvent
+from apps.core.discovery import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION
+from apps.runs.models import RunEvent
+from apps.runs.reads import OpenInterrupt, RunRow
 
 EVENT_SCHEMA_VERSION = 3
 
@@ -33,14 +34,14 @@ def run_event_doc(event: RunEvent, *, run_id: str) -> dict[str, Any]:
     return doc
 
 
-def interrupt_doc(interrupt: Interrupt) -> dict[str, Any]:
+def interrupt_doc(interrupt: OpenInterrupt) -> dict[str, Any]:
     return {"interruptId": interrupt.interrupt_id, "nodeId": interrupt.node_id, **interrupt.payload}
 
 
-def run_snapshot_doc(run: Run, *, open_interrupt: Interrupt | None = None) -> dict[str, Any]:
+def run_snapshot_doc(run: RunRow, *, open_interrupt: OpenInterrupt | None = None) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "runId": run.run_id,
-        "workflowId": run.workflow.workflow_id,
+        "workflowId": run.workflow_id,
         "status": run.status,
         "owner": run.owner,
         "eventLogSchemaVersion": EVENT_LOG_SCHEMA_VERSION,
@@ -61,7 +62,7 @@ def run_snapshot_doc(run: Run, *, open_interrupt: Interrupt | None = None) -> di
     return doc
 
 
-def run_etag(run: Run) -> str:
+def run_etag(run: RunRow) -> str:
     """Strong ETag over the newest sequence and the status: `cancelling` is observable without an
     event, so the sequence alone would not change on every transition (runs.md §Caching)."""
     digest = hashlib.sha256(f"{run.run_id}\x00{run.last_sequence}\x00{run.status}".encode()).hexdigest()

@@ -1,12 +1,13 @@
 """What the two staff groups may do in the admin, granted after every migrate and every flush.
 
 `operators` tune the host: facets, agents, skill routing, tenants and their keys, console
-memberships; they read runs, push deliveries, dead letters and peer credentials. They never manage
-users, groups or permissions. `auditors` read host events (their negotiation page checks the group
-itself). A data migration would grant these once, but a permission for a model created by a later
-migration of another app does not exist yet when it runs, and `flush` (every `transactional_db`
-test) empties both groups and grants; a `post_migrate` handler runs after both, so the groups are
-always as written here. Grants are only added: a superuser's extra grant is left alone.
+memberships, retention windows and legal holds; they read runs, push deliveries, dead letters and
+peer credentials. They never manage users, groups or permissions. `auditors` read host events
+(their negotiation page checks the group itself). A data migration would grant these once, but a
+permission for a model created by a later migration of another app does not exist yet when it
+runs, and `flush` (every `transactional_db` test) empties both groups and grants; a `post_migrate`
+handler runs after both, so the groups are always as written here. Grants are only added: a
+superuser's extra grant is left alone.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ STAFF_ROLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("push", "view_delivery"), ("push", "view_deadletter"),
         ("push", "view_pushconfig"), ("push", "view_webhook"),
         ("peers", "view_peercredential"),
+        ("retention", "view_retentionpolicy"), ("retention", "add_retentionpolicy"),
+        ("retention", "change_retentionpolicy"), ("retention", "view_retentionchange"),
     ),
     "auditors": (("audit", "view_hostevent"),),
 }

@@ -249,9 +249,10 @@ def test_list_tasks_is_the_callers_tenant_only(acme: Caller, globex: Caller) -> 
 
 
 def test_list_tasks_is_list_runs_newest_status_first(acme: Caller, globex: Caller) -> None:
-    """ListTasks reads through run_list: the same set GET /runs returns to the same Subject,
-    ordered by status timestamp (not creation), filtered by statusTimestampAfter; the two doors'
-    cursors are not interchangeable (each is bound to its order)."""
+    """ListTasks reads through runs.reads.page_read, the listRuns read: the same set GET /runs
+    returns to the same Subject, ordered by status timestamp (not creation), filtered by
+    statusTimestampAfter; the two doors' cursors are not interchangeable (each is bound to its
+    order)."""
     older = acme.rpc("SendMessage", immediately(user_message("o-1"))).json()["result"]["task"]["id"]
     newer = acme.rpc("SendMessage", immediately(user_message("o-2"))).json()["result"]["task"]["id"]
     globex.rpc("SendMessage", immediately(user_message("o-3")))

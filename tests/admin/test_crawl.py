@@ -36,6 +36,7 @@ from apps.oauth.services import issuer_add
 from apps.peers.services import peer_credential_create
 from apps.push.models import Delivery, DeliveryAttempt, DeliveryStatus
 from apps.push.services import push_config_create, webhook_register
+from apps.retention.services import retention_set
 from apps.runs.engine import run_advance
 from apps.runs.models import Run, RunEvent
 from apps.runs.services import run_create
@@ -74,6 +75,7 @@ def world(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         arguments=[{"name": "topic", "description": "What", "required": True}],
     )  # fmt: skip
     version_policy_set(tenant=tenant, agent=None, protocol="a2a", minimum="1.0", actor="test")
+    retention_set(tenant=tenant, runs_days=7, legal_hold=True, actor="test")
     card_key_activate(key_pk=card_key_generate(algorithm="EdDSA", actor="test").pk, actor="test")
     negotiation_decide(protocol="a2a", requested="1.0", peer_origin="https://peer.example", subject=subject)
     SkillRoute.objects.create(workflow_id="conformance-noop", name="Noop", description="Does nothing")

@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 from openwop_client._generated import CAPABILITY_FAMILY_KEYS, CAPABILITY_METADATA_KEYS
 
-from apps.facets.discovery import FORBIDDEN_ROOT_KEYS, register_capability
+from apps.core.discovery import FORBIDDEN_ROOT_KEYS, register_capability
 from tests.envelope import SPEC
 
 URL = "/.well-known/openwop"
@@ -95,7 +95,7 @@ def test_strong_etag_and_conditional_get(client: Client) -> None:
 
 
 def test_bytes_and_etag_change_with_semantics(client: Client) -> None:
-    from apps.facets import discovery
+    from apps.core import discovery
 
     original = discovery._capabilities.copy()
     before = client.get(URL)

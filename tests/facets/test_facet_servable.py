@@ -47,11 +47,13 @@ def test_an_unservable_a2a_version_is_refused_by_the_service_with_a_named_messag
     assert Facet.objects.get(protocol="a2a").versions == ["1.0"] and FacetChange.objects.count() == before
 
 
-def test_an_unservable_mcp_revision_is_refused_by_model_clean() -> None:
+def test_an_unservable_mcp_revision_is_refused_by_the_admin_check() -> None:
+    from django.contrib import admin
+
     facet = facet_ensure(protocol="mcp")
     facet.versions = ["2024-11-05", "2026-07-28"]
     with pytest.raises(ValidationError) as info:
-        facet.full_clean()
+        admin.site._registry[Facet].instance_check(facet)  # type: ignore[attr-defined]
     assert any("2024-11-05 cannot be offered" in m for m in info.value.message_dict["versions"])
 
 

@@ -68,3 +68,28 @@ def test_another_tenants_workflow_is_not_found(acme: Caller, globex: Caller) -> 
 def test_unauthenticated_create_is_refused(client) -> None:  # type: ignore[no-untyped-def]
     response = client.post("/runs", data='{"workflowId": "echo"}', content_type="application/json")
     assert_envelope(response, "unauthenticated", 401)
+
+
+def test_inputs_are_checked_against_the_workflows_schema_as_it_is_now(acme: Caller) -> None:
+    """The input schema's validator is kept per schema object (apps/agents/definitions.py): a
+    changed workflow is checked against its new schema, never a validator kept for the old one."""
+    from apps.agents.definitions import _inputs_validator
+    from apps.agents.models import Workflow
+    from apps.agents.services import workflow_create
+    from apps.tenants.models import Tenant
+
+    def schema(kind: str) -> dict[str, object]:
+        return {"type": "object", "properties": {"a": {"type": kind}}, "required": ["a"]}
+
+    acme_tenant = Tenant.objects.get(slug="acme")
+    workflow = workflow_create(tenant=acme_tenant, workflow_id="typed", input_schema=schema("string"),
+                               definition={"nodes": [{"id": "done", "kind": "echo", "config": {}}]})  # fmt: skip
+    for _ in range(2):  # the second check takes the kept validator
+        assert_envelope(acme.post("/runs", {"workflowId": "typed", "inputs": {"a": 1}}), "validation_error", 400)
+    assert acme.post("/runs", {"workflowId": "typed", "inputs": {"a": "x"}}).status_code == 201
+    Workflow.objects.for_tenant(workflow.tenant_id).filter(pk=workflow.pk).update(input_schema=schema("integer"))
+    assert acme.post("/runs", {"workflowId": "typed", "inputs": {"a": 1}}).status_code == 201
+    assert_envelope(acme.post("/runs", {"workflowId": "typed", "inputs": {"a": "x"}}), "validation_error", 400)
+    schema = {"type": "object"}
+    assert _inputs_validator(schema) is _inputs_validator(schema)
+    assert _inputs_validator(dict(schema)) is not _inputs_validator(schema)

@@ -9,7 +9,7 @@ order (RESP answers in order), cost a few microseconds.
 
 Only what those callers need is spoken: a plain `redis://` URL (host, port, optional password and
 database), integer / status / nil replies. Anything else (TLS, a unix socket) gets `None` from
-`lean_redis`, and the caller keeps using redis-py. Failures raise `ConnectionError` (or
+`resp_client`, and the caller keeps using redis-py. Failures raise `ConnectionError` (or
 `RedisReplyError` for an error reply); the callers fail open exactly as before.
 """
 
@@ -118,7 +118,7 @@ def _expire(protocol: _Protocol, waiter: asyncio.Future[object]) -> None:
         protocol.connection_lost(TimeoutError("no reply in time"))
 
 
-class LeanRedis:
+class RespClient:
     """One event loop's connection to one Redis, reopened on the next call after it is lost."""
 
     def __init__(self, host: str, port: int, password: str | None, username: str | None, db: int,
@@ -210,12 +210,12 @@ class LeanRedis:
         return bool(value)
 
 
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, LeanRedis | None]] = (
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, RespClient | None]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def lean_redis(url: str, *, connect_timeout: float | None = None, timeout: float | None = None) -> LeanRedis | None:
+def resp_client(url: str, *, connect_timeout: float | None = None, timeout: float | None = None) -> RespClient | None:
     """The running loop's client for `url`, or None when the URL asks for more than this speaks."""
     loop = asyncio.get_running_loop()
     per_loop = _clients.get(loop)
@@ -227,7 +227,7 @@ def lean_redis(url: str, *, connect_timeout: float | None = None, timeout: float
     parts = urlsplit(url)
     path = parts.path.strip("/")
     if parts.scheme == "redis" and parts.hostname and (path == "" or path.isdigit()) and not parts.query:
-        client = LeanRedis(
+        client = RespClient(
             parts.hostname, parts.port or 6379, unquote(parts.password) if parts.password else None,
             unquote(parts.username) if parts.username else None, int(path or 0), connect_timeout, timeout,
         )  # fmt: skip

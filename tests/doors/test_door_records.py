@@ -1,4 +1,4 @@
-"""The lean route's cost and its audit trail (issue 13's pins): a warm GetTask is the task read and
+"""The door's cost and its audit trail (issue 13's pins): a warm GetTask is the task read and
 the record's batch and nothing else; N concurrent exchanges leave exactly N records, sequences
 consecutive, sharing commits; a record is readable from another connection the moment its
 exchange's answer arrives."""

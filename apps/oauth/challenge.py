@@ -102,12 +102,9 @@ def oauth_door_state() -> OAuthDoorState:
     return cached(TOPIC_CARD, _key(), _state_load)
 
 
-async def aoauth_door_state(*, lean: bool) -> OAuthDoorState:
-    """`oauth_door_state` from the event loop. `lean` (served by the door on PostgreSQL): a hit
-    awaits nothing; otherwise the sync reader on the request's thread, as the views' other reads."""
-    if lean:
-        return await acached(TOPIC_CARD, _key(), sync_to_async(_state_load))
-    return await sync_to_async(oauth_door_state)()
+async def aoauth_door_state() -> OAuthDoorState:
+    """`oauth_door_state` from the event loop: a hit awaits nothing."""
+    return await acached(TOPIC_CARD, _key(), sync_to_async(_state_load))
 
 
 def scopes_missing(state: OAuthDoorState, subject: Subject, family: str) -> tuple[str, ...]:

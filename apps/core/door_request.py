@@ -3,10 +3,9 @@
 The A2A and MCP views read a handful of `HttpRequest` attributes (method, path, headers, the
 query string, the body, its content type). `DoorRequest` carries exactly those, built from the
 ASGI scope and the body the door already read, so the same view code serves both routes: the
-lean one (apps/doors/asgi.py, production) and Django's (the test client, and any path the door
-does not claim). `lean` says which: only a lean request may use the event loop's own database
-pool (apps/core/async_db.py); a request served by Django reads through the ORM, inside the
-caller's transaction (a `db` test's).
+door's (apps/doors/asgi.py, production) and Django's (the test client). Both read and write the
+same way (apps/core/async_db.py picks the connection); they differ only in how long the request's
+thread context lives (`served_by_door`).
 """
 
 from __future__ import annotations
@@ -20,8 +19,6 @@ from django.utils.http import parse_header_parameters
 
 
 class DoorRequest:
-    lean = True
-
     def __init__(self, scope: dict[str, Any], body: bytes) -> None:
         self.scope = scope
         self.method: str = scope["method"]
@@ -67,6 +64,7 @@ class DoorRequest:
         return self.path + ("?" + query.decode("latin-1") if query else "")
 
 
-def is_lean(request: Any) -> bool:
-    """Served by the door itself (True) or by Django's handler (False)."""
-    return bool(getattr(request, "lean", False))
+def served_by_door(request: Any) -> bool:
+    """Served by the door, whose request thread context (asgiref's ThreadSensitiveContext) lives
+    until the answer, streamed or not, is sent; Django's handler may end it when the view returns."""
+    return isinstance(request, DoorRequest)

@@ -1,7 +1,8 @@
-"""A short run written from the event loop (apps/runs/lean.py) is the run `run_create` writes:
-the same row and the same log, column for column but for ids and clocks, the tally moved the same
-way; and what that path does not take (a run that waits, a run whose events a webhook is owed) it
-hands back without writing anything, so `run_create` writes it with its deliveries."""
+"""A settled run committed in one statement from the event loop (`run_create_settled`,
+`log.run_insert_settled`) is the run `run_create` writes: the same row and the same log, column for
+column but for ids and clocks, the tally moved the same way; and what that path does not take (a
+run that waits, a run whose events a webhook is owed) it hands back without writing anything, so
+`run_create` writes it with its deliveries."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from apps.agents.models import Workflow
 from apps.agents.services import workflow_create, workflow_fixtures_seed
 from apps.core import async_db
 from apps.push.models import Delivery, Webhook, WebhookEvent
-from apps.runs.lean import run_create_lean
+from apps.runs.log import run_insert_settled
 from apps.runs.models import Run, RunEvent, RunTally, RunTransport
-from apps.runs.services import run_create
+from apps.runs.services import run_create, run_create_settled, run_draft
 from apps.tenants.models import Tenant
 from apps.tenants.selectors import subject_from_api_key
 from tests.doors.conftest import Door
@@ -72,53 +73,70 @@ def _workflow(subject: Any, workflow_id: str) -> Workflow:
 
 
 @pytest.mark.parametrize("workflow_id", ["conformance-noop", "artifact-echo", "conformance-failure"])
-def test_the_lean_run_is_the_orm_run(door: Door, acme: Any, workflow_id: str) -> None:
+def test_the_one_statement_run_is_the_orm_run(door: Door, acme: Any, workflow_id: str) -> None:
     workflow = _workflow(acme, workflow_id)
     inputs = {"x": 1}
     before = _tally(acme.tenant_pk)
     traceparent = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
     sent = async_db.statements_executed()
-    lean = door.run(
-        lambda: run_create_lean(
+    settled = door.run(
+        lambda: run_create_settled(
             subject=acme, workflow=workflow, inputs=inputs, transport=RunTransport.MCP, traceparent=traceparent
         )
     )
-    assert lean is not None and lean.pk is not None
+    assert settled is not None and settled.pk is not None
     # The webhook probe, the row and every event: one statement, so one transaction.
     assert async_db.statements_executed() - sent == 1
     orm = run_create(
         subject=acme, workflow_id=workflow_id, inputs=inputs, transport=RunTransport.MCP, inline=True,
         traceparent=traceparent,
     )  # fmt: skip
-    assert _row(lean) == _row(orm)
-    assert _row(lean)["status"] in ("completed", "failed")
-    assert _log(lean) == _log(orm)
-    assert len(_log(lean)) >= 4  # started ... terminal, every event written
+    assert _row(settled) == _row(orm)
+    assert _row(settled)["status"] in ("completed", "failed")
+    assert _log(settled) == _log(orm)
+    assert len(_log(settled)) >= 4  # started ... terminal, every event written
     after = _tally(acme.tenant_pk)
     assert after["runs"] == before.get("runs", 0) + 2
     # What the caller holds is what was committed.
-    assert lean.status == Run.objects.for_tenant(acme.tenant_pk).get(pk=lean.pk).status
+    assert settled.status == Run.objects.for_tenant(acme.tenant_pk).get(pk=settled.pk).status
+
+
+def _columns(obj: Any) -> dict[str, Any]:
+    return {f.attname: getattr(obj, f.attname) for f in type(obj)._meta.concrete_fields}
+
+
+def test_the_committed_rows_are_the_draft_column_for_column(door: Door, acme: Any) -> None:
+    """Each row travels as one JSON document: every column, clocks to the microsecond, ids, JSON
+    with non-ASCII text, reads back as the draft in memory had it."""
+    draft = run_draft(subject=acme, workflow=_workflow(acme, "artifact-echo"), inputs={"x": ["é", {"y": None}]},
+                      transport=RunTransport.MCP, context_id="ctx-1", inline=True)  # fmt: skip
+    assert door.run(lambda: run_insert_settled(draft.run, draft.events))
+    committed = Run.objects.for_tenant(acme.tenant_pk).get(pk=draft.run.pk)
+    assert _columns(committed) == _columns(draft.run)
+    assert committed.completed_at is not None and committed.created_at is not None
+    events = RunEvent.objects.for_tenant(acme.tenant_pk).filter(run_id=draft.run.pk).order_by("sequence")
+    assert [_columns(e) | {"id": None} for e in events] == [_columns(e) | {"id": None} for e in draft.events]
 
 
 def test_a_run_that_waits_is_left_to_run_create(door: Door, acme: Any) -> None:
     workflow = _workflow(acme, "conformance-approval")
     runs = Run.objects.for_tenant(acme.tenant_pk).count()
     handed_back = door.run(
-        lambda: run_create_lean(subject=acme, workflow=workflow, inputs={}, transport=RunTransport.MCP)
+        lambda: run_create_settled(subject=acme, workflow=workflow, inputs={}, transport=RunTransport.MCP)
     )
     assert handed_back is None
     assert Run.objects.for_tenant(acme.tenant_pk).count() == runs
 
 
 def test_a_run_owed_to_a_webhook_is_left_to_run_create_with_its_deliveries(door: Door, acme: Any) -> None:
-    webhook = Webhook(tenant_id=acme.tenant_pk, webhook_id="wh-lean", url="https://hooks.example/in",
+    webhook = Webhook(tenant_id=acme.tenant_pk, webhook_id="wh-settled", url="https://hooks.example/in",
                       events=["run.completed"], secret_sealed=b"x")  # fmt: skip
     webhook.save()
     WebhookEvent(tenant_id=acme.tenant_pk, webhook=webhook, event_type="run.completed").save()
     workflow = _workflow(acme, "conformance-noop")
     runs = Run.objects.for_tenant(acme.tenant_pk).count()
     handed_back = door.run(
-        lambda: run_create_lean(subject=acme, workflow=workflow, inputs={}, transport=RunTransport.MCP)
+        lambda: run_create_settled(subject=acme, workflow=workflow, inputs={}, transport=RunTransport.MCP)
     )
     assert handed_back is None
     assert Run.objects.for_tenant(acme.tenant_pk).count() == runs  # rolled back: nothing written
@@ -127,7 +145,7 @@ def test_a_run_owed_to_a_webhook_is_left_to_run_create_with_its_deliveries(door:
 
 
 def test_tools_call_on_the_door_writes_the_run_from_the_loop(door: Door, acme: Any, make_key) -> None:  # type: ignore[no-untyped-def]
-    """Through the MCP door: an instant tool's run is committed by the lean path (no thread step
+    """Through the MCP door: an instant tool's run is committed in one statement (no thread step
     touched the ORM for it) and is the caller's durable run, readable on the REST wire."""
     key = make_key("acme")
     meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
@@ -149,7 +167,7 @@ def test_tools_call_on_the_door_writes_the_run_from_the_loop(door: Door, acme: A
 
 
 def test_a_warm_tools_call_on_the_door_starts_no_thread(door: Door, acme: Any, make_key, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """Once the caches are warm, a lean tools/call is answered on the event loop alone: no
+    """Once the caches are warm, an instant tools/call is answered on the event loop alone: no
     per-request thread executor is created (releasing a connection nobody took used to start one)."""
     import traceback
 
@@ -194,7 +212,8 @@ def test_a_warm_tools_call_on_the_door_starts_no_thread(door: Door, acme: Any, m
 
 def test_the_stream_feeds_loop_read_renders_the_threads_frames(door: Door, acme: Any) -> None:
     """The fan-out feed reads a run's log on the loop's pool (apps/runs/views._stream_read_on_loop):
-    the very frames, byte for byte, that the ORM read renders for every other stream."""
+    the very frames, byte for byte, that the same statement on Django's connection renders for a
+    stream's replay (JSON and timestamps read alike on both connections)."""
     from apps.runs.views import _stream_read, _stream_read_on_loop
 
     run = run_create(subject=acme, workflow_id="artifact-echo", inputs={"x": [1, {"y": "é"}]},
@@ -204,3 +223,43 @@ def test_the_stream_feeds_loop_read_renders_the_threads_frames(door: Door, acme:
         assert on_loop == _stream_read(run, after)
         assert [frame.id for frame in on_loop] == list(range(after + 1, run.last_sequence + 1))
     assert on_loop[-1].terminal and b"event: run.completed" in on_loop[-1].data
+
+
+def test_a_stream_opened_right_after_a_settled_call_gets_every_event(  # type: ignore[no-untyped-def]
+    door: Door, acme: Any, make_key, monkeypatch
+) -> None:
+    """A run committed whole by the one statement wakes nobody (nobody has its id before the
+    answer); a stream opened the moment the answer is in reads its whole log from the database."""
+    from apps.runs import log
+
+    woken: list[str] = []
+    real_wake = log.publish_wake_from_loop
+
+    def wake_seen(group: str) -> None:
+        woken.append(group)
+        real_wake(group)
+
+    monkeypatch.setattr(log, "publish_wake_from_loop", wake_seen)
+    key = make_key("acme")
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    body = {"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+            "params": {"name": "artifact-echo", "arguments": {}, "_meta": meta}}  # fmt: skip
+    headers = {
+        "Authorization": f"Bearer {key}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "artifact-echo",
+    }
+    answered = door.request("POST", "/mcp", json=body, headers=headers).json()
+    run_id = answered["result"]["_meta"]["dev.openwop/runId"]
+    assert woken == []
+    streamed = door.request("GET", f"/runs/{run_id.replace('/', '~2F')}/events",
+                            headers={"Authorization": f"Bearer {key}", "Accept": "text/event-stream"})  # fmt: skip
+    assert streamed.status_code == 200
+    frames = [f for f in streamed.text.split("\n\n") if f.strip()]
+    ids = [int(line[4:]) for f in frames for line in f.splitlines() if line.startswith("id: ")]
+    types = [line[7:] for f in frames for line in f.splitlines() if line.startswith("event: ")]
+    run = Run.objects.for_tenant(acme.tenant_pk).get(run_id=run_id)
+    assert ids == list(range(1, run.last_sequence + 1))
+    assert types == [t for _, t, _, _ in _log(run)] and types[-1] == "run.completed"

@@ -1,0 +1,287 @@
+"""Time partitions of the records (issue 36 item 2): `audit_hostevent` is partitioned by RANGE (at).
+
+The table (migration 0010) is PostgreSQL declarative partitioning: one partition per interval
+(`OPENWOP_RECORDS_PARTITION_INTERVAL`: daily by default, weekly or monthly; UTC boundaries),
+named `audit_hostevent_p<first day, YYYYMMDD>`, and a DEFAULT partition that catches a record no
+partition covers (an instant before the migration, or the beat job stopped), so a write never
+fails for want of a partition. The parent's constraints, indexes and triggers (append-only, the
+daily rollups) apply to every partition.
+
+- `records_partitions_ensure(now)` (the beat job) creates the partitions of the next intervals
+  ahead. Each is created standalone and ATTACHed, which locks the parent only in SHARE UPDATE
+  EXCLUSIVE mode (writers go on); a range whose records already sit in the default partition is
+  left there (reported), as attaching it would fail.
+- `records_expire(now, keep=...)` drops a past partition whole (DETACH, then DROP: no DELETE scan,
+  no dead tuples) when every tenant with records in it may lose them (`keep(tenant_pk)` is the
+  instant before which that tenant's records may go; None is a legal hold). A partition one tenant
+  still needs is kept, and the records in it of tenants whose window is shorter are deleted in
+  bounded batches (BATCH rows a transaction, the partition's append-only trigger disabled only
+  inside that transaction: the sanctioned path), as are expired records in the default partition.
+  DETACH takes the parent's ACCESS EXCLUSIVE lock for a catalog change only; it waits at most
+  LOCK_TIMEOUT and is retried at the next run rather than queueing writers behind it.
+
+Before any record of a stream goes, the stream's `expired_through` / `expired_digest` move to its
+last expired record, so `audit_verify` still proves the kept records (apps/audit/chain.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db import OperationalError, connection, transaction
+
+from apps.audit.models import HostEvent, HostEventStream
+from apps.core.append_only import RETENTION_EXPIRY_SETTING
+
+logger = logging.getLogger(__name__)
+
+PARENT = HostEvent._meta.db_table
+DEFAULT = f"{PARENT}_default"
+_STREAMS = HostEventStream._meta.db_table
+AHEAD = 3  # intervals created ahead of the current one
+BATCH = 5000  # rows per transaction when records are deleted rather than dropped
+LOCK_TIMEOUT = "500ms"  # the longest DETACH may keep writers queued behind its lock request
+INTERVALS = ("daily", "weekly", "monthly")
+_BOUNDS = re.compile(r"FOR VALUES FROM \('([^']+)'\) TO \('([^']+)'\)")
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    name: str
+    lower: datetime
+    upper: datetime
+
+
+@dataclass(slots=True)
+class RecordsExpiry:
+    """What one `records_expire` run did."""
+
+    dropped: list[str] = field(default_factory=list)  # partitions detached and dropped whole
+    held: list[str] = field(default_factory=list)  # past partitions kept: a tenant still keeps records there
+    busy: list[str] = field(default_factory=list)  # droppable, but DETACH timed out waiting: next run
+    deleted: int = 0  # records deleted in batches (tenants with a shorter window than their neighbours)
+    streams_anchored: int = 0  # stream anchors moved forward
+
+
+def partition_interval() -> str:
+    interval = settings.OPENWOP_RECORDS_PARTITION_INTERVAL
+    if interval not in INTERVALS:
+        raise ValueError(f"OPENWOP_RECORDS_PARTITION_INTERVAL must be one of {', '.join(INTERVALS)}: {interval!r}")
+    return interval
+
+
+def interval_floor(at: datetime, interval: str) -> datetime:
+    """The start (UTC midnight) of the interval holding `at`: the day, the ISO week (Monday), the month."""
+    day = at.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    if interval == "weekly":
+        return day - timedelta(days=day.weekday())
+    if interval == "monthly":
+        return day.replace(day=1)
+    return day
+
+
+def interval_next(start: datetime, interval: str) -> datetime:
+    if interval == "weekly":
+        return start + timedelta(days=7)
+    if interval == "monthly":
+        return (start.replace(day=28) + timedelta(days=4)).replace(day=1)
+    return start + timedelta(days=1)
+
+
+def partitions() -> list[Partition]:
+    """The parent's range partitions (not the default one), oldest first, from the catalog."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname, pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits AS i"
+            " JOIN pg_class AS c ON c.oid = i.inhrelid WHERE i.inhparent = %s::regclass",
+            [PARENT],
+        )
+        rows = cursor.fetchall()
+    found = []
+    for name, bound in rows:
+        match = _BOUNDS.search(bound)
+        if match:  # the default partition's bound is DEFAULT
+            lower, upper = (datetime.fromisoformat(value).astimezone(UTC) for value in match.groups())
+            found.append(Partition(name, lower, upper))
+    return sorted(found, key=lambda p: p.lower)
+
+
+def records_partitions_ensure(now: datetime, *, since: datetime | None = None) -> list[str]:
+    """Create the partitions from the interval holding `since` (default `now`) through AHEAD
+    intervals after `now`'s; return the names created. Idempotent: a range an existing partition
+    covers is skipped, and a gap between partitions of a former interval setting is filled up to
+    the next existing one."""
+    interval = partition_interval()
+    existing = partitions()
+    cursor_at = interval_floor(since or now, interval)
+    horizon = interval_floor(now, interval)
+    for _ in range(AHEAD + 1):
+        horizon = interval_next(horizon, interval)
+    created: list[str] = []
+    while cursor_at < horizon:
+        covering = next((p for p in existing if p.lower <= cursor_at < p.upper), None)
+        if covering is not None:
+            cursor_at = covering.upper
+            continue
+        boundary = interval_next(interval_floor(cursor_at, interval), interval)
+        upper = min([boundary] + [p.lower for p in existing if p.lower > cursor_at])
+        name = f"{PARENT}_p{cursor_at:%Y%m%d}"
+        if _create_partition(name, cursor_at, upper):
+            created.append(name)
+            existing.append(Partition(name, cursor_at, upper))
+        cursor_at = upper
+    return created
+
+
+def _create_partition(name: str, lower: datetime, upper: datetime) -> bool:
+    """Create `name` for [lower, upper) and attach it; False (and nothing created) if the default
+    partition already holds records of that range."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {DEFAULT} WHERE at >= %s AND at < %s)", [lower, upper])  # noqa: S608
+        if cursor.fetchone()[0]:
+            logger.warning("records: %s not created, the default partition holds records of its range", name)
+            return False
+        # LIKE copies columns, defaults and CHECKs; ATTACH adds the parent's indexes, keys, foreign
+        # key and triggers. The bound's CHECK lets ATTACH skip its validation scan.
+        cursor.execute(f"CREATE TABLE {name} (LIKE {PARENT} INCLUDING DEFAULTS INCLUDING CONSTRAINTS)")
+        cursor.execute(
+            f"ALTER TABLE {name} ADD CONSTRAINT {name}_bound CHECK (at >= %s AND at < %s)", [lower, upper]
+        )
+        cursor.execute(f"ALTER TABLE {PARENT} ATTACH PARTITION {name} FOR VALUES FROM (%s) TO (%s)", [lower, upper])
+        cursor.execute(f"ALTER TABLE {name} DROP CONSTRAINT {name}_bound")
+    return True
+
+
+def records_expire(now: datetime, *, keep: Callable[[int], datetime | None]) -> RecordsExpiry:
+    """Expire the records each tenant's window lets go (see the module docstring): whole past
+    partitions by DETACH + DROP when all their tenants may lose them, the rest in bounded batches.
+    Rollups are not touched (their triggers count inserts only), so the charts keep their numbers."""
+    result = RecordsExpiry()
+    windows: dict[int, datetime | None] = {}
+
+    def window(tenant_pk: int) -> datetime | None:
+        if tenant_pk not in windows:
+            windows[tenant_pk] = keep(tenant_pk)
+        return windows[tenant_pk]
+
+    remaining: list[tuple[str, datetime]] = []  # (partition, its lower bound) whose rows may still go
+    for part in partitions():
+        if part.lower >= now:
+            break
+        tenants = _tenants_in(part.name)
+        if part.upper <= now and all((w := window(t)) is not None and part.upper <= w for t in tenants):
+            _drop(part.name, result)  # or, busy, left whole for the next run: never emptied row by row
+            continue
+        if part.upper <= now:
+            result.held.append(part.name)
+        remaining.append((part.name, part.lower))
+    remaining.append((DEFAULT, datetime.min.replace(tzinfo=UTC)))
+    for name, lower in remaining:
+        for tenant_pk in _tenants_in(name):
+            until = window(tenant_pk)
+            if until is not None and lower < until and not _delete_batched(name, tenant_pk, min(until, now), result):
+                result.busy.append(name)
+                break
+    return result
+
+
+def _tenants_in(table: str) -> list[int]:
+    """The tenants with records in `table`: a skip scan down the (tenant, subject, sequence, at)
+    index, one probe per tenant, however many records."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""WITH RECURSIVE t AS (
+                    SELECT min(tenant_id) AS id FROM {table}
+                    UNION ALL
+                    SELECT (SELECT min(tenant_id) FROM {table} WHERE tenant_id > t.id) FROM t WHERE t.id IS NOT NULL
+                ) SELECT id FROM t WHERE id IS NOT NULL"""  # noqa: S608 (our own table names)
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+# Move each stream's anchor to its last record among `expiring` (rows: tenant_id, subject_id,
+# sequence, digest), locking the stream rows in (tenant, subject) order as the writers do.
+_ANCHOR_SQL = f"""
+WITH heads AS MATERIALIZED (
+    SELECT DISTINCT ON (tenant_id, subject_id) tenant_id, subject_id, sequence, digest
+    FROM ({{expiring}}) AS e ORDER BY tenant_id, subject_id, sequence DESC
+), locked AS MATERIALIZED (
+    SELECT s.id, h.sequence, h.digest FROM {_STREAMS} AS s
+    JOIN heads AS h ON s.tenant_id = h.tenant_id AND s.subject_id = h.subject_id
+    WHERE s.expired_through < h.sequence
+    ORDER BY s.tenant_id, s.subject_id
+    FOR UPDATE OF s
+)
+UPDATE {_STREAMS} AS s SET expired_through = l.sequence, expired_digest = l.digest
+FROM locked AS l WHERE s.id = l.id AND s.expired_through < l.sequence
+"""  # noqa: S608 (our own table names)
+_UNNEST = (
+    "SELECT * FROM unnest(%s::bigint[], %s::text[], %s::bigint[], %s::text[])"
+    " AS v(tenant_id, subject_id, sequence, digest)"
+)
+
+
+def _drop(name: str, result: RecordsExpiry) -> bool:
+    """Anchor the partition's streams, then DETACH and DROP it. The anchors commit first: if the
+    DETACH then times out, the kept records still verify (audit_verify skips records at or before
+    an anchor), and the next run tries again."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        expiring = f"SELECT tenant_id, subject_id, sequence, digest FROM {name}"  # noqa: S608
+        cursor.execute(_ANCHOR_SQL.format(expiring=expiring))
+        result.streams_anchored += cursor.rowcount
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+            cursor.execute(f"ALTER TABLE {PARENT} DETACH PARTITION {name}")
+    except OperationalError as exc:  # lock_not_available: writers were busy; try at the next run
+        logger.warning("records: could not detach %s now (%s)", name, exc)
+        result.busy.append(name)
+        return False
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE {name}")
+    result.dropped.append(name)
+    logger.info("records: dropped partition %s", name)
+    return True
+
+
+def _delete_batched(table: str, tenant_pk: int, until: datetime, result: RecordsExpiry) -> bool:
+    """Delete `tenant_pk`'s records before `until` from one partition, BATCH rows a transaction in
+    stream order; False if the partition stayed busy (the rest waits for the next run).
+
+    Each transaction reads its batch, moves the anchors of the batch's streams (locking their rows
+    in (tenant, subject) order, as a writer does), then deletes exactly those rows with the
+    retention job's setting on (the append-only trigger lets only that transaction's DELETEs
+    through: apps/core/append_only.py). Row locks only: writers and readers of the partition go on;
+    it waits at most LOCK_TIMEOUT for a row a writer holds."""
+    while True:
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(
+                    f"""SELECT id, at, tenant_id, subject_id, sequence, digest FROM {table}
+                        WHERE tenant_id = %s AND at < %s ORDER BY tenant_id, subject_id, sequence LIMIT %s""",  # noqa: S608
+                    [tenant_pk, until, BATCH],
+                )
+                rows = cursor.fetchall()
+                if not rows:
+                    return True
+                ids, ats, *stream_columns = (list(column) for column in zip(*rows, strict=True))
+                cursor.execute(_ANCHOR_SQL.format(expiring=_UNNEST), stream_columns)
+                anchored = cursor.rowcount
+                cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+                cursor.execute("SELECT set_config(%s, 'on', true)", [RETENTION_EXPIRY_SETTING])
+                cursor.execute(
+                    f"DELETE FROM {table} WHERE (id, at) IN (SELECT * FROM unnest(%s::bigint[], %s::timestamptz[]))",  # noqa: S608
+                    [ids, ats],
+                )
+        except OperationalError as exc:  # lock_not_available
+            logger.warning("records: could not delete from %s now (%s)", table, exc)
+            return False
+        result.deleted += len(rows)
+        result.streams_anchored += anchored
+        if len(rows) < BATCH:
+            return True

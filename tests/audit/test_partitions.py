@@ -1,0 +1,204 @@
+"""Time partitions of the records (issue 36 item 2): partitions are created ahead, records land in
+theirs with the append-only and rollup triggers on every partition, and expiry drops whole
+partitions (never a DELETE scan) unless a tenant still keeps records there; the rollups and the
+hash chain survive it.
+
+Real commits (`transaction=True`): partitions are attached, detached and dropped as the beat job
+would, each step its own transaction. Records are written at chosen instants by the writers' own
+statement (apps/audit/chain.py APPEND_SQL), so their chain is the real one."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.db import DatabaseError, connection, transaction
+from django.test import override_settings
+
+from apps.audit import partitions
+from apps.audit.chain import APPEND_SQL, chain_verify, content_hash
+from apps.audit.host_event_types import NEGOTIATION_DECIDED
+from apps.audit.models import HostEvent, HostEventStream, NegotiationDailyCount, NegotiationPeerDaily
+from apps.audit.partitions import records_expire, records_partitions_ensure
+from apps.core.ids import mint_opaque
+from apps.tenants.subject import Subject
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+def _day(year: int, month: int, day: int, hour: int = 12) -> datetime:
+    return datetime(year, month, day, hour, tzinfo=UTC)
+
+
+def _record(subject: Subject, at: datetime, outcome: str = "accepted") -> None:
+    """One `negotiation.decided` record written at `at`, through the writers' statement."""
+    payload = {"protocol": "a2a", "outcome": outcome, "version": "1.0", "requested": "1.0", "peerDigest": "p1"}
+    wire = subject.as_wire()
+    event_id = mint_opaque()
+    params = {
+        "tenant_id": [subject.tenant_pk], "subject_id": [subject.subject_id], "subject": [json.dumps(wire)],
+        "event_id": [event_id], "type": [NEGOTIATION_DECIDED], "payload": [json.dumps(payload)],
+        "durable": [True], "ordinal": [1], "at": [at],
+        "content": [content_hash(tenant=subject.tenant, subject_id=subject.subject_id, subject=wire,
+                                 event_id=event_id, type=NEGOTIATION_DECIDED, durable=True, at=at, payload=payload)],
+    }  # fmt: skip
+    with transaction.atomic():
+        HostEventStream.unscoped_all_tenants.bulk_create(
+            [HostEventStream(tenant_id=subject.tenant_pk, subject_id=subject.subject_id)], ignore_conflicts=True
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(APPEND_SQL, params)
+            assert cursor.fetchone() is not None
+
+
+def _where(subject: Subject) -> dict[int, str]:
+    """sequence -> the partition holding that record of the Subject's stream."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT sequence, tableoid::regclass::text FROM audit_hostevent WHERE subject_id = %s ORDER BY sequence",
+            [subject.subject_id],
+        )
+        return dict(cursor.fetchall())
+
+
+def _tables(names: list[str]) -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT relname FROM pg_class WHERE relname = ANY(%s)", [names])
+        return sorted(row[0] for row in cursor.fetchall())
+
+
+def _rows_of(tables: list[str]) -> list[tuple[str, int]]:
+    """Every row of `tables` (its table and id): what stays must stay whole."""
+    with connection.cursor() as cursor:
+        rows: list[tuple[str, int]] = []
+        for table in tables:
+            cursor.execute(f"SELECT %s, id FROM {table} ORDER BY id", [table])
+            rows += cursor.fetchall()
+        return rows
+
+
+def _of(year: int, names: list[str]) -> list[str]:
+    """The partitions of `year` among `names` (an expiry also drops other tests' empty partitions)."""
+    return [name for name in names if name.startswith(f"audit_hostevent_p{year}")]
+
+
+def _rollups() -> list[tuple[Any, ...]]:
+    daily = NegotiationDailyCount.unscoped_all_tenants.order_by("day", "tenant_id", "outcome")
+    peers = NegotiationPeerDaily.unscoped_all_tenants.order_by("day", "tenant_id", "peer_digest")
+    return [*daily.values_list("day", "tenant_id", "outcome", "count"),
+            *peers.values_list("day", "tenant_id", "peer_digest", "count", "accepted")]  # fmt: skip
+
+
+@pytest.fixture
+def subjects(make_subject) -> Iterator[Callable[[str], Subject]]:  # type: ignore[no-untyped-def]
+    yield lambda slug: make_subject(slug)[1]
+    connection.close()
+
+
+def test_partitions_are_created_ahead_idempotently() -> None:
+    now = _day(2031, 3, 10)
+    created = records_partitions_ensure(now)
+    assert created == [f"audit_hostevent_p2031031{d}" for d in range(4)]  # this interval and 3 ahead
+    assert records_partitions_ensure(now) == []
+    assert records_partitions_ensure(now + timedelta(days=1)) == ["audit_hostevent_p20310314"]
+    bounds = {p.name: (p.lower, p.upper) for p in partitions.partitions()}
+    assert bounds["audit_hostevent_p20310312"] == (_day(2031, 3, 12, 0), _day(2031, 3, 13, 0))
+    with override_settings(OPENWOP_RECORDS_PARTITION_INTERVAL="weekly"):
+        # Up to the next existing partition, then whole ISO weeks (2031-03-17 is a Monday) to 3 ahead.
+        assert records_partitions_ensure(_day(2031, 3, 12)) == [
+            f"audit_hostevent_p203103{d}" for d in (15, 17, 24, 31)
+        ]
+        assert bounds_of("audit_hostevent_p20310315") == (_day(2031, 3, 15, 0), _day(2031, 3, 17, 0))
+        assert bounds_of("audit_hostevent_p20310317") == (_day(2031, 3, 17, 0), _day(2031, 3, 24, 0))
+    with override_settings(OPENWOP_RECORDS_PARTITION_INTERVAL="hourly"), pytest.raises(ValueError, match="daily"):
+        records_partitions_ensure(now)
+
+
+def bounds_of(name: str) -> tuple[datetime, datetime]:
+    part = next(p for p in partitions.partitions() if p.name == name)
+    return part.lower, part.upper
+
+
+def test_records_land_in_their_partition_under_every_trigger(subjects) -> None:  # type: ignore[no-untyped-def]
+    alice = subjects("acme")
+    records_partitions_ensure(_day(2032, 1, 10))
+    _record(alice, _day(2032, 1, 10))
+    _record(alice, _day(2032, 1, 11), outcome="refused")
+    _record(alice, _day(2032, 6, 1))  # no partition covers it: the default one takes it
+    assert _where(alice) == {
+        1: "audit_hostevent_p20320110", 2: "audit_hostevent_p20320111", 3: "audit_hostevent_default"
+    }  # fmt: skip
+    # Rollups counted the records of every partition.
+    assert {(str(r[0]), r[2], r[3]) for r in _rollups() if len(r) == 4} == {
+        ("2032-01-10", "accepted", 1), ("2032-01-11", "refused", 1), ("2032-06-01", "accepted", 1),
+    }  # fmt: skip
+    # Append-only on each partition, addressed directly or through the parent.
+    for sql in (
+        "UPDATE audit_hostevent_p20320110 SET type = 'x.y'",
+        "DELETE FROM audit_hostevent_default",
+        "DELETE FROM audit_hostevent WHERE sequence = 2",
+    ):
+        with pytest.raises(DatabaseError, match="append-only"), transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(sql)
+    assert HostEvent.unscoped_all_tenants.count() == 3
+    # A range whose records already sit in the default partition is not created (ATTACH would fail).
+    assert records_partitions_ensure(_day(2032, 6, 1)) == [f"audit_hostevent_p2032060{d}" for d in (2, 3, 4)]
+    assert chain_verify().intact
+
+
+def test_expiry_drops_whole_partitions_and_keeps_rollups_and_chain(subjects) -> None:  # type: ignore[no-untyped-def]
+    alice, carol = subjects("acme"), subjects("globex")
+    records_partitions_ensure(_day(2033, 2, 1))
+    for day in (1, 2, 3):
+        for _ in range(3):
+            _record(alice, _day(2033, 2, day))
+            _record(carol, _day(2033, 2, day), outcome="refused")
+    kept = ["audit_hostevent_p20330203", "audit_hostevent_default"]
+    rollups, kept_before = _rollups(), _rows_of(kept)
+    keep_from = _day(2033, 2, 3, 0)  # both tenants: records before Feb 3 may go
+
+    expiry = records_expire(_day(2033, 3, 1), keep=lambda tenant_pk: keep_from)
+
+    # Feb 3 holds records both tenants keep; Feb 4, past and empty, goes too.
+    assert _of(2033, expiry.dropped) == [f"audit_hostevent_p2033020{d}" for d in (1, 2, 4)]
+    assert expiry.deleted == 0 and expiry.busy == [] and _of(2033, expiry.held) == ["audit_hostevent_p20330203"]
+    assert _tables(expiry.dropped) == []  # detached and dropped, not emptied
+    assert _rows_of(kept) == kept_before  # no row was DELETEd from what stays
+    assert set(_where(alice).values()) == {"audit_hostevent_p20330203"}
+    assert _tables(["audit_hostevent_p20330203"]) == ["audit_hostevent_p20330203"]
+    assert sorted(_where(alice)) == [7, 8, 9]
+    assert _rollups() == rollups  # the auditors' charts keep their numbers
+    stream = HostEventStream.unscoped_all_tenants.get(subject_id=alice.subject_id)
+    assert stream.expired_through == 6 and stream.last_sequence == 9
+    assert chain_verify().intact  # the kept records start from the anchor the expiry recorded
+    again = records_expire(_day(2033, 3, 1), keep=lambda tenant_pk: keep_from)
+    assert (again.dropped, again.deleted, again.streams_anchored) == ([], 0, 0)
+
+
+def test_legal_hold_keeps_a_partition_and_shorter_windows_go_in_batches(subjects, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(partitions, "BATCH", 2)  # several bounded batches out of a few records
+    alice, carol = subjects("acme"), subjects("globex")
+    records_partitions_ensure(_day(2034, 5, 1))
+    _record(alice, _day(2020, 1, 1))  # in the default partition, long expired
+    for day in (1, 2):
+        for _ in range(3):
+            _record(alice, _day(2034, 5, day))
+            _record(carol, _day(2034, 5, day))
+    rollups = _rollups()
+    windows = {alice.tenant_pk: _day(2034, 5, 2, 0), carol.tenant_pk: None}  # globex: legal hold
+
+    expiry = records_expire(_day(2034, 6, 1), keep=windows.__getitem__)
+
+    assert _of(2034, expiry.dropped) == ["audit_hostevent_p20340503", "audit_hostevent_p20340504"]  # empty
+    assert expiry.held == ["audit_hostevent_p20340501", "audit_hostevent_p20340502"]
+    assert expiry.deleted == 4  # acme's three of May 1 and its one in the default partition
+    assert _tables(expiry.held) == expiry.held
+    assert sorted(_where(carol)) == [1, 2, 3, 4, 5, 6]  # nothing of a tenant on hold goes
+    assert sorted(_where(alice)) == [5, 6, 7]
+    stream = HostEventStream.unscoped_all_tenants.get(subject_id=alice.subject_id)
+    assert stream.expired_through == 4
+    assert _rollups() == rollups
+    assert chain_verify().intact
