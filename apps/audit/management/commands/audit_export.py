@@ -11,27 +11,14 @@ URL, no archive) exits 2 and writes nothing; an archive that fails the write exi
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.audit.archive import ArchiveUnavailable, export_range
+from apps.core.command_args import REFUSED_STATUS, instant_option
 from apps.core.errors import ValidationFailed
 from apps.tenants.models import Tenant
-
-REFUSED_STATUS = 2
-
-
-def instant(value: str, option: str) -> dt.datetime:
-    """An ISO 8601 datetime (or date); without an offset it is UTC."""
-    try:
-        parsed = dt.datetime.fromisoformat(value)
-    except ValueError:
-        raise CommandError(
-            f"{option} {value!r} is not an ISO 8601 instant (e.g. 2027-03-01T00:00:00Z).", returncode=REFUSED_STATUS
-        ) from None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=dt.UTC)
 
 
 class Command(BaseCommand):
@@ -44,8 +31,8 @@ class Command(BaseCommand):
         parser.add_argument("--to", help="file:///dir or s3://bucket/prefix (default OPENWOP_ARCHIVE_URL)")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        since = instant(options["since"], "--since") if options["since"] else None
-        until = instant(options["until"], "--until")
+        since = instant_option("--since", options["since"]) if options["since"] else None
+        until = instant_option("--until", options["until"])
         tenant = Tenant.objects.filter(slug=options["tenant"]).first()
         if tenant is None:
             raise CommandError(f"No tenant {options['tenant']!r}.", returncode=REFUSED_STATUS)

@@ -13,28 +13,15 @@ status 2, changing nothing; an unchanged facet exits 0 and writes no audit row.
 
 from __future__ import annotations
 
-import datetime as dt
 import getpass
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
+from apps.core.command_args import REFUSED_STATUS, instant_option
 from apps.core.errors import ValidationFailed
 from apps.facets.services import facet_floor_schedule, facet_update
-
-REFUSED_STATUS = 2
-
-
-def scheduled_instant(value: str) -> dt.datetime:
-    """`--at`: an ISO 8601 datetime (or date); without an offset it is UTC."""
-    try:
-        instant = dt.datetime.fromisoformat(value)
-    except ValueError:
-        raise CommandError(
-            f"--at {value!r} is not an ISO 8601 datetime (e.g. 2027-03-01T00:00:00Z).", returncode=REFUSED_STATUS
-        ) from None
-    return instant if instant.tzinfo is not None else instant.replace(tzinfo=dt.UTC)
 
 
 def refusal(exc: ValidationFailed) -> CommandError:
@@ -69,7 +56,7 @@ class Command(BaseCommand):
             changes["versions"] = _versions(options["versions"])
         if options["preferred"] is not None:
             changes["preferred_version"] = options["preferred"]
-        at = scheduled_instant(options["at"]) if options["at"] is not None else None
+        at = instant_option("--at", options["at"]) if options["at"] is not None else None
         if at is not None and options["minimum"] is None:
             raise CommandError("--at schedules a floor: give it with --minimum.", returncode=REFUSED_STATUS)
         if options["minimum"] is not None and at is None:

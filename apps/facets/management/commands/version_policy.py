@@ -17,8 +17,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.agents.models import Agent
+from apps.core.command_args import REFUSED_STATUS, instant_option
 from apps.core.errors import ValidationFailed
-from apps.facets.management.commands.facet_set import REFUSED_STATUS, refusal, scheduled_instant
+from apps.facets.management.commands.facet_set import refusal
 from apps.facets.models import VersionPolicy
 from apps.facets.services import version_policy_clear, version_policy_get, version_policy_set
 from apps.tenants.models import Tenant
@@ -59,7 +60,7 @@ class Command(BaseCommand):
                 )
         protocol = options["protocol"]
         actor = options["actor"] or f"cli:{getpass.getuser()}"
-        at = scheduled_instant(options["at"]) if options["at"] is not None else None
+        at = instant_option("--at", options["at"]) if options["at"] is not None else None
         current = version_policy_get(tenant=tenant, agent=agent, protocol=protocol)
         try:
             if options["action"] == "clear":

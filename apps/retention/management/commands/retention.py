@@ -13,13 +13,13 @@ finds nothing to do. Every refusal prints why and exits with status 2, having ch
 
 from __future__ import annotations
 
-import datetime as dt
 import getpass
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
+from apps.core.command_args import REFUSED_STATUS, instant_option
 from apps.core.errors import ValidationFailed
 from apps.retention.services import (
     UNCHANGED,
@@ -32,8 +32,6 @@ from apps.retention.services import (
     retentions_by_tenant,
 )
 from apps.tenants.models import Tenant
-
-REFUSED_STATUS = 2
 
 
 def describe(name: str, retention: Retention) -> str:
@@ -52,17 +50,6 @@ def _days(option: str, value: str | None) -> Any:
     except ValueError:
         message = f"{option} is a number of days or `host`, not {value!r}."
         raise CommandError(message, returncode=REFUSED_STATUS) from None
-
-
-def _instant(value: str) -> dt.datetime:
-    """`--now`: an ISO 8601 instant; without an offset it is UTC."""
-    try:
-        instant = dt.datetime.fromisoformat(value)
-    except ValueError:
-        raise CommandError(
-            f"--now {value!r} is not an ISO 8601 instant (e.g. 2027-03-01T00:00:00Z).", returncode=REFUSED_STATUS
-        ) from None
-    return instant if instant.tzinfo is not None else instant.replace(tzinfo=dt.UTC)
 
 
 class Command(BaseCommand):
@@ -127,7 +114,7 @@ class Command(BaseCommand):
         if tenant is not None:
             raise CommandError("apply takes no --tenant: one pass covers every tenant.", returncode=REFUSED_STATUS)
         try:
-            report = retention_apply(_instant(now) if now is not None else timezone.now())
+            report = retention_apply(instant_option("--now", now) if now is not None else timezone.now())
         except RetentionRefused as exc:
             raise CommandError(f"Refused: {exc}", returncode=REFUSED_STATUS) from exc
         for line in report.lines():
