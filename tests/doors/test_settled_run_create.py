@@ -144,12 +144,10 @@ def test_a_run_owed_to_a_webhook_is_left_to_run_create_with_its_deliveries(door:
     assert Delivery.objects.for_tenant(acme.tenant_pk).filter(run=run, event_type="run.completed").count() == 1
 
 
-def test_tools_call_on_the_door_writes_the_run_from_the_loop(door: Door, acme: Any, make_key) -> None:  # type: ignore[no-untyped-def]
-    """Through the MCP door: an instant tool's run is committed in one statement (no thread step
-    touched the ORM for it) and is the caller's durable run, readable on the REST wire."""
-    key = make_key("acme")
+def _tools_call_on_door(door: Door, key: str, *, request_id: int) -> Any:
+    """An `artifact-echo` tools/call through the MCP door, as a 2026-07-28 client sends it."""
     meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
-    body = {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+    body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
             "params": {"name": "artifact-echo", "arguments": {}, "_meta": meta}}  # fmt: skip
     headers = {
         "Authorization": f"Bearer {key}",
@@ -158,7 +156,13 @@ def test_tools_call_on_the_door_writes_the_run_from_the_loop(door: Door, acme: A
         "Mcp-Method": "tools/call",
         "Mcp-Name": "artifact-echo",
     }
-    answered = door.request("POST", "/mcp", json=body, headers=headers).json()
+    return door.request("POST", "/mcp", json=body, headers=headers).json()
+
+
+def test_tools_call_on_the_door_writes_the_run_from_the_loop(door: Door, acme: Any, make_key) -> None:  # type: ignore[no-untyped-def]
+    """Through the MCP door: an instant tool's run is committed in one statement (no thread step
+    touched the ORM for it) and is the caller's durable run, readable on the REST wire."""
+    answered = _tools_call_on_door(door, make_key("acme"), request_id=5)
     assert answered["result"]["isError"] is False, answered
     run_id = answered["result"]["_meta"]["dev.openwop/runId"]
     run = Run.objects.for_tenant(acme.tenant_pk).get(run_id=run_id)
@@ -241,17 +245,7 @@ def test_a_stream_opened_right_after_a_settled_call_gets_every_event(  # type: i
 
     monkeypatch.setattr(log, "publish_wake_from_loop", wake_seen)
     key = make_key("acme")
-    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
-    body = {"jsonrpc": "2.0", "id": 9, "method": "tools/call",
-            "params": {"name": "artifact-echo", "arguments": {}, "_meta": meta}}  # fmt: skip
-    headers = {
-        "Authorization": f"Bearer {key}",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": "2026-07-28",
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": "artifact-echo",
-    }
-    answered = door.request("POST", "/mcp", json=body, headers=headers).json()
+    answered = _tools_call_on_door(door, key, request_id=9)
     run_id = answered["result"]["_meta"]["dev.openwop/runId"]
     assert woken == []
     streamed = door.request("GET", f"/runs/{run_id.replace('/', '~2F')}/events",
