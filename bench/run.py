@@ -40,6 +40,7 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
+import retention_load  # noqa: E402
 import sse_fanout  # noqa: E402
 from harness import report  # noqa: E402
 from harness.infra import InfraCpu, postgres_meta, redis_meta  # noqa: E402
@@ -59,7 +60,9 @@ A2A_VERSION = "1.0"
 MCP_VERSION = "2026-07-28"
 PROXY = {"X-Forwarded-Proto": "https"}  # what the TLS-terminating proxy in front of production adds
 
-SCENARIOS = ("gettask", "listpage", "card", "sendmessage", "mcp", "negotiation", "asgi", "listtasks", "sse")
+SCENARIOS = (
+    "gettask", "listpage", "card", "sendmessage", "mcp", "negotiation", "asgi", "listtasks", "sse", "retention",
+)  # fmt: skip
 QUICK = {
     "seconds": 3.0,
     "warmup": 1.0,
@@ -460,7 +463,8 @@ def create_task(base: str, key: str) -> str:
 
 def run(args: argparse.Namespace) -> Path:
     VAR.mkdir(parents=True, exist_ok=True)
-    _ensure_peer_venv()
+    if {"gettask", "listpage", "card", "sendmessage", "mcp", "asgi"} & set(args.scenarios):  # the peers run
+        _ensure_peer_venv()
     _ensure_database(DATABASE_URL)
     _reset_database(PEER_DATABASE_URL)
     print(f"migrating {DATABASE_URL.rsplit('/', 1)[1]}", flush=True)
@@ -568,6 +572,18 @@ def run(args: argparse.Namespace) -> Path:
             levels = [16] if args.quick else [c for c in args.concurrency if c > 1]
             _negotiation(bench, base, task_id, keys, ours_servers, ours_name, levels)
             bench.rows.append(_negotiation_inproc(keys[1], task_id, n=100 if args.quick else 500))
+        if "retention" in args.scenarios:  # issue 36: GetTask while the retention job runs; the chain's cost
+            print("scenario retention (bench/retention_load.py)", flush=True)
+            _settle()
+            retention_load.scenario(bench, retention_load.Host(
+                name=ours_name, base=base, keys=keys, servers=ours_servers, env=host_env(0),
+                load=lambda b, k: gettask_load(b, task_id, k),
+                start_nochain=lambda: start_host(
+                    RECOMMENDED, WORKERS, DJANGO_SETTINGS_MODULE=retention_load.NOCHAIN_SETTINGS
+                ),
+                analyze=lambda: _analyze(DATABASE_URL), database_url=DATABASE_URL, gen_cpus=GEN_CPUS,
+                server_cpus=SERVER_CPUS,
+            ), records=args.retention_records, runs=args.retention_runs, archive=args.retention_archive)  # fmt: skip
         if "sse" in args.scenarios:  # before "asgi", which stops `ours`
             print("scenario sse (bench/sse_fanout.py)", flush=True)
             bench.rows.extend(sse_fanout.fanout_rows([100, 1000], port=ours.port, keys=keys, env=host_env(ours.port),
@@ -672,6 +688,9 @@ def main() -> None:
     parser.add_argument("--push", action="store_true", help="also run bench/push_isolation.py")
     parser.add_argument("--listtasks-sizes", default="10000,100000", help="runs per tenant (1000000 takes long)")
     parser.add_argument("--listtasks-others", type=int, default=10, help="other tenants of the same size")
+    parser.add_argument("--retention-records", type=int, default=1_000_000, help="retention: records to drop")
+    parser.add_argument("--retention-runs", type=int, default=100_000, help="retention: terminal runs expired")
+    parser.add_argument("--retention-archive", action="store_true", help="retention: export before expiry (file://)")
     parser.add_argument("--name", help="results file stem (default: the UTC date and time)")
     args = parser.parse_args()
     preset = QUICK if args.quick else FULL

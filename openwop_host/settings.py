@@ -239,17 +239,27 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BEAT_SCHEDULE = {
-    "facets-refresh-daily": {"task": "facets.refresh", "schedule": 24 * 60 * 60},
+    # OPENWOP_FACETS_REFRESH_SECONDS: a day; shorter only to watch beat at work (tests/cluster).
+    "facets-refresh-daily": {
+        "task": "facets.refresh",
+        "schedule": env.float("OPENWOP_FACETS_REFRESH_SECONDS", default=24 * 60 * 60.0),
+    },
     "runs-sweep-stale": {"task": "runs.sweep_stale", "schedule": 30.0},
     "facets-apply-scheduled-floors": {"task": "facets.apply_scheduled_floors", "schedule": 60.0},  # issue 24
     # Issue 36: record partitions created ahead, exports written, records and runs expired.
     "retention-apply": {"task": "retention.apply", "schedule": 60 * 60.0},
 }
+# Every beat process uses it: only the one holding a PostgreSQL advisory lock sends (issue 37).
+CELERY_BEAT_SCHEDULER = "apps.core.beat_leader:LeaderScheduler"
 # Retention (apps/retention): days a run is kept once terminal, days a record (host event) is kept;
 # a tenant's RetentionPolicy overrides either or holds everything. Runs expire this many per transaction.
 OPENWOP_RETENTION_RUNS_DAYS = env.int("OPENWOP_RETENTION_RUNS_DAYS", default=30)
 OPENWOP_RETENTION_RECORDS_DAYS = env.int("OPENWOP_RETENTION_RECORDS_DAYS", default=90)
 OPENWOP_RETENTION_BATCH_RUNS = env.int("OPENWOP_RETENTION_BATCH_RUNS", default=500)
+# The share of the time the job spends expiring runs (it rests between batches): the doors first.
+OPENWOP_RETENTION_RUNS_DUTY = env.float("OPENWOP_RETENTION_RUNS_DUTY", default=0.25)
+if not 0 < OPENWOP_RETENTION_RUNS_DUTY <= 1:
+    raise ImproperlyConfigured("OPENWOP_RETENTION_RUNS_DUTY is a share of the time: above 0, at most 1.")
 # One record partition per interval: daily, weekly or monthly (apps/audit/partitions.py).
 OPENWOP_RECORDS_PARTITION_INTERVAL = env.str("OPENWOP_RECORDS_PARTITION_INTERVAL", default="daily")
 if min(OPENWOP_RETENTION_RUNS_DAYS, OPENWOP_RETENTION_RECORDS_DAYS, OPENWOP_RETENTION_BATCH_RUNS) < 1:

@@ -16,6 +16,14 @@ from apps.tenants.models import Tenant
 from apps.tenants.services import api_key_create, tenant_get_or_create
 from tests.live import LiveProcess, process_env, start_celery_worker, start_web
 
+# The cross-replica tests start a whole cluster behind HAProxy (slow, one session): `make
+# cluster-test` runs them (OPENWOP_CLUSTER_TESTS=1), so `make test` never collects them twice.
+CLUSTER_TESTS = os.environ.get("OPENWOP_CLUSTER_TESTS", "") == "1"
+# The Helm chart's tests need Helm and the Kubernetes schemas (pyproject's `chart` extra): `make
+# chart-test` installs them and runs tests/chart (OPENWOP_CHART_TESTS=1).
+CHART_TESTS = os.environ.get("OPENWOP_CHART_TESTS", "") == "1"
+collect_ignore = ([] if CLUSTER_TESTS else ["cluster"]) + ([] if CHART_TESTS else ["chart"])
+
 
 def pytest_configure(config: pytest.Config) -> None:
     _flush_retrying_deadlocks()
@@ -63,7 +71,9 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     db = "PostgreSQL" if os.environ.get("DATABASE_URL") else "embedded PostgreSQL (var/pg)"
     redis = "Redis" if os.environ.get("REDIS_URL") else "in-memory channel layer, filesystem broker"
-    return [f"openwop-host: database {db}; {redis}"]
+    cluster = "" if CLUSTER_TESTS else "; tests/cluster not collected (they run in `make cluster-test`)"
+    chart = "" if CHART_TESTS else "; tests/chart not collected (they run in `make chart-test`)"
+    return [f"openwop-host: database {db}; {redis}{cluster}{chart}"]
 
 
 @pytest.fixture(scope="session")

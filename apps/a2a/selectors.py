@@ -14,7 +14,6 @@ from datetime import datetime
 
 from a2a.types import TaskState
 from a2a.utils.errors import TaskNotFoundError
-from asgiref.sync import sync_to_async
 
 from apps.a2a.errors import invalid_params
 from apps.a2a.models import SkillRoute, TaskMessage
@@ -23,7 +22,7 @@ from apps.facets.models import Facet
 from apps.runs.models import InterruptKind, Run, RunStatus
 from apps.runs.reads import Documents, RunFilters, RunOrder, RunSnapshot, page_read, snapshot_read
 from apps.runs.selectors import run_get_readable
-from apps.tenants.selectors import subject_tenant_pk
+from apps.tenants.selectors import asubject_tenant_pk, subject_tenant_pk
 from apps.tenants.subject import Subject
 
 # The task's Messages, read with its run in one statement.
@@ -42,16 +41,10 @@ def task_run_readable(*, subject: Subject, task_id: str) -> Run:
         raise TaskNotFoundError() from None
 
 
-async def _tenant_pk(subject: Subject) -> int:
-    if subject.tenant_pk is not None:
-        return subject.tenant_pk
-    return await sync_to_async(subject_tenant_pk)(subject)
-
-
 async def task_read(*, subject: Subject, task_id: str) -> RunSnapshot:
     """The caller's task (its run, open interrupt, artifacts, Messages), or TaskNotFoundError."""
     try:
-        return await snapshot_read(tenant_pk=await _tenant_pk(subject), run_id=task_id, documents=TASK_MESSAGES)
+        return await snapshot_read(tenant_pk=await asubject_tenant_pk(subject), run_id=task_id, documents=TASK_MESSAGES)
     except NotFound:
         raise TaskNotFoundError() from None
 
@@ -146,7 +139,7 @@ async def task_page(
         return TaskPage(views=[], next_page_token="", page_size=size, total_size=0)
     try:
         page = await page_read(
-            tenant_pk=await _tenant_pk(subject), tenant=subject.tenant, filters=filters, order=RunOrder.UPDATED,
+            tenant_pk=await asubject_tenant_pk(subject), tenant=subject.tenant, filters=filters, order=RunOrder.UPDATED,
             limit=size, cursor=page_token or None, count_total=True, artifacts=include_artifacts,
             documents=TASK_MESSAGES,
         )  # fmt: skip

@@ -275,8 +275,8 @@ def task_from_view(view: RunSnapshot, *, history_length: int | None = None, incl
     task = Task(id=run.run_id, context_id=context_id_of(run))
     task.status.CopyFrom(task_status(run, view.open_interrupt))
     if include_artifacts:
-        for payload in view.artifacts:
-            task.artifacts.append(artifact_from_payload(payload))
+        for artifact in view.artifacts:
+            task.artifacts.append(artifact_from_payload(artifact.payload))
         outputs = outputs_artifact(run.outputs) if run.status == RunStatus.COMPLETED else None
         if outputs is not None:
             task.artifacts.append(outputs)

@@ -15,13 +15,15 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, Protocol
 
 from mcp_types import SERVER_INFO_META_KEY
 from mcp_types.jsonrpc import INTERNAL_ERROR
 
 from apps.core.ids import project_id
-from apps.runs.models import Interrupt, InterruptKind, Run, RunStatus
+from apps.runs.models import InterruptKind, RunStatus
+from apps.runs.reads import OpenInterrupt, RunSnapshot
 from apps.runs.wire import wire_timestamp
 
 SERVER_NAME = "openwop-host"
@@ -49,6 +51,24 @@ TASK_STATUS_BY_RUN_STATUS: dict[str, str] = {
     RunStatus.FAILED: "completed",  # a failed run is a tool error, not a JSON-RPC one
     RunStatus.CANCELLED: "cancelled",
 }
+
+
+class RunView(Protocol):
+    """What the projections read of a run: a `Run` as its creation committed it, or the row of a
+    snapshot (apps/runs/reads.py)."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def error(self) -> Any: ...
+    @property
+    def outputs(self) -> Any: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def updated_at(self) -> datetime: ...
 
 
 def server_meta(extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -154,11 +174,23 @@ def artifact_content(artifact: RunArtifact, *, embed: bool) -> list[dict[str, An
     return items
 
 
-def call_tool_result(run: Run, artifacts: Sequence[RunArtifact] = ()) -> dict[str, Any]:
+def artifacts_of(snapshot: RunSnapshot) -> list[RunArtifact]:
+    """The artifacts a snapshot read, in order."""
+    run_id = snapshot.run.run_id
+    return [RunArtifact.of(run_id=run_id, node_id=a.node_id, payload=a.payload) for a in snapshot.artifacts]
+
+
+def snapshot_tool_result(snapshot: RunSnapshot) -> dict[str, Any]:
+    """A terminal run's CallToolResult from its snapshot (read with its definition)."""
+    return call_tool_result(snapshot.run, artifacts_of(snapshot), definition=snapshot.definition)
+
+
+def call_tool_result(run: RunView, artifacts: Sequence[RunArtifact] = (), *, definition: Any = None) -> dict[str, Any]:
     """A terminal run as CallToolResult: completed -> isError false; failed/cancelled -> isError true.
 
-    `artifacts`: the run's, in order (apps.mcp.resources.run_artifacts); each adds its items after
-    the text item, whatever the outcome (an artifact made before a failure is still the run's)."""
+    `artifacts`: the run's, in order; each adds its items after the text item, whatever the
+    outcome (an artifact made before a failure is still the run's); `definition`, the run's, says
+    which of them are embedded (needed only with artifacts)."""
     if run.status == RunStatus.COMPLETED:
         outputs = run.outputs if isinstance(run.outputs, dict) else {}
         # A string `text` output is the run's answer in words: it is the text item, as a human (and
@@ -180,7 +212,7 @@ def call_tool_result(run: Run, artifacts: Sequence[RunArtifact] = ()) -> dict[st
         structured = {"cancelled": True}
         is_error = True
     if artifacts:
-        embedded = embedded_node_ids(run.definition)
+        embedded = embedded_node_ids(definition)
         for artifact in artifacts:
             content.extend(artifact_content(artifact, embed=artifact.node_id in embedded))
     return {
@@ -225,7 +257,7 @@ _CLIENT_REQUESTS: dict[str, str] = {"sampling": "sampling/createMessage", "roots
 
 
 def input_request(
-    interrupt: Interrupt, *, form: bool, url: bool, client: Mapping[str, Any] | None = None
+    interrupt: OpenInterrupt, *, form: bool, url: bool, client: Mapping[str, Any] | None = None
 ) -> dict[str, Any] | None:
     """The client request for one interrupt (an elicitation, or the sampling / roots request of
     apps/mcp/client_nodes.py when `client`, the declared capabilities, names that capability), or
@@ -255,7 +287,7 @@ def input_request(
 
 
 def input_requests(
-    interrupts: Sequence[Interrupt], *, form: bool, url: bool, client: Mapping[str, Any] | None = None
+    interrupts: Sequence[OpenInterrupt], *, form: bool, url: bool, client: Mapping[str, Any] | None = None
 ) -> dict[str, dict[str, Any]] | None:
     """The `inputRequests` map for every open interrupt, keyed by interruptId; None when any one
     of them cannot be asked of this client (the run cannot go on without it)."""
@@ -268,7 +300,7 @@ def input_requests(
     return requests
 
 
-def resume_value_from(interrupt: Interrupt, response: Any) -> Any | None:
+def resume_value_from(interrupt: OpenInterrupt, response: Any) -> Any | None:
     """An ElicitResult as the interrupt's resume value; None when it carries no usable answer.
 
     Form `accept` -> its content (the approval value is `{"action", "comment"?}`, DESIGN.md);
@@ -297,15 +329,15 @@ def resume_value_from(interrupt: Interrupt, response: Any) -> Any | None:
     return None
 
 
-def answers_of(run: Run, open_interrupts: Sequence[Interrupt], responses: Any) -> dict[str, Any]:
-    """The resume values `inputResponses` gives the run's open interrupts, by interrupt key: keys
-    naming nothing open on this run are ignored (SEP-2663), and so is a response with no usable
-    answer (the interrupt stays open)."""
+def answers_of(open_interrupts: Sequence[OpenInterrupt], responses: Any) -> dict[str, Any]:
+    """The resume values `inputResponses` gives a run's open interrupts (its snapshot's), by
+    interrupt key: keys naming nothing open on the run are ignored (SEP-2663), and so is a
+    response with no usable answer (the interrupt stays open)."""
     if not isinstance(responses, Mapping):
         return {}
     answers: dict[str, Any] = {}
     for interrupt in open_interrupts:
-        if interrupt.run_id != run.pk or interrupt.interrupt_id not in responses:
+        if interrupt.interrupt_id not in responses:
             continue
         value = resume_value_from(interrupt, responses[interrupt.interrupt_id])
         if value is not None:
@@ -332,14 +364,15 @@ async def atask_ttl_ms(tenant_pk: int) -> int | None:
 
 
 def task_doc(
-    run: Run,
+    run: RunView,
     *,
-    open_interrupts: Sequence[Interrupt],
+    open_interrupts: Sequence[OpenInterrupt],
     form: bool,
     url: bool,
     detailed: bool,
     ttl_ms: int | None,
     artifacts: Sequence[RunArtifact] = (),
+    definition: Any = None,
     client: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The Task (CreateTaskResult) or DetailedTask (GetTaskResult) projection of a run; `artifacts`
@@ -370,5 +403,5 @@ def task_doc(
     elif status == "failed":
         doc["error"] = {"code": INTERNAL_ERROR, "message": "Internal error"}
     elif status == "completed":
-        doc["result"] = call_tool_result(run, artifacts)
+        doc["result"] = call_tool_result(run, artifacts, definition=definition)
     return doc

@@ -209,7 +209,7 @@ def run_artifact_get(*, subject: Subject, run_id: str, artifact_id: str) -> RunA
 
 def tool_result_of(run: Run) -> dict[str, Any]:
     """A terminal run's CallToolResult with its artifacts (projection.call_tool_result)."""
-    return call_tool_result(run, run_artifacts(run))
+    return call_tool_result(run, run_artifacts(run), definition=run.definition)
 
 
 async def atool_result_of(run: Run) -> dict[str, Any]:

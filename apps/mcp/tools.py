@@ -42,16 +42,18 @@ from apps.mcp.projection import (
     atask_ttl_ms,
     input_requests,
     server_meta,
+    snapshot_tool_result,
     task_doc,
     tool_error_result,
 )
 from apps.mcp.request_state import request_state_mint, request_state_open, request_state_redeem
 from apps.mcp.resources import atool_result_of
-from apps.mcp.waiting import run_wait
-from apps.runs.models import Interrupt, Run, RunStatus, RunTransport
+from apps.mcp.waiting import run_read, run_wait
+from apps.runs.models import Run, RunStatus, RunTransport
 from apps.runs.nodes import definition_kinds
-from apps.runs.selectors import run_get_readable, run_open_interrupt, run_open_interrupts
+from apps.runs.reads import RunSnapshot, snapshot_read_sync
 from apps.runs.services import interrupts_resolve, run_cancel, run_create, run_create_settled
+from apps.tenants.selectors import subject_tenant_pk
 from apps.tenants.subject import Subject
 
 REQUEST_CANCELLED_REASON = "mcp-request-cancelled"
@@ -284,11 +286,11 @@ def _call_continue(
     subject = exchange.subject
     state = request_state_open(token=token, subject=subject, tool=name, arguments=arguments)
     try:
-        run = run_get_readable(subject=subject, run_id=state.run_id)
+        snapshot = snapshot_read_sync(tenant_pk=subject_tenant_pk(subject), run_id=state.run_id, artifacts=False)
     except NotFound:
         raise invalid_request_state() from None
-    asked = [i for i in run_open_interrupts(run=run) if i.interrupt_id in state.interrupt_ids]
-    answers = answers_of(run, asked, params.get("inputResponses"))
+    asked = [i for i in snapshot.open_interrupts if i.interrupt_id in state.interrupt_ids]
+    answers = answers_of(asked, params.get("inputResponses"))
     if answers:
         try:
             interrupts_resolve(
@@ -319,9 +321,10 @@ async def _answer(
     gather_first = round == 0 and committed is not None and bool((committed.definition or {}).get("inputBeforeTask"))
     try:
         if exchange.tasks_declared and not gather_first:
-            run = await _terminal_within(subject, run_id, TASK_GRACE_SECONDS)
+            snapshot = await _terminal_within(subject, run_id, TASK_GRACE_SECONDS)
+            run = snapshot.run
             if run.is_terminal:
-                return await atool_result_of(run)
+                return snapshot_tool_result(snapshot)
             return {
                 "resultType": "task",
                 **task_doc(
@@ -330,20 +333,22 @@ async def _answer(
                 ),
                 "_meta": server_meta({RUN_ID_META_KEY: run.run_id}),
             }
-        run, interrupt = await sync_to_async(_read)(subject, run_id)
-        if not _settled(run, interrupt):
-            run, interrupt = await run_wait(subject=subject, run_id=run_id, settled=_settled)
+        snapshot = await run_read(subject, run_id)
+        if not _settled(snapshot):
+            snapshot = await run_wait(subject=subject, run_id=run_id, settled=_settled)
     except asyncio.CancelledError:
         await asyncio.shield(sync_to_async(_cancel_for_request)(subject, run_id))
         raise
     except OpenWopError as exc:
         raise mcp_error_from(exc) from None
+    run = snapshot.run
     if run.is_terminal:
-        return await atool_result_of(run)
-    assert interrupt is not None
-    open_interrupts = await sync_to_async(run_open_interrupts)(run=run) or [interrupt]
+        return snapshot_tool_result(snapshot)
     requests = input_requests(
-        open_interrupts, form=exchange.elicitation_form, url=exchange.elicitation_url, client=exchange.capabilities
+        snapshot.open_interrupts,
+        form=exchange.elicitation_form,
+        url=exchange.elicitation_url,
+        client=exchange.capabilities,
     )
     if requests is None:
         return tool_error_result("The run needs input this client cannot provide; it is still waiting.")
@@ -366,26 +371,21 @@ async def _answer(
     }
 
 
-async def _terminal_within(subject: Subject, run_id: str, seconds: float) -> Run:
+async def _terminal_within(subject: Subject, run_id: str, seconds: float) -> RunSnapshot:
     """The run once terminal, or as it stands after `seconds` (whatever it is waiting for)."""
     # One read first: a run advanced inline has usually ended already, and subscribing to its
     # wake-ups (a channel-layer round trip each way) would be wasted.
-    run, _ = await sync_to_async(_read)(subject, run_id)
-    if run.is_terminal:
-        return run
+    snapshot = await run_read(subject, run_id)
+    if snapshot.run.is_terminal:
+        return snapshot
     try:
-        run, _ = await asyncio.wait_for(
-            run_wait(subject=subject, run_id=run_id, settled=lambda run, _: run.is_terminal), seconds
+        return await asyncio.wait_for(
+            run_wait(subject=subject, run_id=run_id, settled=lambda snapshot: snapshot.run.is_terminal), seconds
         )
     except TimeoutError:
-        run, _ = await sync_to_async(_read)(subject, run_id)
-    return run
+        return await run_read(subject, run_id)
 
 
-def _settled(run: Run, interrupt: Interrupt | None) -> bool:
-    return run.is_terminal or (run.status in _ANSWERABLE_WAITS and interrupt is not None)
-
-
-def _read(subject: Subject, run_id: str) -> tuple[Run, Interrupt | None]:
-    run = run_get_readable(subject=subject, run_id=run_id)
-    return run, run_open_interrupt(run=run)
+def _settled(snapshot: RunSnapshot) -> bool:
+    run = snapshot.run
+    return run.is_terminal or (run.status in _ANSWERABLE_WAITS and snapshot.open_interrupt is not None)

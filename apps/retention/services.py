@@ -24,6 +24,10 @@ nothing left to do. In order:
    now waits for the next pass). The run log is append-only by trigger; the one sanctioned way past
    it is this job, which sets `openwop.retention_expiry` for its batch's transaction only (the
    trigger function lets a DELETE through while it is on, migration 0002).
+   The batches give way to the doors: each commits without waiting for its WAL flush
+   (`synchronous_commit = off` for that transaction: a batch lost in a crash is expired again by
+   the next pass), and after each the job rests so that it works at most
+   OPENWOP_RETENTION_RUNS_DUTY of the time (bench/README.md §retention measured why).
 
 An expired run is gone: every door answers for it exactly as for a task that never existed.
 """
@@ -322,9 +326,20 @@ def _runs_pass(now: dt.datetime, retentions: dict[int, Retention], batch: int, r
         cutoff = retention.runs_cutoff(now)
         if cutoff is None:
             continue
-        while expired := runs_expire_batch(tenant_pk=tenant_pk, cutoff=cutoff, limit=batch):
+        while True:
+            started = time.monotonic()
+            expired = runs_expire_batch(tenant_pk=tenant_pk, cutoff=cutoff, limit=batch)
+            if not expired:
+                break
             report.runs_expired += expired
             report.run_batches += 1
+            time.sleep(batch_rest(time.monotonic() - started, settings.OPENWOP_RETENTION_RUNS_DUTY))
+
+
+def batch_rest(worked: float, duty: float) -> float:
+    """How long to rest after a batch that took `worked` seconds, so the job works `duty` of the
+    time (1: no rest)."""
+    return worked * (1 - duty) / duty
 
 
 def runs_expire_batch(*, tenant_pk: int, cutoff: dt.datetime, limit: int) -> int:
@@ -350,6 +365,8 @@ def runs_expire_batch(*, tenant_pk: int, cutoff: dt.datetime, limit: int) -> int
         ids = list(due)
         if not ids:
             return 0
+        with connection.cursor() as cursor:  # this transaction only: see the module docstring
+            cursor.execute("SET LOCAL synchronous_commit = off")
         with _run_log_deletes_sanctioned(), connection.cursor() as cursor:
             for statement in _run_purge_statements():
                 cursor.execute(statement, {"ids": ids})

@@ -84,15 +84,31 @@ class RunRow:
 
 
 @dataclass(frozen=True, slots=True)
+class ArtifactEvent:
+    """One `artifact.created` of a run: the node that emitted it and its payload
+    `{artifactId, name, parts}`."""
+
+    node_id: str
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class RunSnapshot:
-    """A run as one statement read it: the row, its open interrupt, its artifact payloads up to
-    the row's `last_sequence` (a stream resumes after it), and the documents of the caller's
-    attached table (A2A: the task's Messages; `Documents`), oldest first."""
+    """A run as one statement read it: the row, its open interrupts (oldest first: a parallel
+    node opens several at once), its artifacts up to the row's `last_sequence` (a stream resumes
+    after it), the documents of the caller's attached table (A2A: the task's Messages;
+    `Documents`), oldest first, and, when asked for, its definition as it was created (else None)."""
 
     run: RunRow
-    open_interrupt: OpenInterrupt | None
-    artifacts: list[dict[str, Any]]
+    open_interrupts: tuple[OpenInterrupt, ...]
+    artifacts: tuple[ArtifactEvent, ...]
     documents: list[dict[str, Any]]
+    definition: Any = None
+
+    @property
+    def open_interrupt(self) -> OpenInterrupt | None:
+        """The interrupt the run is suspended on: the newest open one."""
+        return self.open_interrupts[-1] if self.open_interrupts else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +126,8 @@ _WAITING = "ARRAY[" + ", ".join(f"'{status}'" for status in sorted(str(s) for s 
 
 def _columns(documents: Documents | None) -> str:
     """What a snapshot selects from the run `r` and its workflow `w`; `%(artifacts)s` says whether
-    the artifact payloads are read (a list without them skips the sub-select)."""
+    the artifacts are read (a list without them skips the sub-select), `%(definition)s` whether
+    the run's definition is."""
     attached = "NULL"
     if documents is not None:
         attached = (
@@ -121,16 +138,17 @@ def _columns(documents: Documents | None) -> str:
   r.owner::text, r.current_node_id, r.error::text, r.outputs::text, r.last_sequence,
   r.created_at, r.updated_at, r.started_at, r.completed_at,
   CASE WHEN %(artifacts)s THEN
-    (SELECT json_agg(e.payload ORDER BY e.sequence) FROM {RunEvent._meta.db_table} e
+    (SELECT json_agg(json_build_array(e.node_id, e.payload) ORDER BY e.sequence) FROM {RunEvent._meta.db_table} e
        WHERE e.run_id = r.id AND e.tenant_id = r.tenant_id AND e.type = 'artifact.created'
          AND e.sequence <= r.last_sequence)::text
   END,
   CASE WHEN r.status = ANY({_WAITING}) THEN
-    (SELECT json_build_array(i.interrupt_id, i.node_id, i.payload) FROM {Interrupt._meta.db_table} i
-       WHERE i.run_id = r.id AND i.tenant_id = r.tenant_id AND i.resolved_at IS NULL
-       ORDER BY i.created_at DESC LIMIT 1)::text
+    (SELECT json_agg(json_build_array(i.interrupt_id, i.node_id, i.payload) ORDER BY i.created_at, i.id)
+       FROM {Interrupt._meta.db_table} i
+       WHERE i.run_id = r.id AND i.tenant_id = r.tenant_id AND i.resolved_at IS NULL)::text
   END,
-  {attached}"""  # noqa: S608 (our own table names; every value is a parameter)
+  {attached},
+  CASE WHEN %(definition)s THEN r.definition::text END"""  # noqa: S608 (our own table names; every value is a parameter)
 
 
 def _loads(text: str | None) -> Any:
@@ -144,7 +162,7 @@ def _utc(at: datetime | None) -> datetime | None:
 def _snapshot(row: tuple[Any, ...]) -> RunSnapshot:
     (pk, tenant_id, run_id, workflow_id, context_id, agent_id, transport, status, owner, current_node_id,
      error, outputs, last_sequence, created_at, updated_at, started_at, completed_at,
-     artifacts, interrupt, documents) = row  # fmt: skip
+     artifacts, interrupts, documents, definition) = row  # fmt: skip
     run = RunRow(
         pk=pk, tenant_id=tenant_id, run_id=run_id, workflow_id=workflow_id, context_id=context_id,
         agent_id=agent_id, transport=transport, status=status, owner=json.loads(owner),
@@ -152,12 +170,15 @@ def _snapshot(row: tuple[Any, ...]) -> RunSnapshot:
         created_at=created_at.astimezone(UTC), updated_at=updated_at.astimezone(UTC),
         started_at=_utc(started_at), completed_at=_utc(completed_at),
     )  # fmt: skip
-    open_interrupt = None
-    if interrupt is not None:
-        interrupt_id, node_id, payload = json.loads(interrupt)
-        open_interrupt = OpenInterrupt(interrupt_id=interrupt_id, node_id=node_id, payload=payload)
     return RunSnapshot(
-        run=run, open_interrupt=open_interrupt, artifacts=_loads(artifacts) or [], documents=_loads(documents) or []
+        run=run,
+        open_interrupts=tuple(
+            OpenInterrupt(interrupt_id=interrupt_id, node_id=node_id, payload=payload)
+            for interrupt_id, node_id, payload in _loads(interrupts) or ()
+        ),
+        artifacts=tuple(ArtifactEvent(node_id=node, payload=payload) for node, payload in _loads(artifacts) or ()),
+        documents=_loads(documents) or [],
+        definition=_loads(definition),
     )
 
 
@@ -172,8 +193,8 @@ FROM {Run._meta.db_table} r JOIN {Workflow._meta.db_table} w ON w.id = r.workflo
 WHERE r.tenant_id = %(tenant)s AND r.run_id = %(run_id)s"""  # noqa: S608 (our own table names)
 
 
-def _snapshot_params(tenant_pk: int, run_id: str, artifacts: bool) -> dict[str, Any]:
-    return {"tenant": tenant_pk, "run_id": run_id, "artifacts": artifacts}
+def _snapshot_params(tenant_pk: int, run_id: str, artifacts: bool, definition: bool) -> dict[str, Any]:
+    return {"tenant": tenant_pk, "run_id": run_id, "artifacts": artifacts, "definition": definition}
 
 
 def _snapshot_found(rows: list[tuple[Any, ...]]) -> RunSnapshot:
@@ -183,17 +204,19 @@ def _snapshot_found(rows: list[tuple[Any, ...]]) -> RunSnapshot:
 
 
 async def snapshot_read(
-    *, tenant_pk: int, run_id: str, documents: Documents | None = None, artifacts: bool = True
+    *, tenant_pk: int, run_id: str, documents: Documents | None = None, artifacts: bool = True, definition: bool = False
 ) -> RunSnapshot:
     """The tenant's run `run_id`, or NotFound (unknown, malformed and foreign ids alike)."""
-    return _snapshot_found(await fetch(_snapshot_sql(documents), _snapshot_params(tenant_pk, run_id, artifacts)))
+    params = _snapshot_params(tenant_pk, run_id, artifacts, definition)
+    return _snapshot_found(await fetch(_snapshot_sql(documents), params))
 
 
 def snapshot_read_sync(
-    *, tenant_pk: int, run_id: str, documents: Documents | None = None, artifacts: bool = True
+    *, tenant_pk: int, run_id: str, documents: Documents | None = None, artifacts: bool = True, definition: bool = False
 ) -> RunSnapshot:
     """`snapshot_read` on Django's connection (inside the caller's transaction)."""
-    return _snapshot_found(fetch_sync(_snapshot_sql(documents), _snapshot_params(tenant_pk, run_id, artifacts)))
+    params = _snapshot_params(tenant_pk, run_id, artifacts, definition)
+    return _snapshot_found(fetch_sync(_snapshot_sql(documents), params))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -320,7 +343,8 @@ def _page_query(
     if filters.statuses is not None and any(s not in RunStatus.values for s in filters.statuses):
         raise ValidationFailed("Unknown run status.", details={"field": "status", "allowed": RunStatus.values})
     params: dict[str, Any] = {
-        "tenant": tenant_pk, "limit": limit + 1, "artifacts": artifacts, "workflow": filters.workflow_id,
+        "tenant": tenant_pk, "limit": limit + 1, "artifacts": artifacts, "definition": False,
+        "workflow": filters.workflow_id,
         "statuses": list(filters.statuses or ()), "context": filters.context_id,
         "updated_after": filters.updated_after, "with_kind": filters.open_interrupt_kind,
         "without_kind": filters.exclude_open_interrupt_kind,

@@ -35,11 +35,17 @@ TARGETS: list[tuple[str, str, float, tuple[int, ...], bool, str]] = [
     ("mcp", "mcp-sdk MCPServer", 0.5, ALL, False, "stretch: MCP tools/call >= 0.5x mcp-sdk MCPServer"),
     # Issue 35: the host a newcomer starts (embedded PostgreSQL, no Redis), against the durable peer.
     ("gettask", "ours (make run default)", 1.5, ALL, False, "make run default: GetTask >= 1.5x a2a-sdk (PostgreSQL)"),
+    # Issue 36 (bench/retention_load.py): the chained host against the same host without the chain.
+    ("chain", "ours chained (as shipped)", 0.95, ALL, False, "hash chain: GetTask cost <= 5% (chained / no chain)"),
+]
+# Targets on the tail alone: (scenario, target, maximum p99 ratio to the scenario's first line, levels, label).
+P99_TARGETS: list[tuple[str, str, float, tuple[int, ...], str]] = [
+    ("retention", "ours while retention apply runs", 1.2, ALL, "retention job: GetTask p99 <= 1.2x without"),
 ]
 # A variant of ours judged against a peer of its own scenario, not against ours (its ratio is this / peer).
 OURS_VARIANTS = {"ours (make run default)": "a2a-sdk postgres"}
 RSS_LIMIT_MB = 300.0
-VARIANT_SCENARIOS = {"negotiation", "asgi"}  # variants of ours, compared with the first line
+VARIANT_SCENARIOS = {"negotiation", "asgi", "retention", "chain"}  # variants of ours, compared with the first line
 
 
 def _ours(target: str) -> bool:
@@ -62,6 +68,9 @@ def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 row["vs"] = base["target"]
                 row["rps_ratio"] = _div(row["rps"], base["rps"])
                 row["p99_ratio"] = _div(row["p99_ms"], base["p99_ms"])
+                if "rps_runs" in base and "rps_runs" in row:
+                    row["rps_ratio_range"] = ratio_range(row["rps_runs"], base["rps_runs"])
+                    row["p99_ratio_range"] = ratio_range(row["p99_ms_runs"], base["p99_ms_runs"])
         elif row["target"] in OURS_VARIANTS:
             peer = next((r for r in same if r["target"] == OURS_VARIANTS[row["target"]]), None)
             if peer is not None:
@@ -107,6 +116,19 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 {"target": label, "connections": c, "rps_ratio": row["rps_ratio"], "p99_ratio": row["p99_ratio"],
                  "rps_ratio_range": row.get("rps_ratio_range"), "p99_ratio_range": row.get("p99_ratio_range"),
                  "p99_counts": p99_too, "met": met}
+            )  # fmt: skip
+    for scenario, target, maximum, conns, label in P99_TARGETS:
+        for c in conns:
+            row = next(
+                (r for r in rated if (r["scenario"], r["target"], r["connections"]) == (scenario, target, c)), None
+            )
+            if row is None:
+                continue
+            met = None if row.get("p99_ratio") is None else row["p99_ratio"] <= maximum
+            verdicts.append(
+                {"target": label, "connections": c, "rps_ratio": row.get("rps_ratio"),
+                 "p99_ratio": row.get("p99_ratio"), "rps_ratio_range": row.get("rps_ratio_range"),
+                 "p99_ratio_range": row.get("p99_ratio_range"), "p99_counts": True, "met": met}
             )  # fmt: skip
     ours_rss = [r["server_max_rss_mb"] for r in _points(rows) if _ours(r["target"]) and r["connections"] == 64]
     if ours_rss:

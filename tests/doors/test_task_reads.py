@@ -15,8 +15,8 @@ from apps.a2a.models import TaskMessage
 from apps.a2a.wire import task_from_view, to_wire
 from apps.agents.services import workflow_create, workflow_fixtures_seed
 from apps.runs.models import Run, RunEvent, RunTransport
-from apps.runs.reads import OpenInterrupt, RunRow, RunSnapshot
-from apps.runs.selectors import run_open_interrupt
+from apps.runs.reads import ArtifactEvent, OpenInterrupt, RunRow, RunSnapshot
+from apps.runs.selectors import run_open_interrupts
 from apps.runs.services import run_create
 from apps.tenants.models import Tenant
 from apps.tenants.selectors import subject_from_api_key
@@ -54,7 +54,7 @@ def _expected(task_id: str, *, history: int | None = None, include_artifacts: bo
     """The task's wire document from the ORM's rows (not the door's statement): the projection's
     input assembled by hand, then the one projection."""
     run = Run.unscoped_all_tenants.select_related("workflow").get(run_id=task_id)
-    interrupt = run_open_interrupt(run=run)
+    interrupts = run_open_interrupts(run=run)
     row = RunRow(
         pk=run.pk, tenant_id=run.tenant_id, run_id=run.run_id, workflow_id=run.workflow.workflow_id,
         context_id=run.context_id, agent_id=run.agent_id, transport=run.transport, status=run.status,
@@ -66,10 +66,10 @@ def _expected(task_id: str, *, history: int | None = None, include_artifacts: bo
     messages = TaskMessage.unscoped_all_tenants.filter(run=run).order_by("created_at", "id")
     snapshot = RunSnapshot(
         run=row,
-        open_interrupt=None
-        if interrupt is None
-        else OpenInterrupt(interrupt_id=interrupt.interrupt_id, node_id=interrupt.node_id, payload=interrupt.payload),
-        artifacts=[event.payload for event in artifacts],
+        open_interrupts=tuple(
+            OpenInterrupt(interrupt_id=i.interrupt_id, node_id=i.node_id, payload=i.payload) for i in interrupts
+        ),
+        artifacts=tuple(ArtifactEvent(node_id=event.node_id, payload=event.payload) for event in artifacts),
         documents=[message.document for message in messages],
     )
     return to_wire(task_from_view(snapshot, history_length=history, include_artifacts=include_artifacts))

@@ -10,12 +10,13 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from apps.a2a.models import TaskMessage
 from apps.push.models import Delivery, PushConfig
-from apps.retention.services import retention_apply, retention_set
+from apps.retention.services import batch_rest, retention_apply, retention_set
 from apps.runs.models import Interrupt, Run, RunEvent, RunTally
 from apps.tenants.models import Tenant
 from tests.retention.conftest import Doors, advance, ended_days_ago, never_existing
@@ -116,17 +117,30 @@ def test_windows_overrides_and_legal_hold(doors_for) -> None:  # type: ignore[no
     assert set(Run.unscoped_all_tenants.values_list("run_id", flat=True)) == {young, going_id}
 
 
-def test_runs_expire_in_bounded_batches(doors_for, settings) -> None:  # type: ignore[no-untyped-def]
+def test_runs_expire_in_bounded_batches_that_give_way(doors_for, settings, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     settings.OPENWOP_RETENTION_BATCH_RUNS = 2
+    settings.OPENWOP_RETENTION_RUNS_DUTY = 0.5
     acme = doors_for("acme")
     now = timezone.now()
     for n in range(5):
         ended_days_ago(_ended_task(acme, f"m-{n}"), 31 + n, now=now)
+    rests: list[float] = []
+    monkeypatch.setattr("apps.retention.services.time.sleep", rests.append)  # the job's rests, not waited out
 
-    report = retention_apply(now)
+    with CaptureQueriesContext(connection) as seen:
+        report = retention_apply(now)
 
     assert (report.runs_expired, report.run_batches) == (5, 3)
     assert not Run.unscoped_all_tenants.exists()
+    # Each batch commits without waiting for its WAL flush, then rests as long as it worked (duty 0.5).
+    assert [q["sql"] for q in seen.captured_queries].count("SET LOCAL synchronous_commit = off") == 3
+    assert len(rests) == 3 and all(rest > 0 for rest in rests)
+
+
+def test_the_rest_after_a_batch_keeps_the_job_to_its_duty() -> None:
+    assert batch_rest(0.2, 0.25) == pytest.approx(0.6)  # works a quarter of the time
+    assert batch_rest(0.2, 0.5) == pytest.approx(0.2)
+    assert batch_rest(0.2, 1.0) == 0
 
 
 def test_the_run_log_stays_append_only_outside_the_job(doors_for) -> None:  # type: ignore[no-untyped-def]

@@ -1,0 +1,89 @@
+"""One beat sends the periodic jobs, however many beat processes run (issue 37).
+
+Celery beat has no coordination of its own: two beats started by mistake (a second deployment, a
+manual `celery beat` beside the service, a rolling restart) each send every job once per period, so
+each job ran twice. This scheduler (settings.CELERY_BEAT_SCHEDULER, so every beat uses it) sends
+only while it holds a PostgreSQL session advisory lock on a connection of its own; the others stand
+by and try again every LEADER_RETRY_SECONDS. PostgreSQL, not Redis: `make run` has no Redis, and a
+session lock ends with its connection, so a SIGKILLed leader's standby takes over on its next try.
+A leader whose connection fails notices on its next check (every LEADER_CHECK_SECONDS) and stops
+sending until it holds the lock again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from typing import Any
+
+import psycopg
+from celery.beat import PersistentScheduler
+
+from apps.core.async_db import conninfo
+
+logger = logging.getLogger(__name__)
+
+# pg_try_advisory_lock's key: the first 8 bytes of sha256("openwop-host.beat"), as a signed bigint.
+LEADER_LOCK_KEY = 0x3A5F0C2B9D41E677
+LEADER_RETRY_SECONDS = 2.0
+LEADER_CHECK_SECONDS = 5.0
+
+
+class LeaderScheduler(PersistentScheduler):
+    """PersistentScheduler (the schedule file of `--schedule`) that ticks only while it leads."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._lock_conn: psycopg.Connection[Any] | None = None
+        self._checked_at = 0.0
+        super().__init__(*args, **kwargs)
+
+    def tick(self, *args: Any, **kwargs: Any) -> float:
+        if not self._leads():
+            return LEADER_RETRY_SECONDS
+        return float(super().tick(*args, **kwargs))
+
+    def close(self) -> None:
+        self._release()
+        super().close()
+
+    def _leads(self) -> bool:
+        now = time.monotonic()
+        if self._lock_conn is not None:
+            if now - self._checked_at < LEADER_CHECK_SECONDS:
+                return True
+            self._checked_at = now
+            try:
+                self._lock_conn.execute("SELECT 1")
+                return True
+            except psycopg.Error:
+                logger.warning("beat: lost the leader connection; standing by")
+                self._release()
+                return False
+        conn: psycopg.Connection[Any] | None = None
+        try:
+            conn = psycopg.connect(
+                conninfo(), autocommit=True, connect_timeout=5, application_name="openwop-beat-leader",
+                keepalives=1, keepalives_idle=10, keepalives_interval=5, keepalives_count=3,
+            )  # fmt: skip
+            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (LEADER_LOCK_KEY,)).fetchone()
+        except psycopg.Error as exc:
+            logger.warning("beat: cannot reach PostgreSQL to take the lead (%s); retrying", type(exc).__name__)
+            if conn is not None:
+                conn.close()
+            return False
+        if not (row and row[0]):
+            conn.close()
+            if not getattr(self, "_said_standby", False):
+                logger.info("beat: another beat leads; this one stands by")
+                self._said_standby = True
+            return False
+        self._lock_conn, self._checked_at, self._said_standby = conn, now, False
+        logger.info("beat: this beat leads and sends the periodic jobs")
+        return True
+
+    def _release(self) -> None:
+        conn, self._lock_conn = self._lock_conn, None
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()  # the session lock ends with the session

@@ -1,0 +1,435 @@
+"""deploy/helm/openwop-host rendered by Helm for its default values and each ci/*-values.yaml:
+every object valid against its schema (strict), and the properties issue 37 asks of the chart."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import shlex
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import pytest
+import yaml
+
+from tests.chart.manifests import CHART, CI_VALUES, NAMESPACE, RELEASE, ROOT, render, validate, values_of
+
+CASES = [None, *CI_VALUES]
+DOCKERFILE = (ROOT / "docker" / "Dockerfile").read_text()
+SECRET_ENV = {"DATABASE_URL": "databaseUrl", "REDIS_URL": "redisUrl", "DJANGO_SECRET_KEY": "djangoSecretKey"}
+
+
+def case_id(path: Path | None) -> str:
+    return path.name if path else "default"
+
+
+class Rendered:
+    def __init__(self, path: Path | None) -> None:
+        self.overrides = values_of(path)
+        with helm.Chart.load(CHART) as chart:
+            self.values: dict[str, Any] = chart.merge_values(self.overrides)
+        self.objects = render(self.overrides)
+        self.fullname = f"{RELEASE}-openwop-host"
+
+    def all(self, kind: str) -> list[dict[str, Any]]:
+        return [o for o in self.objects if o["kind"] == kind]
+
+    def get(self, kind: str, name: str) -> dict[str, Any] | None:
+        found = [o for o in self.all(kind) if o["metadata"]["name"] == name]
+        assert len(found) <= 1, (kind, name)
+        return found[0] if found else None
+
+    def deployment(self, component: str) -> dict[str, Any]:
+        found = self.get("Deployment", f"{self.fullname}-{component}")
+        assert found, f"no Deployment for {component}"
+        return found
+
+    def pod_specs(self) -> list[tuple[str, dict[str, Any]]]:
+        owners = self.all("Deployment") + self.all("Job")
+        return [(o["metadata"]["name"], o["spec"]["template"]["spec"]) for o in owners]
+
+    def components(self) -> list[str]:
+        return ["web", "worker"] + (["grpc"] if self.values["grpc"]["enabled"] else [])
+
+
+@pytest.fixture(scope="module", params=CASES, ids=case_id)
+def chart(request: pytest.FixtureRequest) -> Rendered:
+    return Rendered(request.param)
+
+
+def container(deployment: dict[str, Any]) -> dict[str, Any]:
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    return containers[0]
+
+
+def env_of(c: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in c.get("env", [])}
+
+
+def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+# ---- the rendered objects are valid Kubernetes ---------------------------------------------------
+
+
+def test_every_object_is_valid_against_its_schema_strictly(chart: Rendered) -> None:
+    assert chart.objects
+    for obj in chart.objects:
+        validate(obj)
+
+
+def test_helm_lint_is_clean(chart: Rendered) -> None:
+    report = helm.lint(CHART, chart.overrides, strict=True, namespace=NAMESPACE)
+    problems = [m for m in report["messages"] if m["severity"] >= 2]
+    assert not report["errors"] and not problems, report
+
+
+# ---- processes -------------------------------------------------------------------------------------
+
+
+def test_processes_run_what_the_image_holds(chart: Rendered) -> None:
+    """Each command names a program the Dockerfile's `pip install .` puts on PATH (a console script
+    of a declared dependency) or manage.py, which it copies into its WORKDIR, with a real command."""
+    assert re.search(r"^WORKDIR /app$", DOCKERFILE, re.M) and re.search(r"^COPY manage\.py \./$", DOCKERFILE, re.M)
+    scripts = {ep.name: ep.dist.name for ep in metadata.entry_points(group="console_scripts") if ep.dist}
+    declared = metadata.requires("openwop-host") or []
+    expected = {
+        "web": ["uvicorn", "openwop_host.asgi:application"],
+        "grpc": ["python", "manage.py", "grpc_serve"],
+        "worker": ["celery", "-A", "openwop_host", "worker"],
+        "beat": ["celery", "-A", "openwop_host", "beat"],
+    }
+    for component, head in expected.items():
+        if component == "grpc" and not chart.values["grpc"]["enabled"]:
+            assert chart.get("Deployment", f"{chart.fullname}-grpc") is None
+            continue
+        command = container(chart.deployment(component))["command"]
+        assert command[: len(head)] == head, (component, command)
+        program = command[0]
+        if program == "python":
+            name = command[2]
+            assert list(ROOT.glob(f"apps/*/management/commands/{name}.py")), name
+        else:
+            assert any(re.match(rf"{scripts[program]}\b", r, re.I) for r in declared), (program, declared)
+    web = container(chart.deployment("web"))["command"]
+    # The flags of `make run` and docker/Dockerfile's CMD (bench/README.md §ASGI server).
+    assert shlex.join(web).count("--loop uvloop --http httptools --lifespan off") == 1, web
+    assert (ROOT / "openwop_host" / "asgi.py").read_text().count("\napplication = ") == 1
+
+
+def test_beat_is_one_replica_recreated(chart: Rendered) -> None:
+    beat = chart.deployment("beat")
+    assert beat["spec"]["replicas"] == 1
+    assert beat["spec"]["strategy"] == {"type": "Recreate"}
+    targets = [h["spec"]["scaleTargetRef"]["name"] for h in chart.all("HorizontalPodAutoscaler")]
+    assert beat["metadata"]["name"] not in targets
+    beat_labels = beat["spec"]["template"]["metadata"]["labels"]
+    assert not any(selects(p["spec"]["selector"]["matchLabels"], beat_labels) for p in chart.all("PodDisruptionBudget"))
+
+
+def test_migrations_run_as_a_pre_install_and_pre_upgrade_hook(chart: Rendered) -> None:
+    jobs = chart.all("Job")
+    assert len(jobs) == 1
+    job = jobs[0]
+    hooks = set(job["metadata"]["annotations"]["helm.sh/hook"].split(","))
+    assert hooks == {"pre-install", "pre-upgrade"}
+    c = job["spec"]["template"]["spec"]["containers"][0]
+    assert c["command"] == ["python", "manage.py", "migrate", "--noinput"]
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    # A hook runs before the release's other objects exist: it may lean on none of them.
+    assert "serviceAccountName" not in job["spec"]["template"]["spec"] or chart.values["serviceAccountName"]
+
+
+def test_services_select_their_pods_on_named_ports(chart: Rendered) -> None:
+    services = {s["metadata"]["name"]: s for s in chart.all("Service")}
+    for component in ["web", "grpc"]:
+        name = f"{chart.fullname}-{component}"
+        if component == "grpc" and not chart.values["grpc"]["enabled"]:
+            assert name not in services
+            continue
+        service, deployment = services[name], chart.deployment(component)
+        assert selects(service["spec"]["selector"], deployment["spec"]["template"]["metadata"]["labels"])
+        ports = {p["name"] for p in container(deployment)["ports"]}
+        assert {p["targetPort"] for p in service["spec"]["ports"]} <= ports
+
+
+def test_ingress_and_httproute_route_to_the_web_service(chart: Rendered) -> None:
+    web = chart.get("Service", f"{chart.fullname}-web")
+    assert web
+    ingresses, routes = chart.all("Ingress"), chart.all("HTTPRoute")
+    assert len(ingresses) == int(chart.values["ingress"]["enabled"])
+    assert len(routes) == int(chart.values["httpRoute"]["enabled"])
+    port_names = {p["name"] for p in web["spec"]["ports"]}
+    for ingress in ingresses:
+        hosts = [rule["host"] for rule in ingress["spec"]["rules"]]
+        assert hosts == chart.values["ingress"]["hosts"]
+        for rule in ingress["spec"]["rules"]:
+            backend = rule["http"]["paths"][0]["backend"]["service"]
+            assert backend["name"] == web["metadata"]["name"] and backend["port"]["name"] in port_names
+    for route in routes:
+        assert route["spec"]["parentRefs"] == chart.values["httpRoute"]["parentRefs"]
+        ref = route["spec"]["rules"][0]["backendRefs"][0]
+        assert ref["name"] == web["metadata"]["name"]
+        assert ref["port"] in {p["port"] for p in web["spec"]["ports"]}
+
+
+def test_hpa_and_pdb_for_web_grpc_and_worker(chart: Rendered) -> None:
+    hpas = {h["spec"]["scaleTargetRef"]["name"]: h for h in chart.all("HorizontalPodAutoscaler")}
+    pdbs = chart.all("PodDisruptionBudget")
+    for component in chart.components():
+        deployment = chart.deployment(component)
+        settings = chart.values[component]
+        name = deployment["metadata"]["name"]
+        if settings["autoscaling"]["enabled"]:
+            hpa = hpas.pop(name)
+            assert hpa["spec"]["scaleTargetRef"]["kind"] == "Deployment"
+            assert hpa["spec"]["minReplicas"] == settings["autoscaling"]["minReplicas"] >= 1
+            assert hpa["spec"]["maxReplicas"] >= hpa["spec"]["minReplicas"]
+            # The HPA owns the count: a replicas field would fight it on every upgrade.
+            assert "replicas" not in deployment["spec"]
+        else:
+            assert deployment["spec"]["replicas"] == settings["replicas"]
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        covering = [p for p in pdbs if selects(p["spec"]["selector"]["matchLabels"], labels)]
+        assert len(covering) == int(settings["podDisruptionBudget"]["enabled"]), component
+    assert not hpas, f"HPAs for no Deployment: {list(hpas)}"
+    all_labels = [d["spec"]["template"]["metadata"]["labels"] for d in chart.all("Deployment")]
+    for pdb in pdbs:  # each budget covers exactly one Deployment's pods
+        assert sum(selects(pdb["spec"]["selector"]["matchLabels"], labels) for labels in all_labels) == 1
+
+
+def test_probes(chart: Rendered) -> None:
+    web = container(chart.deployment("web"))
+    assert web["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert web["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert web["startupProbe"]["httpGet"]["path"] == "/healthz"
+    ports = {p["name"] for p in web["ports"]}
+    for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
+        assert web[probe]["httpGet"]["port"] in ports
+    if chart.values["grpc"]["enabled"]:
+        grpc = container(chart.deployment("grpc"))
+        grpc_ports = {p["name"]: p["containerPort"] for p in grpc["ports"]}
+        for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
+            check = grpc[probe].get("grpc") or grpc[probe].get("tcpSocket")
+            assert check and check["port"] in (*grpc_ports, *grpc_ports.values()), probe
+
+
+def test_resources_on_every_container(chart: Rendered) -> None:
+    for name, spec in chart.pod_specs():
+        for c in spec["containers"]:
+            requests, limits = c["resources"].get("requests", {}), c["resources"].get("limits", {})
+            assert {"cpu", "memory"} <= set(requests) and "memory" in limits, name
+
+
+def test_non_root_read_only_no_capabilities(chart: Rendered) -> None:
+    uid = re.search(r"useradd .*--uid (\d+)", DOCKERFILE)
+    assert uid, "docker/Dockerfile creates the image's user"
+    for name, spec in chart.pod_specs():
+        pod = spec["securityContext"]
+        assert pod["runAsNonRoot"] is True and pod["seccompProfile"]["type"] == "RuntimeDefault", name
+        assert spec["automountServiceAccountToken"] is False, name
+        empty_dirs = {v["name"] for v in spec["volumes"] if "emptyDir" in v}
+        for c in spec["containers"]:
+            sc = c["securityContext"]
+            assert sc["runAsNonRoot"] is True and sc["runAsUser"] == int(uid.group(1)), name
+            assert sc["readOnlyRootFilesystem"] is True, name
+            assert sc["allowPrivilegeEscalation"] is False and sc.get("privileged", False) is False, name
+            assert sc["capabilities"]["drop"] == ["ALL"] and not sc["capabilities"].get("add"), name
+            assert sc["seccompProfile"]["type"] == "RuntimeDefault", name
+            writable = {m["mountPath"] for m in c["volumeMounts"] if m["name"] in empty_dirs}
+            assert "/tmp" in writable, name
+            # Anything a process writes lies on a writable mount (beat's schedule file).
+            for i, arg in enumerate(c["command"]):
+                if arg == "--schedule":
+                    assert any(c["command"][i + 1].startswith(w + "/") for w in writable), c["command"]
+
+
+def test_the_image_var_dir_exists_so_settings_need_not_create_it() -> None:
+    """settings.py mkdirs OPENWOP_VAR_DIR (exist_ok): on a read-only root it must already exist."""
+    var_dir = re.search(r"OPENWOP_VAR_DIR=(\S+)", DOCKERFILE)
+    assert var_dir and re.search(rf"mkdir -p {re.escape(var_dir.group(1))}\b", DOCKERFILE)
+
+
+def test_secrets_come_from_existing_secrets_and_settings_from_values(chart: Rendered) -> None:
+    assert not chart.all("Secret") and not chart.all("ConfigMap")
+    for name, spec in chart.pod_specs():
+        env = env_of(spec["containers"][0])
+        for variable, key in SECRET_ENV.items():
+            entry = env[variable]
+            assert "value" not in entry, (name, variable)
+            assert entry["valueFrom"]["secretKeyRef"] == chart.values["secrets"][key], (name, variable)
+        broker = chart.values["secrets"].get("celeryBrokerUrl")
+        if broker:
+            assert env["CELERY_BROKER_URL"]["valueFrom"]["secretKeyRef"] == broker
+        else:
+            assert "CELERY_BROKER_URL" not in env
+        assert env["DJANGO_DEBUG"]["value"] == "0"
+        assert env["OPENWOP_PUBLIC_URL"]["value"] == chart.values["publicUrl"]
+        hosts = env["DJANGO_ALLOWED_HOSTS"]["value"].split(",")
+        assert hosts == [*chart.values["allowedHosts"], "$(POD_IP)"]
+        # $(POD_IP) expands only from a variable defined before it.
+        names = [e["name"] for e in spec["containers"][0]["env"]]
+        assert names.index("POD_IP") < names.index("DJANGO_ALLOWED_HOSTS")
+        for entry in spec["containers"][0]["env"]:  # no inline value looks like a credential
+            assert not re.search(r"://[^/@\s]*:[^/@\s]*@", entry.get("value", "")), entry
+
+
+def test_metrics_allowed_networks_and_service_monitor(chart: Rendered) -> None:
+    cidrs = chart.values["metrics"]["allowCidrs"]
+    env = env_of(container(chart.deployment("web")))
+    if cidrs:
+        assert env["OPENWOP_METRICS_ALLOW_CIDRS"]["value"].split(",") == cidrs
+        for cidr in cidrs:
+            ipaddress.ip_network(cidr)
+    else:
+        assert "OPENWOP_METRICS_ALLOW_CIDRS" not in env
+    monitors = chart.all("ServiceMonitor")
+    assert len(monitors) == int(chart.values["metrics"]["serviceMonitor"]["enabled"])
+    web = chart.get("Service", f"{chart.fullname}-web")
+    assert web
+    for monitor in monitors:
+        assert selects(monitor["spec"]["selector"]["matchLabels"], web["metadata"]["labels"])
+        services = [
+            s
+            for s in chart.all("Service")
+            if selects(monitor["spec"]["selector"]["matchLabels"], s["metadata"]["labels"])
+        ]
+        assert services == [web]
+        (endpoint,) = monitor["spec"]["endpoints"]
+        assert endpoint["path"] == "/metrics" and endpoint["port"] in {p["name"] for p in web["spec"]["ports"]}
+        for key, value in chart.values["metrics"]["serviceMonitor"]["labels"].items():
+            assert monitor["metadata"]["labels"][key] == value
+
+
+# ---- values the chart refuses -----------------------------------------------------------------------
+
+BAD_VALUES = {
+    "an inline DATABASE_URL": {"config": {"DATABASE_URL": "postgres://app:hunter2@db/app"}},
+    "a secret value instead of a reference": {"secrets": {"djangoSecretKey": "hunter2"}},
+    "an unknown key": {"web": {"replicaz": 3}},
+    "a misspelt top-level key": {"ingres": {"enabled": True}},
+    "a wrong type": {"worker": {"concurrency": "sixteen"}},
+    "a public URL with a path": {"publicUrl": "https://agents.example.org/a2a/"},
+    "an ingress with no host": {"ingress": {"enabled": True}},
+    "an HTTPRoute with no parent": {"httpRoute": {"enabled": True}},
+    "a chart variable overridden in config": {"config": {"DJANGO_DEBUG": "1"}},
+}
+
+
+@pytest.mark.parametrize("values", BAD_VALUES.values(), ids=BAD_VALUES.keys())
+def test_values_schema_refuses(values: dict[str, Any]) -> None:
+    with pytest.raises(helm.HelmValuesError):
+        render(values)
+    report = helm.lint(CHART, values, strict=True)
+    assert any(m["severity"] == 3 for m in report["messages"]), report
+
+
+def test_a_service_monitor_without_allowed_networks_fails_to_render() -> None:
+    with pytest.raises(helm.HelmError, match=r"metrics\.allowCidrs"):
+        render({"metrics": {"serviceMonitor": {"enabled": True}}})
+
+
+# ---- the rendered web container, booted ---------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+POD_IP = "10.1.2.3"
+
+
+def start_rendered(c: dict[str, Any], tmp_path: Path, bind: str, port: int) -> subprocess.Popen[bytes]:
+    """A rendered container's command with its rendered environment, secrets and the pod IP filled
+    in the way the kubelet would, bound to loopback instead of every address."""
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "OPENWOP_VAR_DIR": str(tmp_path / "var")}
+    filled = {
+        "POD_IP": POD_IP,
+        "DATABASE_URL": "postgres://postgres@127.0.0.1:9/unreachable",
+        "REDIS_URL": "redis://127.0.0.1:9/0",
+        "DJANGO_SECRET_KEY": "chart-test-" + "x" * 48,
+    }
+    for entry in c["env"]:
+        value = filled[entry["name"]] if "valueFrom" in entry else entry["value"]
+        env[entry["name"]] = re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], value)
+    command = list(c["command"])
+    command[command.index("--port") + 1] = str(port)
+    command[command.index(bind) + 1] = "127.0.0.1"
+    command[0] = str(Path(sys.executable).with_name(command[0]))
+    log = (tmp_path / f"{c['name']}.log").open("wb")
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def wait_for(process: subprocess.Popen[bytes], tmp_path: Path, attempt: Any) -> Any:
+    deadline = time.monotonic() + 60
+    while True:
+        assert process.poll() is None, "\n".join(p.read_text() for p in tmp_path.glob("*.log"))
+        try:
+            return attempt()
+        except OSError:
+            assert time.monotonic() < deadline, "the container did not come up"
+            time.sleep(0.2)
+
+
+def test_rendered_web_container_answers_the_kubelets_probe(tmp_path: Path) -> None:
+    """The probe's request (Host: the pod's IP and port, plain HTTP) gets 200 on /healthz, as does
+    allowedHosts' name (DEBUG would refuse to serve it), and a name outside them gets 400."""
+    chart = Rendered(None)
+    c = container(chart.deployment("web"))
+    port = _free_port()
+    process = start_rendered(c, tmp_path, "--host", port)
+
+    def get(path: str, host: str) -> int:
+        request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers={"Host": host})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return int(response.status)
+        except urllib.error.HTTPError as error:
+            return int(error.code)
+
+    try:
+        probe_host = f"{POD_IP}:{c['ports'][0]['containerPort']}"
+        assert wait_for(process, tmp_path, lambda: get("/healthz", probe_host)) == 200
+        assert get("/healthz", chart.values["allowedHosts"][0]) == 200
+        assert get("/healthz", "attacker.example") == 400
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_rendered_grpc_container_answers_its_tcp_probe(tmp_path: Path) -> None:
+    chart = Rendered(None)
+    c = container(chart.deployment("grpc"))
+    port = _free_port()
+    process = start_rendered(c, tmp_path, "--bind", port)
+
+    def serving() -> None:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()  # what the tcpSocket probe does
+        if "A2A gRPC serving on grpc://127.0.0.1:" not in (tmp_path / "grpc.log").read_text():
+            raise ConnectionError("bound, not yet serving")
+
+    try:
+        wait_for(process, tmp_path, serving)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_chart_values_file_is_yaml_the_schema_accepts() -> None:
+    """values.yaml is what the schema describes: every key it sets is declared."""
+    schema = yaml.safe_load((CHART / "values.schema.json").read_text())
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert set(defaults) == set(schema["properties"])
