@@ -1,4 +1,9 @@
-"""URL map. REST paths are unversioned at the bare origin (versioning.md)."""
+"""URL map of what Django serves. REST paths are unversioned at the bare origin (versioning.md).
+
+The protocol doors (the A2A interfaces, the card at its default path, the MCP mount) are not here:
+apps/doors serves them straight from ASGI, from the routes their apps declare once
+(`door_urlpatterns` in apps/a2a/urls.py and apps/mcp/urls.py). A request for one of them that
+reaches Django (a Host it refuses, the HTTPS redirect) gets Django's answer before any route."""
 
 from __future__ import annotations
 
@@ -38,8 +43,8 @@ urlpatterns = [
     path("", include("apps.agents.urls")),
     path("", include("apps.runs.urls")),
     path("", include("apps.audit.urls")),
-    path("", include("apps.a2a.urls")),
-    path("", include("apps.mcp.urls")),
+    path("", include("apps.a2a.urls")),  # the cards' JWKS
+    path("", include("apps.mcp.urls")),  # RFC 9728 Protected Resource Metadata
     path("", include("apps.push.urls")),
     path("", include("apps.peers.urls")),
     path("", include("apps.a2a.card_path_urls")),  # last: the card at a moved facet.agent_card_path

@@ -25,6 +25,11 @@ class A2AConfig(AppConfig):
 
         register_refusal_renderer("/a2a", a2a_refusal)  # limits answer in A2A's wire, never the envelope
 
+        from apps.a2a.urls import door_urlpatterns
+        from apps.core.door_request import door_routes_declare
+
+        door_routes_declare(door_urlpatterns)  # the card and the interfaces: the door's, not Django's
+
         from apps.a2a.signing import card_signing_advertised
         from apps.core.discovery import register_extension
 

@@ -9,22 +9,17 @@ things follow, both measured (bench/README.md, "MCP tools/call at c = 16"):
   a connection and answered 500 (`PoolTimeout`).
 - Work started in a fresh `contextvars.Context` (to outlive the view) has no request context, so
   asgiref runs all of it, for every request of the process, on ONE shared thread: one connection,
-  every waiting request's reads in a single queue.
+  every waiting request's reads in a single queue. The door (apps/doors/asgi.py) therefore keeps
+  each request's context until its answer, streamed or not, is sent, and work a view detaches
+  shares it.
 
-`release_db_connection` hands the calling context's connection back (to the pool, or closed);
-`in_own_db_thread` gives detached work its own thread and connection, released when it ends.
+`release_db_connection` hands the calling context's connection back (to the pool, or closed).
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
-
-from asgiref.sync import AsyncToSync, SyncToAsync, ThreadSensitiveContext, sync_to_async
+from asgiref.sync import SyncToAsync, sync_to_async
 from django.db import connection
-
-T = TypeVar("T")
 
 
 def db_connection_release() -> None:
@@ -47,21 +42,3 @@ async def release_db_connection_if_used() -> None:
     if context is not None and context not in SyncToAsync.context_to_thread_executor:
         return
     await release_db_connection()
-
-
-async def in_own_db_thread(step: Callable[[], Awaitable[T]]) -> T:
-    """Await `step()` with its own thread for `sync_to_async` calls, and release that thread's
-    connection when it ends (success, error or cancellation): a thread that ends holding a
-    pooled connection never gives it back.
-
-    Under an `async_to_sync` caller (Django's test client, a management command) the loop already
-    sends every thread-sensitive call to that caller's one thread, the thread whose connection
-    holds the test's transaction; a thread of our own would read through another connection and
-    not see it. There is nothing to untangle there, so the step runs as it is."""
-    if asyncio.get_running_loop() in AsyncToSync.loop_thread_executors:
-        return await step()
-    async with ThreadSensitiveContext():
-        try:
-            return await step()
-        finally:
-            await release_db_connection()

@@ -1,19 +1,26 @@
-"""The request a protocol door sees when it is served straight from ASGI, not by Django's handler.
+"""The request a protocol door sees, served straight from ASGI (apps/doors/asgi.py), and the routes
+the doors serve.
 
 The A2A and MCP views read a handful of `HttpRequest` attributes (method, path, headers, the
 query string, the body, its content type). `DoorRequest` carries exactly those, built from the
-ASGI scope and the body the door already read, so the same view code serves both routes: the
-door's (apps/doors/asgi.py, production) and Django's (the test client). Both read and write the
-same way (apps/core/async_db.py picks the connection); they differ only in how long the request's
-thread context lives (`served_by_door`).
+ASGI scope and the body the door already read: the door is the only way to these views (Django's
+URLconf does not route them; the tests reach them through the door too, tests/door_client.py).
+
+The routes are declared once, in the protocol apps' urls.py (`door_urlpatterns`), and handed in
+here by those apps at start-up (their AppConfig.ready(), as a higher floor hands a lower one what
+it calls): the door routes them, and whatever checks what a path on this host would answer (the
+card path's validation, apps/facets/validation.py) resolves them here, before Django's URLconf.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import cached_property
 from typing import Any
 
 from django.http import QueryDict
+from django.urls import Resolver404, ResolverMatch, URLPattern, URLResolver
+from django.urls.resolvers import RegexPattern
 from django.utils.datastructures import CaseInsensitiveMapping
 from django.utils.http import parse_header_parameters
 
@@ -64,7 +71,22 @@ class DoorRequest:
         return self.path + ("?" + query.decode("latin-1") if query else "")
 
 
-def served_by_door(request: Any) -> bool:
-    """Served by the door, whose request thread context (asgiref's ThreadSensitiveContext) lives
-    until the answer, streamed or not, is sent; Django's handler may end it when the view returns."""
-    return isinstance(request, DoorRequest)
+_door_routes: list[URLPattern] = []
+
+
+def door_routes_declare(patterns: Iterable[URLPattern]) -> None:
+    """Routes a door serves before Django's URLconf, handed in by the app that declares them."""
+    _door_routes.extend(pattern for pattern in patterns if pattern not in _door_routes)
+
+
+def door_routes() -> list[URLPattern]:
+    """Every route the doors serve (every method), in the order the apps declared them."""
+    return list(_door_routes)
+
+
+def door_route_match(path: str) -> ResolverMatch | None:
+    """The door route that answers `path` (a leading "/"), else None: Django's URLconf decides."""
+    try:
+        return URLResolver(RegexPattern(r"^/"), door_routes()).resolve(path)
+    except Resolver404:
+        return None

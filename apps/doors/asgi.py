@@ -2,9 +2,10 @@
 
 Django's request handler alone costs more per request than a whole reference-server exchange
 (issue 13's floor table), so the A2A interfaces, the MCP mount and the public agent card do not go
-through it. `doors_application(django_app)` routes those paths to the same view functions Django
-would call (apps/a2a/views.py, apps/mcp/views.py), handing them a `DoorRequest`, and everything
-else (REST, admin, console, host events, static files) to Django unchanged.
+through it. `doors_application(django_app)` routes those paths to their views (apps/a2a/views.py,
+apps/mcp/views.py; the routes are declared once, in the apps' urls.py, and Django's URLconf does
+not have them), handing them a `DoorRequest`, and everything else (REST, admin, console, host
+events, static files) to Django unchanged.
 
 What Django's stack did for these paths is done here, once and cheaply:
 - Host validation and the HTTPS redirect: a request Django would refuse or redirect is handed to
@@ -47,7 +48,7 @@ from django.urls.resolvers import RegexPattern
 from apps.core import metrics, tracing
 from apps.core.api_errors import data_error_refusal
 from apps.core.db_threads import release_db_connection
-from apps.core.door_request import DoorRequest
+from apps.core.door_request import DoorRequest, door_routes
 from apps.core.errors import InternalError
 from apps.core.fanout import FanOut
 from apps.core.middleware import envelope_contract_close, envelope_contract_open
@@ -68,28 +69,20 @@ View = Callable[..., Awaitable[HttpResponseBase]]
 
 CARD_PATH = "/.well-known/agent-card.json"
 
-# The routes the door claims, by name: declared once, in the apps' own urls.py (apps/a2a/urls.py,
-# apps/mcp/urls.py, apps/runs/urls.py), which Django keeps serving for every path the door passes on.
-_CLAIMED: dict[str, frozenset[str] | None] = {
-    "a2a-agent-card": None,  # None: every method
-    "a2a-jsonrpc": None,
-    "a2a-rest": None,
-    "a2a-unknown": None,
-    "mcp-endpoint": None,
-    # A run's event stream (the console's and openwop-client's): each event is a write to every
-    # subscriber, so here the run's feed writes them from one loop (apps.core.fanout.FanOut.send_to).
-    "run-events": frozenset({"GET"}),
-}
+# The routes the door claims: the protocol apps' (declared once, in their urls.py, and handed in at
+# start-up: apps.core.door_request.door_routes), every method, which Django's URLconf does not have;
+# and a run's event stream, GET only (each event is a write to every subscriber, so here the run's
+# feed writes them from one loop: apps.core.fanout.FanOut.send_to), whose route Django keeps for
+# the paths the door passes on.
+RUN_EVENTS = "run-events"
 
 
 @functools.cache
 def _resolver() -> URLResolver:
-    from apps.a2a import urls as a2a_urls
-    from apps.mcp import urls as mcp_urls
     from apps.runs import urls as runs_urls
 
-    patterns = [p for m in (a2a_urls, mcp_urls, runs_urls) for p in m.urlpatterns if p.name in _CLAIMED]
-    return URLResolver(RegexPattern(r"^/"), patterns)
+    run_events = [p for p in runs_urls.urlpatterns if p.name == RUN_EVENTS]
+    return URLResolver(RegexPattern(r"^/"), [*door_routes(), *run_events])
 
 
 @functools.lru_cache(maxsize=4096)
@@ -107,10 +100,9 @@ def _route(path: str, method: str) -> tuple[View, dict[str, str]] | None:
     if resolved is None:
         return None
     view, name, kwargs = resolved
-    methods = _CLAIMED[name]
-    if methods is not None and method not in methods:
-        return None
-    return (_run_events if name == "run-events" else view), kwargs
+    if name == RUN_EVENTS:
+        return (_run_events, kwargs) if method == "GET" else None
+    return view, kwargs
 
 
 async def _run_events(request: DoorRequest, run_ref: str) -> HttpResponseBase:

@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.urls import Resolver404, resolve
 
+from apps.core.door_request import door_route_match
 from apps.facets.servable import is_servable, servable_versions
 from apps.facets.versions import Protocol, is_valid_version, profile_version, version_key
 
@@ -26,14 +27,17 @@ CARD_SERVING_ROUTES = frozenset({"a2a-agent-card", "a2a-unknown", "a2a-agent-car
 
 def card_path_taken(path: str) -> str | None:
     """Why the card cannot be served at `path`, or None when it can: the path is resolved against
-    the URLconf, and anything another route (or the static files) answers first is refused, named."""
+    the doors' routes and Django's URLconf, and anything another route (or the static files) answers
+    first is refused, named."""
     static_prefix = "/" + (settings.STATIC_URL or "static/").lstrip("/")
     if path.startswith(static_prefix):
         return f"The agent card path {path} is under the static files ({static_prefix}): choose another path."
-    try:
-        match = resolve(path)
-    except Resolver404:
-        return f"No route on this host can serve the agent card at {path}: choose another path."
+    match = door_route_match(path)  # the doors answer their routes before Django's URLconf
+    if match is None:
+        try:
+            match = resolve(path)
+        except Resolver404:
+            return f"No route on this host can serve the agent card at {path}: choose another path."
     if match.url_name in CARD_SERVING_ROUTES:
         return None
     route = match.view_name or match._func_path

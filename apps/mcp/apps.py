@@ -33,3 +33,8 @@ class MCPConfig(AppConfig):
         from apps.mcp.refusals import mcp_refusal
 
         register_refusal_renderer("/mcp", mcp_refusal)  # limits answer in MCP's wire, never the envelope
+
+        from apps.core.door_request import door_routes_declare
+        from apps.mcp.urls import door_urlpatterns
+
+        door_routes_declare(door_urlpatterns)  # the mount: the door's, not Django's

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -46,8 +45,7 @@ from django.views.decorators.csrf import csrf_exempt
 from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 
-from apps.core.db_threads import in_own_db_thread, release_db_connection_if_used
-from apps.core.door_request import served_by_door
+from apps.core.db_threads import release_db_connection_if_used
 from apps.core.errors import OpenWopError, Unauthenticated
 from apps.core.json_limits import request_json
 from apps.core.overload import OVERLOAD_RETRY_AFTER_SECONDS, is_overload
@@ -266,16 +264,10 @@ async def _cancel(task: asyncio.Future[Any]) -> None:
         await task
 
 
-def _detached(request: HttpRequest, step: Callable[[], Awaitable[T]]) -> asyncio.Future[T]:
-    # A fresh context: the view may run under a sync middleware's thread executor that quits when
-    # the view returns, and a streamed step outlives the view (its sync_to_async reads would fail).
-    # Its own thread too (apps/core/db_threads.py): without it every waiting step of the process
-    # queued on one shared thread, and the request's thread kept its connection for the whole wait.
-    if served_by_door(request):
-        # The request's own thread context lives until the answer (streamed or not) is sent; the
-        # step shares it.
-        return asyncio.ensure_future(step())
-    return asyncio.get_running_loop().create_task(in_own_db_thread(step), context=contextvars.Context())
+def _detached(step: Callable[[], Awaitable[T]]) -> asyncio.Future[T]:
+    # The request's own thread context (the door's ThreadSensitiveContext, apps/doors/asgi.py)
+    # lives until the answer, streamed or not, is sent: the step shares it.
+    return asyncio.ensure_future(step())
 
 
 async def _respond(
@@ -283,7 +275,7 @@ async def _respond(
 ) -> HttpResponseBase:
     if ask is None and _answered_at_once(finish):
         return _json(*await _outcome_now(request_id, finish))
-    task = _detached(request, finish)
+    task = _detached(finish)
     streamable = "text/event-stream" in request.headers.get("Accept", "")
     if ask is not None and streamable and isinstance(finish, RunFinish):
         return await _respond_notified(request, request_id, finish, ask, task)
@@ -338,7 +330,7 @@ async def _respond_notified(
         finally:
             queue.put_nowait(None)
 
-    pumping = _detached(request, pump)
+    pumping = _detached(pump)
     try:
         await release_db_connection_if_used()
     except asyncio.CancelledError:

@@ -1,5 +1,6 @@
-"""Helpers for A2A tests: seeded callers, raw JSON-RPC / HTTP+JSON requests in-process, and the
-engine driven in-process (a `db` test never reaches on_commit, so no worker is involved)."""
+"""Helpers for A2A tests: seeded callers, raw JSON-RPC / HTTP+JSON requests in-process through the
+door production serves (tests/door_client.py), and the engine driven in-process (a `db` test never
+reaches on_commit, so no worker is involved)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from django.test import Client
 
 from apps.agents.services import workflow_fixtures_seed
 from apps.runs.engine import run_advance
@@ -18,6 +18,7 @@ from apps.tenants.models import Tenant
 from apps.tenants.selectors import subject_from_api_key
 from apps.tenants.subject import Subject
 from tests.a2a.live import Session, live_card
+from tests.door_client import DoorClient
 
 JSONRPC = "/a2a/jsonrpc"
 REST = "/a2a/rest"
@@ -28,7 +29,7 @@ class Caller:
     tenant: str
     key: str
     subject: Subject
-    client: Client
+    client: DoorClient
 
     def headers(self, **extra: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.key}", "A2A-Version": "1.0", **extra}
@@ -56,7 +57,7 @@ def caller_for(make_key) -> Callable[..., Caller]:  # type: ignore[no-untyped-de
     def _make(slug: str = "acme") -> Caller:
         key = make_key(slug)
         workflow_fixtures_seed(tenant=Tenant.objects.get(slug=slug))  # hooks run on commit only
-        return Caller(tenant=slug, key=key, subject=subject_from_api_key(key), client=Client())
+        return Caller(tenant=slug, key=key, subject=subject_from_api_key(key), client=DoorClient())
 
     return _make
 

@@ -22,7 +22,7 @@ from a2a.types import (
     SendMessageRequest,
 )
 from asgiref.sync import sync_to_async
-from django.test import Client, override_settings
+from django.test import override_settings
 from google.protobuf import json_format
 
 from apps.agents.models import Agent
@@ -34,6 +34,7 @@ from apps.runs.wire import run_snapshot_doc
 from apps.tenants.models import Tenant
 from tests.a2a.conftest import REST, Caller, error_info, immediately, user_message
 from tests.a2a.live import db_read, repointed
+from tests.door_client import DoorClient
 
 CARD = "/.well-known/agent-card.json"
 
@@ -89,7 +90,7 @@ def test_inventory_hands_out_the_minted_values(acme: Caller, globex: Caller, min
 
 
 def test_extended_card_per_agent(acme: Caller, minted: Minted) -> None:
-    public = Client().get(CARD).json()
+    public = DoorClient().get(CARD).json()
     assert public["capabilities"]["extendedAgentCard"] is True
     card = _result(acme.rpc("GetExtendedAgentCard", {"tenant": minted.acme_helper}))
     assert card["name"] == "Acme Helper" and card["version"] == "2.1.0" and card["description"] == "Helps acme."
@@ -114,7 +115,7 @@ def test_extended_card_per_agent(acme: Caller, minted: Minted) -> None:
 
 
 def test_extended_card_without_tenant_is_the_host_card(acme: Caller, minted: Minted) -> None:
-    public = Client().get(CARD).json()
+    public = DoorClient().get(CARD).json()
     assert _result(acme.rpc("GetExtendedAgentCard")) == public
     assert acme.rest_get("/extendedAgentCard").json() == public
 
@@ -122,7 +123,7 @@ def test_extended_card_without_tenant_is_the_host_card(acme: Caller, minted: Min
 def test_public_card_lists_no_routing_value(acme: Caller, globex: Caller, minted: Minted) -> None:
     values = [minted.acme_helper, minted.acme_quiet, minted.acme_draft, minted.globex_helper]
     for headers in ({}, {"A2A-Version": "1.0"}, {"Authorization": f"Bearer {acme.key}"}):
-        body = Client().get(CARD, headers=headers).content.decode()
+        body = DoorClient().get(CARD, headers=headers).content.decode()
         assert not [r for r in values if r in body]
         assert '"tenant"' not in body
 
@@ -184,7 +185,7 @@ def test_outside_r_answers_like_never_minted_on_rest(acme: Caller, minted: Minte
 
 
 def test_authentication_comes_before_resolution(minted: Minted) -> None:
-    anonymous = Client()
+    anonymous = DoorClient()
     answers = set()
     for r in (minted.acme_helper, _never_minted()):
         response = anonymous.post(
@@ -245,7 +246,7 @@ def test_unpublishing_makes_r_unknown(acme: Caller, minted: Minted) -> None:
 
 def test_without_agent_cards_tenant_is_ignored(acme: Caller, minted: Minted) -> None:
     facet_update(protocol="a2a", changes={"agent_cards": False}, actor="test")
-    assert Client().get(CARD).json()["capabilities"]["extendedAgentCard"] is False
+    assert DoorClient().get(CARD).json()["capabilities"]["extendedAgentCard"] is False
     body = acme.rpc("GetExtendedAgentCard", {"tenant": minted.acme_helper}).json()
     assert body["error"]["code"] == -32007
     task = _result(acme.rpc("SendMessage", immediately(user_message("off-1"), tenant=_never_minted())))["task"]

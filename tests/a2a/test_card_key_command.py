@@ -18,11 +18,11 @@ from a2a.client.card_resolver import parse_agent_card
 from a2a.utils.signing import create_signature_verifier
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.test import Client
 from jwt import PyJWK
 
 from apps.a2a.models import CardSigningKey, CardSigningKeyChange, CardSigningKeyState
 from apps.a2a.signing import JWKS_PATH
+from tests.door_client import DoorClient
 from tests.live import ROOT, process_env
 
 pytestmark = pytest.mark.django_db
@@ -44,7 +44,7 @@ def refused(*args: str) -> str:
 def served_card_kid() -> str | None:
     """The kid that signed the public card as served, after the a2a-sdk verifier accepted it
     with the key from the served JWKS; None when the card is unsigned."""
-    client = Client()
+    client = DoorClient()
     card = parse_agent_card(client.get("/.well-known/agent-card.json").json())
     if not card.signatures:
         return None

@@ -25,7 +25,6 @@ from a2a.types import (
     a2a_pb2_grpc,
 )
 from a2a.utils.errors import A2AError, TaskNotFoundError, UnsupportedOperationError
-from django.test import Client as HttpClient
 from django.test import override_settings
 from google.protobuf import json_format
 from google.rpc import error_details_pb2, status_pb2
@@ -40,6 +39,7 @@ from apps.runs.models import Run
 from apps.tenants.models import Tenant
 from tests.a2a.conftest import Caller
 from tests.a2a.live import db_read, only_task, reattached_until_done, send, until_terminal, user_message
+from tests.door_client import DoorClient
 from tests.live import LiveProcess, start_grpc
 from tests.metrics_samples import scraped_in_process
 
@@ -333,13 +333,13 @@ async def test_bad_credential_is_unauthenticated(grpc_address: str) -> None:
 
 
 def test_card_lists_no_grpc_unless_configured(acme: Caller) -> None:
-    card = HttpClient().get("/.well-known/agent-card.json").json()
+    card = DoorClient().get("/.well-known/agent-card.json").json()
     assert [i["protocolBinding"] for i in card["supportedInterfaces"]] == ["JSONRPC", "HTTP+JSON"]
 
 
 @override_settings(OPENWOP_GRPC_ENABLED=True, OPENWOP_GRPC_URL="a2a.example:50051")
 def test_configured_grpc_is_on_the_host_and_per_agent_cards(acme: Caller) -> None:
-    public = HttpClient().get("/.well-known/agent-card.json").json()
+    public = DoorClient().get("/.well-known/agent-card.json").json()
     assert [(i["protocolBinding"], i["url"]) for i in public["supportedInterfaces"]][1:] == [
         ("HTTP+JSON", "http://127.0.0.1:8000/a2a/rest"),
         ("GRPC", "a2a.example:50051"),

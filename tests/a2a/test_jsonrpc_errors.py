@@ -6,17 +6,17 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.test import Client
 
 from apps.audit.models import HostEvent
 from apps.facets.services import facet_update
 from apps.runs.models import Run
 from tests.a2a.conftest import JSONRPC, Caller, advance, error_info, immediately, user_message
+from tests.door_client import DoorClient
 
 pytestmark = pytest.mark.django_db
 
 
-def _post_raw(client: Client, body: bytes | str, **headers: str):  # type: ignore[no-untyped-def]
+def _post_raw(client: DoorClient, body: bytes | str, **headers: str):  # type: ignore[no-untyped-def]
     return client.post(JSONRPC, data=body, content_type="application/json", headers=headers)
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.test import Client
 
 from apps.a2a.models import SkillRoute
 from apps.facets import surfaces
 from apps.facets.services import facet_ensure
 from tests.a2a.conftest import REST, Caller, advance, immediately, user_message
+from tests.door_client import DoorClient
 
 pytestmark = pytest.mark.django_db
 
@@ -29,7 +29,7 @@ def _status(response, http: int, grpc: str, reason: str) -> dict:  # type: ignor
 
 
 def test_rest_errors_are_google_rpc_status(acme: Caller, globex: Caller) -> None:
-    anonymous = Client()
+    anonymous = DoorClient()
     _status(anonymous.get(REST + "/tasks"), 401, "UNAUTHENTICATED", "UNAUTHENTICATED")
     _status(acme.rest_get("/tasks", **{"A2A-Version": "0.3"}), 400, "FAILED_PRECONDITION", "VERSION_NOT_SUPPORTED")
     bad = acme.client.post(
@@ -75,7 +75,7 @@ def test_rest_task_ids_in_every_path_form(acme: Caller) -> None:
 
 def test_public_card_matches_facets_and_routes(acme: Caller, settings) -> None:  # type: ignore[no-untyped-def]
     settings.OPENWOP_PUBLIC_URL = "https://host.example"
-    anonymous = Client()
+    anonymous = DoorClient()
     response = anonymous.get(CARD)
     assert response.status_code == 200 and response["Cache-Control"].startswith("public, max-age=")
     assert response["ETag"] and response["Last-Modified"]
@@ -109,7 +109,7 @@ def test_capabilities_follow_the_facet(acme: Caller) -> None:
     from apps.facets.services import facet_update
 
     facet_update(protocol="a2a", changes={"streaming": False, "durable_tasks": False}, actor="test")
-    card = Client().get(CARD).json()
+    card = DoorClient().get(CARD).json()
     assert card["capabilities"]["streaming"] is False
     refused = acme.rpc("SendStreamingMessage", {"message": user_message("st-1")})
     assert refused.json()["error"]["code"] == -32004
@@ -120,7 +120,7 @@ def test_capabilities_follow_the_facet(acme: Caller) -> None:
 
 
 def test_discovery_advertises_the_a2a_facet(settings) -> None:  # type: ignore[no-untyped-def]
-    document = json.loads(Client().get("/.well-known/openwop").content)
+    document = json.loads(DoorClient().get("/.well-known/openwop").content)
     record = document["a2a"]
     assert record["agentCardUrl"] == settings.OPENWOP_PUBLIC_URL + "/.well-known/agent-card.json"
     assert record["streaming"] is True and record["durableTasks"] is True and record["pushNotifications"] is True

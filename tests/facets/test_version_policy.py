@@ -35,6 +35,7 @@ from apps.facets.services import facet_ensure, facet_update, version_policy_clea
 from apps.tenants.models import Tenant
 from apps.tenants.services import tenant_get_or_create
 from tests.a2a.conftest import Caller, acme, caller_for  # noqa: F401  (fixtures)
+from tests.door_client import DoorClient
 from tests.live import wait_until
 
 OLD, NEW = "2025-11-25", "2026-07-28"
@@ -299,7 +300,7 @@ def test_an_agents_card_lists_only_the_versions_it_accepts_and_it_refuses_below(
     r_helper, r_other = a2a_tenant_of(agent_pk=helper.pk), a2a_tenant_of(agent_pk=other.pk)
     version_policy_set(tenant=acme_t, agent=helper, protocol="a2a", minimum="1.0", actor="test")
 
-    public = Client().get("/.well-known/agent-card.json").json()
+    public = DoorClient().get("/.well-known/agent-card.json").json()
     assert {i["protocolVersion"] for i in public["supportedInterfaces"]} == {"1.0", "0.9"}  # unchanged
     card = _rpc_result(acme.rpc("GetExtendedAgentCard", {"tenant": r_helper}))
     assert card["supportedInterfaces"] and {i["protocolVersion"] for i in card["supportedInterfaces"]} == {"1.0"}

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from django.test import Client
 
 from apps.agents.services import workflow_fixtures_seed
 from apps.tenants.models import Tenant
+from tests.door_client import DoorClient
 from tests.push.conftest import ca, ca_bundle  # noqa: F401 - fixtures
 from tests.runs.conftest import acme, caller_for, globex, sent_advances  # noqa: F401 - fixtures
 
@@ -25,7 +25,7 @@ MCP_META = {
 @dataclass
 class Door:
     key: str
-    client: Client
+    client: DoorClient
 
     def post(self, path: str, body: bytes | str | Any, **headers: str) -> Any:
         data = body if isinstance(body, bytes | str) else json.dumps(body)
@@ -42,7 +42,7 @@ def door_for(make_key) -> Callable[[str], Door]:  # type: ignore[no-untyped-def]
     def _make(slug: str = "acme") -> Door:
         key = make_key(slug)
         workflow_fixtures_seed(tenant=Tenant.objects.get(slug=slug))
-        return Door(key=key, client=Client())
+        return Door(key=key, client=DoorClient())
 
     return _make
 

@@ -13,10 +13,10 @@ from urllib.parse import quote
 import httpx
 import pytest
 from django.db import connection
-from django.test import Client
 from hypothesis import given, note
 from hypothesis import strategies as st
 
+from tests.door_client import DoorClient
 from tests.hardening.hostile import (
     FUZZ_EXAMPLES,
     Case,
@@ -58,7 +58,7 @@ a2a_paths = st.one_of(
 )
 
 
-def _send(client: Client, path: str, case: Case, key: str) -> Any:
+def _send(client: DoorClient, path: str, case: Case, key: str) -> Any:
     note(repr(case))
     path = quote(path.encode("utf-8", "surrogatepass"), safe="/:~%")  # what arrives on the wire
     headers = {**case.headers, **authorization(case, key)}
@@ -91,7 +91,7 @@ def fuzz_key(door_for) -> str:  # type: ignore[no-untyped-def]
 
 def test_hostile_requests_on_the_a2a_door(fuzz_key: str, settings) -> None:  # type: ignore[no-untyped-def]
     settings.OPENWOP_RATE_LIMIT_REQUESTS = 0  # thousands of requests on one key: the ceiling is not under test
-    client, seen = Client(), Counter[int]()
+    client, seen = DoorClient(leave_open_streams=True), Counter[int]()
 
     @fuzz_settings(300)
     @given(case=a2a_cases, path=a2a_paths)
@@ -105,7 +105,7 @@ def test_hostile_requests_on_the_a2a_door(fuzz_key: str, settings) -> None:  # t
 
 def test_hostile_requests_on_the_mcp_door(fuzz_key: str, settings) -> None:  # type: ignore[no-untyped-def]
     settings.OPENWOP_RATE_LIMIT_REQUESTS = 0
-    client, seen = Client(), Counter[int]()
+    client, seen = DoorClient(leave_open_streams=True), Counter[int]()
 
     @fuzz_settings(300)
     @given(case=mcp_cases)

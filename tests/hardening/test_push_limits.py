@@ -12,6 +12,7 @@ from apps.push.models import Delivery, DeliveryStatus, PushConfig
 from apps.push.services import push_config_create, webhook_register
 from apps.runs.models import Run
 from tests.core.test_egress import FakeDns
+from tests.door_client import DoorClient
 from tests.envelope import assert_envelope
 from tests.hardening.conftest import a2a_reason, assert_jsonrpc_error
 from tests.runs.conftest import Caller
@@ -42,7 +43,7 @@ def test_push_configs_per_task(acme: Caller, globex: Caller, settings) -> None: 
         "jsonrpc": "2.0", "id": 3, "method": "CreateTaskPushNotificationConfig",
         "params": {"taskId": run_id, "url": HOOK},
     }
-    response = acme.client.post(
+    response = DoorClient().post(  # the A2A door, as served
         "/a2a/jsonrpc", data=body, content_type="application/json",
         headers={"Authorization": f"Bearer {acme.key}", "A2A-Version": "1.0"},
     )
@@ -82,7 +83,7 @@ def test_pending_deliveries_per_tenant(acme: Caller, globex: Caller, settings) -
             "configuration": {"returnImmediately": True, "taskPushNotificationConfig": {"url": HOOK}},
         },
     }
-    response = acme.client.post(
+    response = DoorClient().post(  # the A2A door, as served
         "/a2a/jsonrpc", data=inline, content_type="application/json",
         headers={"Authorization": f"Bearer {acme.key}", "A2A-Version": "1.0"},
     )

@@ -1,4 +1,5 @@
-"""Helpers for MCP mount tests: well-formed 2026-07-28 requests, sent in-process or on the wire."""
+"""Helpers for MCP mount tests: well-formed 2026-07-28 requests, sent in-process through the door
+production serves (tests/door_client.py) or on the wire."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from django.test import Client
 
 from apps.agents.services import workflow_fixtures_seed
 from apps.tenants.models import Tenant
 from apps.tenants.selectors import subject_from_api_key
 from apps.tenants.subject import Subject
+from tests.door_client import DoorClient
 
 VERSION = "2026-07-28"
 TASKS = "io.modelcontextprotocol/tasks"
@@ -51,12 +52,12 @@ def routing_headers(body: dict[str, Any], version: str = VERSION) -> dict[str, s
 
 @dataclass
 class McpCaller:
-    """One API key of one tenant and a Django test client posting to /mcp with it."""
+    """One API key of one tenant and a client posting to /mcp with it through the door."""
 
     tenant: str
     key: str
     subject: Subject
-    client: Client
+    client: DoorClient
 
     def post_raw(self, body: Any, headers: dict[str, str] | None = None, *, auth: bool = True) -> Any:
         sent = dict(headers or {})
@@ -75,7 +76,7 @@ def mcp_caller_for(make_key) -> Callable[[str], McpCaller]:  # type: ignore[no-u
     def _make(slug: str = "acme") -> McpCaller:
         key = make_key(slug)
         workflow_fixtures_seed(tenant=Tenant.objects.get(slug=slug))  # hooks run on commit; `db` never commits
-        return McpCaller(tenant=slug, key=key, subject=subject_from_api_key(key), client=Client())
+        return McpCaller(tenant=slug, key=key, subject=subject_from_api_key(key), client=DoorClient())
 
     return _make
 

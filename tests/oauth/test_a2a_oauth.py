@@ -18,20 +18,20 @@ import pytest
 import trustme
 from a2a.types import AgentCard, GetTaskRequest, ListTasksRequest, TaskState, a2a_pb2_grpc
 from a2a.utils.errors import TaskNotFoundError
-from django.test import Client
 from google.protobuf import json_format
 
 from apps.agents.services import workflow_fixtures_seed
 from apps.oauth.models import TrustedIssuer
 from apps.tenants.models import Tenant
 from tests.a2a.live import CARD_PATH, Session, db_read, live_card, only_task, user_message
+from tests.door_client import DoorClient
 from tests.live import start_grpc, start_web
 from tests.oauth.auth_server import AuthServer
 from tests.oauth.test_protected_resource_metadata import challenge_params, trust
 
 
-def _card(client: Client | None = None) -> dict[str, Any]:
-    response = (client or Client()).get(CARD_PATH)
+def _card(client: DoorClient | None = None) -> dict[str, Any]:
+    response = (client or DoorClient()).get(CARD_PATH)
     assert response.status_code == 200
     document = response.json()
     json_format.ParseDict(document, AgentCard())  # a2a-sdk's card type; an unknown field fails here
@@ -104,7 +104,7 @@ def test_a2a_scope_family_in_process(auth_server: AuthServer, settings: Any, mak
     narrow = auth_server.mint(aud=base, scope="openid")
     wide = auth_server.mint(aud=base, scope="a2a")
     body = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}
-    client = Client()
+    client = DoorClient()
 
     def rpc(token: str) -> Any:
         return client.post("/a2a/jsonrpc", data=json.dumps(body), content_type="application/json",

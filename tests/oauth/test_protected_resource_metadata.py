@@ -9,13 +9,13 @@ import json
 from typing import Any
 
 import pytest
-from django.test import Client
 from mcp.shared.auth import ProtectedResourceMetadata
 
 from apps.agents.services import workflow_fixtures_seed
 from apps.oauth.models import TrustedIssuer
 from apps.oauth.services import issuer_add
 from apps.tenants.models import Tenant
+from tests.door_client import DoorClient
 from tests.mcp.conftest import routing_headers, rpc
 from tests.oauth.auth_server import AuthServer
 
@@ -33,11 +33,12 @@ def trust(auth: AuthServer, tenant: Tenant | None, **fields: Any) -> TrustedIssu
     return issuer_add(fields=values, introspection_client_secret=secret, actor="test")
 
 
-def mcp_post(body: dict[str, Any], *, token: str | None = None, client: Client | None = None) -> Any:
+def mcp_post(body: dict[str, Any], *, token: str | None = None, client: DoorClient | None = None) -> Any:
     headers = routing_headers(body)
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
-    return (client or Client()).post("/mcp", data=json.dumps(body), content_type="application/json", headers=headers)
+    sent = json.dumps(body)
+    return (client or DoorClient()).post("/mcp", data=sent, content_type="application/json", headers=headers)
 
 
 def challenge_params(header: str) -> dict[str, str]:
@@ -58,7 +59,7 @@ def acme(db: Any) -> Tenant:
 
 
 def test_no_issuer_no_documents_and_the_plain_challenge(acme: Tenant, settings: Any) -> None:
-    client = Client()
+    client = DoorClient()
     for path in (PRM, f"{PRM}/mcp"):
         response = client.get(path)
         assert response.status_code == 404, path
@@ -72,7 +73,7 @@ def test_no_issuer_no_documents_and_the_plain_challenge(acme: Tenant, settings: 
 def test_documents_for_the_mount_and_the_host(auth_server: AuthServer, acme: Tenant, settings: Any) -> None:
     base = settings.OPENWOP_PUBLIC_URL
     trust(auth_server, acme, required_scopes={"mcp:tools": ["mcp:tools"], "a2a": ["a2a", "openid"]})
-    client = Client()
+    client = DoorClient()
 
     mount = client.get(f"{PRM}/mcp")
     assert mount.status_code == 200
@@ -104,7 +105,7 @@ def test_documents_for_the_mount_and_the_host(auth_server: AuthServer, acme: Ten
 
 def test_scopes_supported_omitted_when_none_required(auth_server: AuthServer, acme: Tenant) -> None:
     trust(auth_server, acme)
-    document = Client().get(f"{PRM}/mcp").json()
+    document = DoorClient().get(f"{PRM}/mcp").json()
     assert "scopes_supported" not in document
 
 
@@ -195,7 +196,7 @@ def test_each_401_names_the_scopes_its_door_requires(auth_server: AuthServer, ac
         "mcp:tools": ["mcp:tools"], "mcp:resources": ["mcp:resources", "openid"], "a2a": ["a2a"], "rest": ["api:read"],
     })  # fmt: skip
     base = settings.OPENWOP_PUBLIC_URL
-    client = Client()
+    client = DoorClient()
     assert client.get(f"{PRM}/mcp").json()["scopes_supported"] == ["mcp:resources", "mcp:tools", "openid"]
     assert client.get(PRM).json()["scopes_supported"] == ["a2a", "api:read"]
 

@@ -9,13 +9,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
-from django.test import Client
 
 from apps.agents.services import workflow_fixtures_seed
 from apps.core.ids import project_id
 from apps.runs.engine import run_advance
 from apps.runs.models import Run
 from apps.tenants.models import Tenant
+from tests.door_client import DoorClient
 
 MCP_VERSION = "2026-07-28"
 MCP_TASKS = "io.modelcontextprotocol/tasks"
@@ -28,7 +28,7 @@ class Doors:
 
     tenant: str
     key: str
-    client: Client
+    client: DoorClient
 
     def _auth(self, **extra: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.key}", **extra}
@@ -75,7 +75,7 @@ def doors_for(make_key) -> Callable[[str], Doors]:  # type: ignore[no-untyped-de
     def _make(slug: str = "acme") -> Doors:
         key = make_key(slug)
         workflow_fixtures_seed(tenant=Tenant.objects.get(slug=slug))  # hooks run on commit only
-        return Doors(tenant=slug, key=key, client=Client())
+        return Doors(tenant=slug, key=key, client=DoorClient())
 
     return _make
 

@@ -11,6 +11,7 @@ from apps.runs.services import run_create
 from apps.runs.trace_context import trace_id_of, traceparent_child, traceparent_valid
 from tests.a2a.conftest import Caller as A2ACaller
 from tests.a2a.conftest import immediately, user_message
+from tests.door_client import DoorClient
 from tests.runs.conftest import Caller
 
 pytestmark = pytest.mark.django_db
@@ -42,7 +43,7 @@ def test_rest_takes_the_traceparent_header(acme: Caller) -> None:
 
 
 def test_a2a_takes_the_in_message_carrier(acme: Caller) -> None:
-    a2a = A2ACaller(tenant=acme.tenant, key=acme.key, subject=acme.subject, client=acme.client)
+    a2a = A2ACaller(tenant=acme.tenant, key=acme.key, subject=acme.subject, client=DoorClient())
     message = user_message("trace-1", metadata={"openwop": {"traceparent": PARENT, "tracestate": "a=b"}})
     body = a2a.rpc("SendMessage", immediately(message)).json()
     run = Run.unscoped_all_tenants.get(run_id=body["result"]["task"]["id"])
