@@ -8,6 +8,10 @@ by and try again every LEADER_RETRY_SECONDS. PostgreSQL, not Redis: `make run` h
 session lock ends with its connection, so a SIGKILLed leader's standby takes over on its next try.
 A leader whose connection fails notices on its next check (every LEADER_CHECK_SECONDS) and stops
 sending until it holds the lock again.
+
+A beat that takes the lead after standing by starts every period afresh: its own record of the
+last runs (its schedule file) is as old as its stand-by, while the leader before it may have sent
+any job a moment ago. So after a takeover a job runs one period later, never twice in one period.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ class LeaderScheduler(PersistentScheduler):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._lock_conn: psycopg.Connection[Any] | None = None
         self._checked_at = 0.0
+        self._stood_by = False  # whether another beat may have sent jobs since this one last led
         super().__init__(*args, **kwargs)
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
@@ -59,6 +64,7 @@ class LeaderScheduler(PersistentScheduler):
             except psycopg.Error:
                 logger.warning("beat: lost the leader connection; standing by")
                 self._release()
+                self._stood_by = True
                 return False
         conn: psycopg.Connection[Any] | None = None
         try:
@@ -71,16 +77,28 @@ class LeaderScheduler(PersistentScheduler):
             logger.warning("beat: cannot reach PostgreSQL to take the lead (%s); retrying", type(exc).__name__)
             if conn is not None:
                 conn.close()
+            self._stood_by = True
             return False
         if not (row and row[0]):
             conn.close()
+            self._stood_by = True
             if not getattr(self, "_said_standby", False):
                 logger.info("beat: another beat leads; this one stands by")
                 self._said_standby = True
             return False
         self._lock_conn, self._checked_at, self._said_standby = conn, now, False
+        if self._stood_by:
+            self._periods_restart()
+            self._stood_by = False
         logger.info("beat: this beat leads and sends the periodic jobs")
         return True
+
+    def _periods_restart(self) -> None:
+        """Every job's period starts now (module docstring: a takeover never sends a job early)."""
+        now = self.app.now()
+        for entry in self.schedule.values():
+            entry.last_run_at = now
+        self._heap = None  # the next tick orders the jobs by their new times
 
     def _release(self) -> None:
         conn, self._lock_conn = self._lock_conn, None
