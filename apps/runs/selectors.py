@@ -46,12 +46,3 @@ def run_open_interrupt(*, run: Run) -> Interrupt | None:
         .order_by("-created_at")
         .first()
     )
-
-
-def run_open_interrupts(*, run: Run) -> list[Interrupt]:
-    """Every unresolved interrupt a waiting run is suspended on, oldest first (a parallel node
-    opens several at once)."""
-    if run.status not in WAITING_STATUSES:
-        return []
-    unresolved = Interrupt.objects.for_tenant(run.tenant_id).filter(run=run, resolved_at__isnull=True)
-    return list(unresolved.order_by("created_at", "pk"))

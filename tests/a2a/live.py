@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+import grpc
 import httpx
 from a2a.client import Client, ClientConfig, ClientFactory
 from a2a.types import (
@@ -142,3 +143,29 @@ async def until_terminal(client: Client, task_id: str) -> Task:
             return task
         await asyncio.sleep(0.1)
     raise AssertionError(f"task {task_id} did not end")
+
+
+class _Bearer:
+    """`authorization: Bearer <key>` on every call, as a gateway-less gRPC client sends it."""
+
+    def __init__(self, key: str) -> None:
+        self.metadata = ("authorization", f"Bearer {key}")
+
+    def with_key(self, details: Any) -> Any:
+        return details._replace(metadata=[*(details.metadata or ()), self.metadata])
+
+
+# Two classes: grpc.aio files an interceptor under the first kind it is an instance of only.
+class _BearerUnary(_Bearer, grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        return await continuation(self.with_key(details), request)
+
+
+class _BearerStream(_Bearer, grpc.aio.UnaryStreamClientInterceptor):  # type: ignore[misc]
+    async def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+        return await continuation(self.with_key(details), request)
+
+
+def bearer_channel(url: str, key: str) -> grpc.aio.Channel:
+    """An insecure gRPC channel to `url` that sends `key` as a Bearer on every call."""
+    return grpc.aio.insecure_channel(url, interceptors=[_BearerUnary(key), _BearerStream(key)])

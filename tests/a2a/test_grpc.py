@@ -38,7 +38,7 @@ from apps.audit.models import HostEvent
 from apps.runs.models import Run
 from apps.tenants.models import Tenant
 from tests.a2a.conftest import Caller
-from tests.a2a.live import db_read, only_task, reattached_until_done, send, until_terminal, user_message
+from tests.a2a.live import bearer_channel, db_read, only_task, reattached_until_done, send, until_terminal, user_message
 from tests.door_client import DoorClient
 from tests.live import LiveProcess, start_grpc
 from tests.metrics_samples import scraped_in_process
@@ -77,27 +77,6 @@ async def card(grpc_address: str) -> AgentCard:
     return await db_read(build)
 
 
-class _Bearer:
-    """`authorization: Bearer <key>` on every call, as a gateway-less gRPC client sends it."""
-
-    def __init__(self, key: str) -> None:
-        self.metadata = ("authorization", f"Bearer {key}")
-
-    def with_key(self, details: Any) -> Any:
-        return details._replace(metadata=[*(details.metadata or ()), self.metadata])
-
-
-# Two classes: grpc.aio files an interceptor under the first kind it is an instance of only.
-class _BearerUnary(_Bearer, grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]
-    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
-        return await continuation(self.with_key(details), request)
-
-
-class _BearerStream(_Bearer, grpc.aio.UnaryStreamClientInterceptor):  # type: ignore[misc]
-    async def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
-        return await continuation(self.with_key(details), request)
-
-
 class Clients:
     """One principal's sdk clients over gRPC, made from the card (the GRPC interface chosen)."""
 
@@ -106,7 +85,7 @@ class Clients:
         self.channels: list[grpc.aio.Channel] = []
 
     def _channel(self, url: str) -> grpc.aio.Channel:
-        channel = grpc.aio.insecure_channel(url, interceptors=[_BearerUnary(self.key), _BearerStream(self.key)])
+        channel = bearer_channel(url, self.key)
         self.channels.append(channel)
         return channel
 

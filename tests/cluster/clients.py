@@ -14,6 +14,7 @@ from a2a.client import Client, ClientConfig, ClientFactory
 from a2a.types import AgentCard, StreamResponse, SubscribeToTaskRequest, TaskState
 from google.protobuf import json_format
 
+from tests.a2a.live import bearer_channel
 from tests.cluster.conftest import card_json
 
 TERMINAL = {TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED}
@@ -41,26 +42,6 @@ def card_at(card_source: str, *, http_origin: str | None = None, grpc_address: s
     return card
 
 
-class _Bearer:
-    """`authorization: Bearer <key>` on every call, as a gateway-less gRPC client sends it."""
-
-    def __init__(self, key: str) -> None:
-        self.metadata = ("authorization", f"Bearer {key}")
-
-    def with_key(self, details: Any) -> Any:
-        return details._replace(metadata=[*(details.metadata or ()), self.metadata])
-
-
-class _BearerUnary(_Bearer, grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]
-    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
-        return await continuation(self.with_key(details), request)
-
-
-class _BearerStream(_Bearer, grpc.aio.UnaryStreamClientInterceptor):  # type: ignore[misc]
-    async def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
-        return await continuation(self.with_key(details), request)
-
-
 class Clients:
     """a2a-sdk clients of one key; `close()` ends their connections."""
 
@@ -77,7 +58,7 @@ class Clients:
 
     def grpc(self, card: AgentCard, *, streaming: bool = False) -> Client:
         def channel(url: str) -> grpc.aio.Channel:
-            made = grpc.aio.insecure_channel(url, interceptors=[_BearerUnary(self.key), _BearerStream(self.key)])
+            made = bearer_channel(url, self.key)
             self._channels.append(made)
             return made
 

@@ -14,9 +14,8 @@ from django.test import Client
 from apps.a2a.models import TaskMessage
 from apps.a2a.wire import task_from_view, to_wire
 from apps.agents.services import workflow_create, workflow_fixtures_seed
-from apps.runs.models import Run, RunEvent, RunTransport
+from apps.runs.models import Interrupt, Run, RunEvent, RunTransport
 from apps.runs.reads import ArtifactEvent, OpenInterrupt, RunRow, RunSnapshot
-from apps.runs.selectors import run_open_interrupts
 from apps.runs.services import run_create
 from apps.tenants.models import Tenant
 from apps.tenants.selectors import subject_from_api_key
@@ -54,7 +53,7 @@ def _expected(task_id: str, *, history: int | None = None, include_artifacts: bo
     """The task's wire document from the ORM's rows (not the door's statement): the projection's
     input assembled by hand, then the one projection."""
     run = Run.unscoped_all_tenants.select_related("workflow").get(run_id=task_id)
-    interrupts = run_open_interrupts(run=run)
+    interrupts = Interrupt.unscoped_all_tenants.filter(run=run, resolved_at__isnull=True).order_by("created_at", "pk")
     row = RunRow(
         pk=run.pk, tenant_id=run.tenant_id, run_id=run.run_id, workflow_id=run.workflow.workflow_id,
         context_id=run.context_id, agent_id=run.agent_id, transport=run.transport, status=run.status,
