@@ -221,6 +221,12 @@ async def test_revoked_and_signed_out_streams_end(rechecking_host: tuple[str, st
         assert not kept_reader.task.done() and not globex_reader.task.done()  # type: ignore[union-attr]
 
         # The run goes on (answered with the other key): its events reach the kept stream only.
+        run_url = run_events.removesuffix("/events")
+
+        async def run_waits() -> bool:  # the worker may still be on its way to the approval node
+            return str((await http.get(run_url, headers=_auth(kept))).json().get("status", "")).startswith("waiting")
+
+        await _until("the run to wait for its approval", run_waits)
         resolved = await http.post(
             f"{run_events.removesuffix('/events')}/interrupts/approve",
             json={"resumeValue": {"action": "accept"}}, headers=_auth(kept),
