@@ -25,13 +25,15 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 from apps.audit.models import GENESIS, ArchiveExport, HostEvent, HostEventStream
 from apps.tenants.models import Tenant
 
 __all__ = [
-    "APPEND_SQL", "GENESIS", "ChainBreak", "ChainReport", "canonical_content", "chain_verify", "content_hash", "link",
+    "APPEND_SQL", "GENESIS", "ChainBreak", "ChainReport", "canonical_content", "canonical_json", "canonical_text",
+    "chain_verify", "content_hash", "content_hash_of_texts", "link",
 ]
 
 
@@ -58,8 +60,19 @@ def instant(at: datetime) -> int:
     return (at - _EPOCH) // _MICROSECOND
 
 
-def _json(value: Any) -> str:
-    return json.dumps(_integral(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def canonical_json(value: Any) -> str:
+    """A value's canonical JSON text: keys sorted at every level, no whitespace, not ASCII-escaped,
+    integral numbers as integers."""
+    return _CANONICAL.encode(_integral(value))
+
+
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)  # built once
+
+
+@lru_cache(maxsize=4096)
+def _string_json(value: str) -> str:
+    """A repeated string field's JSON (a tenant's slug, a subject id, a type): written once."""
+    return json.dumps(value, ensure_ascii=False)
 
 
 def canonical_content(
@@ -75,19 +88,37 @@ def canonical_content(
 ) -> bytes:
     """The bytes whose SHA-256 a record's digest covers: the JSON object {"at", "durable",
     "eventId", "payload", "subject", "subjectId", "tenant", "type"} with keys sorted at every level,
-    no whitespace, UTF-8, integral numbers as integers (`_json`). Written out by hand in key order
-    (what `json.dumps(sort_keys=True)` of the whole object gives) because every exchange pays it."""
-    text = (
-        f'{{"at":{instant(at)},"durable":{"true" if durable else "false"},"eventId":{_json(event_id)},'
-        f'"payload":{_json(payload)},"subject":{_json(subject)},"subjectId":{_json(subject_id)},'
-        f'"tenant":{_json(tenant)},"type":{_json(type)}}}'
+    no whitespace, UTF-8, integral numbers as integers (`canonical_json`)."""
+    return canonical_text(
+        tenant=tenant, subject_id=subject_id, subject_text=canonical_json(subject), event_id=event_id, type=type,
+        durable=durable, at=at, payload_text=canonical_json(payload),
+    ).encode()
+
+
+def canonical_text(
+    *, tenant: str, subject_id: str, subject_text: str, event_id: str, type: str, durable: bool, at: datetime,
+    payload_text: str,
+) -> str:  # fmt: skip
+    """`canonical_content` (as text) from the Subject's and the payload's canonical JSON, which a
+    writer already holds. Written out by hand in key order (what `json.dumps(sort_keys=True)` of
+    the whole object gives) because every exchange pays it."""
+    event = json.dumps(event_id, ensure_ascii=False)
+    return (
+        f'{{"at":{instant(at)},"durable":{"true" if durable else "false"},"eventId":{event},'
+        f'"payload":{payload_text},"subject":{subject_text},"subjectId":{_string_json(subject_id)},'
+        f'"tenant":{_string_json(tenant)},"type":{_string_json(type)}}}'
     )
-    return text.encode()
 
 
 def content_hash(**fields: Any) -> str:
     """Hex SHA-256 of `canonical_content(**fields)`: the part of the digest a writer computes."""
     return hashlib.sha256(canonical_content(**fields)).hexdigest()
+
+
+def content_hash_of_texts(**fields: Any) -> str:
+    """`content_hash` from `canonical_text`'s fields (the group commit's: the Subject's canonical
+    JSON is kept per Subject, the payload's is the one the row stores)."""
+    return hashlib.sha256(canonical_text(**fields).encode()).hexdigest()
 
 
 def link(prev_digest: str, sequence: int, content: str) -> str:

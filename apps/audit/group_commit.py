@@ -33,7 +33,6 @@ How a batch goes (one flusher task per event loop, so batches are written one af
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import weakref
 from dataclasses import dataclass
@@ -44,12 +43,12 @@ from typing import Any
 from django.utils import timezone
 from psycopg import AsyncConnection
 
-from apps.audit.chain import APPEND_SQL, content_hash
+from apps.audit.chain import APPEND_SQL, canonical_json, content_hash_of_texts
 from apps.audit.errors import HostEventDeliveryMismatch
 from apps.audit.host_event_types import host_event_type
 from apps.audit.models import HostEventStream
 from apps.audit.streams import host_event_wake_group
-from apps.core.async_db import async_pool
+from apps.core.async_db import pooled_connection
 from apps.core.ids import mint_opaque
 from apps.core.sse import publish_wake_from_loop
 from apps.tenants.models import Tenant
@@ -139,8 +138,7 @@ class HostEventBatcher:
             while self._queue:
                 batch = self._take()
                 try:
-                    pool = await async_pool()
-                    async with pool.connection() as conn:
+                    async with pooled_connection() as conn:
                         while True:
                             await self._flush(conn, batch)
                             if not self._queue or conn.broken:
@@ -278,10 +276,10 @@ def host_event_batcher() -> HostEventBatcher:
 
 @lru_cache(maxsize=1024)
 def _subject_json(subject: Subject) -> str:
-    """A Subject's wire JSON, serialised once per Subject: every exchange records one event, and a
-    caller is the same Subject request after request (its wire form is exactly what equality
-    compares, so equal Subjects share it)."""
-    return json.dumps(subject.as_wire())
+    """A Subject's wire JSON in canonical form (the row stores it, the chain hashes it), serialised
+    once per Subject: every exchange records one event, and a caller is the same Subject request
+    after request (its wire form is exactly what equality compares, so equal Subjects share it)."""
+    return canonical_json(subject.as_wire())
 
 
 async def host_event_append_batched(*, subject: Subject, type: str, payload: dict[str, Any]) -> str:
@@ -296,18 +294,19 @@ async def host_event_append_batched(*, subject: Subject, type: str, payload: dic
     if not isinstance(payload, dict):
         raise TypeError("a host-event payload is a JSON object")
     event_id, at = mint_opaque(), timezone.now()
+    subject_json, payload_json = _subject_json(subject), canonical_json(payload)  # stored and hashed
     pending = _Pending(
         tenant=subject.tenant,
         tenant_pk=subject.tenant_pk,
         subject_id=subject.subject_id,
-        subject_json=_subject_json(subject),
+        subject_json=subject_json,
         event_id=event_id,
         type=type,
-        payload_json=json.dumps(payload),
+        payload_json=payload_json,
         at=at,
-        content=content_hash(
-            tenant=subject.tenant, subject_id=subject.subject_id, subject=subject.as_wire(), event_id=event_id,
-            type=type, durable=True, at=at, payload=payload,
+        content=content_hash_of_texts(
+            tenant=subject.tenant, subject_id=subject.subject_id, subject_text=subject_json, event_id=event_id,
+            type=type, durable=True, at=at, payload_text=payload_json,
         ),
         done=asyncio.get_running_loop().create_future(),
     )

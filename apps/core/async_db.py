@@ -14,16 +14,23 @@ Connections are in autocommit mode; a caller that writes opens its own transacti
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import weakref
+from collections.abc import AsyncIterator
 from typing import Any
 
 from asgiref.sync import AsyncToSync, sync_to_async
 from django.conf import settings
 from django.db import connection
-from psycopg import AsyncCursor
+from psycopg import AsyncConnection, AsyncCursor
+from psycopg.pq import ExecStatus
 from psycopg_pool import AsyncConnectionPool
 
 _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncConnectionPool] = weakref.WeakKeyDictionary()
+# One gate per pool, as wide as the pool: callers beyond its size queue here, on a plain semaphore,
+# and never inside psycopg_pool, whose queued client costs a task and a timer each (`wait_for`):
+# at c=64 on a pool of 8 that queueing was 4 % of GetTask's CPU (bench/profile.py, session 13).
+_gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 _opening: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
 
 
@@ -84,9 +91,23 @@ async def fetch(sql: str, params: Any) -> list[tuple[Any, ...]]:
     if statements_on_django_connection():
         return await sync_to_async(fetch_sync)(sql, params)
     pool = await async_pool()
-    async with pool.connection() as conn:
-        cursor = await conn.execute(sql, params)
-        return await cursor.fetchall() if cursor.description is not None else []
+    async with _gates[asyncio.get_running_loop()]:
+        conn = await pool.getconn()
+        try:
+            cursor = await conn.execute(sql, params)
+            result = cursor.pgresult  # rows or none, without building `description`'s columns
+            return await cursor.fetchall() if result is not None and result.status == ExecStatus.TUPLES_OK else []
+        finally:
+            await pool.putconn(conn)  # autocommit: nothing to commit; a broken one is replaced
+
+
+@contextlib.asynccontextmanager
+async def pooled_connection() -> AsyncIterator[AsyncConnection[Any]]:
+    """A connection of this loop's pool, through its gate, for a caller that runs several
+    statements (the group commit's flusher); autocommit, as every pooled connection."""
+    pool = await async_pool()
+    async with _gates[asyncio.get_running_loop()], pool.connection() as conn:
+        yield conn
 
 
 def conninfo() -> str:
@@ -131,6 +152,7 @@ async def async_pool() -> AsyncConnectionPool:
                 name="openwop-doors",
             )
             await pool.open()
+            _gates[loop] = asyncio.Semaphore(pool_max_size())
             _pools[loop] = pool
     return pool
 
@@ -142,6 +164,8 @@ def async_pools_stats() -> list[dict[str, int]]:
 
 async def async_pool_close() -> None:
     """Close this loop's pool (server shutdown, a test's teardown)."""
-    pool = _pools.pop(asyncio.get_running_loop(), None)
+    loop = asyncio.get_running_loop()
+    pool = _pools.pop(loop, None)
+    _gates.pop(loop, None)
     if pool is not None:
         await pool.close()

@@ -36,12 +36,18 @@ def _command(*parts: bytes) -> bytes:
 
 
 class _Protocol(asyncio.Protocol):
-    """One connection: commands written in order, each reply settles the oldest waiter."""
+    """One connection: commands written in order, each reply settles the oldest waiter.
+
+    What the callers of one loop iteration send goes out in one write, at the end of that
+    iteration (`send` queues, `_flush` writes): under load the requests an iteration starts each
+    count themselves, and one `send()` system call per request was the largest single leaf of a
+    GetTask's CPU (bench/profile.py, session 13)."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.waiters: deque[asyncio.Future[object]] = deque()
         self.buffer = bytearray()
+        self.outgoing = bytearray()  # commands queued in this loop iteration, not yet written
         self.closed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -101,8 +107,16 @@ class _Protocol(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         futures = [loop.create_future() for _ in range(replies)]
         self.waiters.extend(futures)
-        self.transport.write(payload)
+        if not self.outgoing:
+            loop.call_soon(self._flush)
+        self.outgoing += payload
         return futures
+
+    def _flush(self) -> None:
+        payload = bytes(self.outgoing)
+        self.outgoing.clear()
+        if self.transport is not None and not self.closed:
+            self.transport.write(payload)  # closed meanwhile: connection_lost failed its waiters
 
     def abort(self) -> None:
         if self.transport is not None:
