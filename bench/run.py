@@ -409,6 +409,10 @@ class Bench:
         """One warm-up and one measured wrk run against one target."""
         threads = 1 if connections < 8 else 2
         run_wrk(load, connections=connections, seconds=self.warmup, threads=threads, cpus=GEN_CPUS)
+        # The statistics autovacuum keeps (`_settle`), now that the warm-up has written its rows: a
+        # write scenario on a fresh database otherwise runs on plans made for empty tables (MCP
+        # tools/call fell from 850 to 680 req/s, PostgreSQL at 87 % seq-scanning runs_run, s13).
+        _settle()
         infra = InfraCpu()
         cpu_before = sum(s.cpu_seconds() for s in servers)
         infra.start()

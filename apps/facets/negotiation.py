@@ -22,6 +22,7 @@ Which exchanges see which floor:
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -264,13 +265,34 @@ async def negotiation_decide_batched(
     (apps/doors): the same decision against the facet the caller read and the Subject's tenant's
     policies (the process cache: a hit awaits nothing), its record group-committed before this
     returns."""
+    decision, recorded = await negotiation_decide_deferred(
+        protocol=protocol, requested=requested, peer_origin=peer_origin, subject=subject, facet=facet,
+        agent_pk=agent_pk,
+    )  # fmt: skip
+    await recorded
+    return decision
+
+
+async def negotiation_decide_deferred(
+    *,
+    protocol: Protocol,
+    requested: str | None,
+    peer_origin: str,
+    subject: Subject,
+    facet: Facet,
+    agent_pk: int | None = None,
+) -> tuple[Decision, asyncio.Future[None]]:
+    """`negotiation_decide_batched` with the record still on its way: the decision now, and the
+    record's commit as a task the caller MUST await before its exchange answers (whatever the
+    answer), so the exchange's own work overlaps the commit instead of queueing behind it. The
+    record is written even if nobody awaits it (the group commit owns it once queued)."""
     floors = await atenant_floors_cached(tenant_slug=subject.tenant)
     decision = negotiation_precheck(
         protocol=protocol, requested=requested, peer_offers=None, authenticated=True, facet=facet,
         floors=floors, agent_pk=agent_pk,
     )
-    await negotiation_record_batched(decision, peer_origin=peer_origin, subject=subject)
-    return decision
+    recorded = asyncio.ensure_future(negotiation_record_batched(decision, peer_origin=peer_origin, subject=subject))
+    return decision, recorded
 
 
 async def negotiation_record_batched(decision: Decision, *, peer_origin: str, subject: Subject) -> None:

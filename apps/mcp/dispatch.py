@@ -6,6 +6,7 @@ authenticates, and how a request is cancelled; the ladder, the negotiation and t
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,7 +15,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from apps.facets import surfaces
 from apps.facets.models import Facet
-from apps.facets.negotiation import inbound_peer_origin, negotiation_decide_batched
+from apps.facets.negotiation import inbound_peer_origin, negotiation_decide_deferred
 from apps.facets.policy import effective_floor, tenant_floors_cached
 from apps.facets.services import afacet_cached, facet_ensure
 from apps.facets.versions import version_key
@@ -59,7 +60,23 @@ async def exchange_open(
     origin: str | None,
 ) -> Exchange:
     """The ladder, then one negotiation (and its `negotiation.decided` record, group-committed
-    from the event loop) for this exchange; the facet from the process cache."""
+    from the event loop and committed when this returns) for this exchange; the facet from the
+    process cache."""
+    exchange, recorded = await exchange_begin(body=body, subject=subject, headers=headers, origin=origin)
+    await recorded
+    return exchange
+
+
+async def exchange_begin(
+    *,
+    body: Mapping[str, Any],
+    subject: Subject,
+    headers: Mapping[str, str] | None,
+    origin: str | None,
+) -> tuple[Exchange, asyncio.Future[None]]:
+    """`exchange_open` with the record still committing: the caller runs the method meanwhile and
+    awaits `recorded` before it answers, on every path (HTTP: views.mcp_endpoint). A refusal
+    raised here has awaited its record already."""
     params = body.get("params")
     envelope = envelope_read(params)
     if headers is not None:
@@ -67,27 +84,32 @@ async def exchange_open(
     capabilities_check(params)
     peer_origin = inbound_peer_origin(origin_header=origin, subject=subject)
     facet = await afacet_cached(protocol="mcp")
-    decision = await negotiation_decide_batched(
+    decision, recorded = await negotiation_decide_deferred(
         protocol="mcp", requested=envelope.requested_version, peer_origin=peer_origin, subject=subject, facet=facet
     )
-    if not decision.accepted or decision.version not in MODERN_PROTOCOL_VERSIONS:
-        # A handshake-era revision has no per-request `_meta` form: it is reached by `initialize`.
-        raise refusal_error(decision, envelope.requested_version)
-    trace = trace_context_read(
-        params,
-        headers.get("traceparent") if headers is not None else None,
-        headers.get("tracestate") if headers is not None else None,
-    )
-    capabilities = dict(envelope.capabilities)
-    if not tasks_served(facet):
-        capabilities.pop("extensions", None)  # an extension we do not serve grants nothing
-    return Exchange(
+    try:
+        if not decision.accepted or decision.version not in MODERN_PROTOCOL_VERSIONS:
+            # A handshake-era revision has no per-request `_meta` form: it is reached by `initialize`.
+            raise refusal_error(decision, envelope.requested_version)
+        trace = trace_context_read(
+            params,
+            headers.get("traceparent") if headers is not None else None,
+            headers.get("tracestate") if headers is not None else None,
+        )
+        capabilities = dict(envelope.capabilities)
+        if not tasks_served(facet):
+            capabilities.pop("extensions", None)  # an extension we do not serve grants nothing
+    except BaseException:
+        await asyncio.shield(recorded)
+        raise
+    exchange = Exchange(
         subject=subject,
         version=str(decision.version),
         capabilities=capabilities,
         trace=trace,
         param_headers=param_headers_read(headers),
     )
+    return exchange, recorded
 
 
 def discover_result(subject: Subject | None = None) -> dict[str, Any]:

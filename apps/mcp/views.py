@@ -3,7 +3,7 @@
 Order of refusals: method (405) -> Origin (403, DNS rebinding) -> JSON (-32700/-32600) -> bearer
 credential (401, with the RFC 9728 challenge while an OAuth lane exists) -> the access token's
 scopes for the method's family (403 insufficient_scope; apps/mcp/authorization.py) -> the ladder
-and negotiation (dispatch.exchange_open) -> the method. Every refusal is a JSON-RPC error object;
+and negotiation (dispatch.exchange_begin) -> the method. Every refusal is a JSON-RPC error object;
 the OpenWOP envelope never answers here (core.protocol excludes /mcp).
 
 Handshake-era revisions (apps/mcp/handshake.py) share the mount when the operator offers them: a
@@ -51,7 +51,7 @@ from apps.core.json_limits import request_json
 from apps.core.overload import OVERLOAD_RETRY_AFTER_SECONDS, is_overload
 from apps.core.sse import sse_counted
 from apps.mcp.authorization import insufficient_scope_error, method_family, unauthenticated_error
-from apps.mcp.dispatch import dispatch_begin, exchange_open
+from apps.mcp.dispatch import dispatch_begin, exchange_begin
 from apps.mcp.errors import McpError, mcp_error_from, mcp_error_from_data_error, params_check, request_id_valid
 from apps.mcp.handshake import (
     HANDSHAKE_REVISIONS,
@@ -200,8 +200,11 @@ async def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
             exchange = await session_exchange_open(body=body, subject=subject, headers=headers, origin=origin)
             finish = await handshake_dispatch_begin(exchange, body["method"], body.get("params"))
         else:
-            exchange = await exchange_open(body=body, subject=subject, headers=headers, origin=origin)
-            finish = await dispatch_begin(exchange, body["method"], body.get("params"))
+            exchange, recorded = await exchange_begin(body=body, subject=subject, headers=headers, origin=origin)
+            try:  # the method runs while the exchange's record commits; nothing answers before it has
+                finish = await dispatch_begin(exchange, body["method"], body.get("params"))
+            finally:
+                await asyncio.shield(recorded)
     except McpError as exc:
         return _error(request_id, exc)
     except OpenWopError as exc:
