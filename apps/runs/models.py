@@ -43,7 +43,11 @@ class RunTransport(models.TextChoices):
 
 
 class Run(TenantOwnedModel):
-    run_id = models.CharField(max_length=260, unique=True, help_text="Tenant-bound `<tenant>/<opaque>`.")
+    # Every index of the table but the sweeper's starts with the tenant: no index of its own.
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+", db_index=False)
+    # Unique by a constraint, not `unique=True`, which adds a second, pattern-ops index nothing uses
+    # (every index is paid on every run's insert).
+    run_id = models.CharField(max_length=260, help_text="Tenant-bound `<tenant>/<opaque>`.")
     owner = models.JSONField(help_text="RunSnapshot.owner: {tenant, subject}, fixed at creation.")
     workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="runs")
     definition = models.JSONField(help_text="The workflow definition as it was when the run was created.")
@@ -90,6 +94,7 @@ class Run(TenantOwnedModel):
             models.Index(fields=["status", "lease_expires_at"], name="run_sweep"),
         ]
         constraints = [
+            models.UniqueConstraint(fields=["run_id"], name="run_id_unique"),
             models.CheckConstraint(condition=models.Q(run_id__regex=BOUND_ID_PATTERN), name="run_id_bound"),
             models.CheckConstraint(condition=models.Q(status__in=RunStatus.values), name="run_status_known"),
             models.CheckConstraint(condition=models.Q(transport__in=RunTransport.values), name="run_transport_known"),
@@ -163,9 +168,11 @@ class RunEvent(TenantOwnedModel):
     """One entry of a run's log. Append-only: the code has no update or delete path, and on
     PostgreSQL a trigger refuses both (migration 0002)."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    # Indexed by `run_event_sequence_unique` (run, sequence); the id is unique by a constraint (no
+    # pattern-ops twin): a run's events are the most written rows of the host.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events", db_index=False)
     sequence = models.PositiveIntegerField()
-    event_id = models.CharField(max_length=128, unique=True)
+    event_id = models.CharField(max_length=128)
     type = models.CharField(max_length=100)
     payload = models.JSONField(default=dict)
     node_id = models.CharField(max_length=128, blank=True, default="")
@@ -175,6 +182,7 @@ class RunEvent(TenantOwnedModel):
         ordering = ["run", "sequence"]
         constraints = [
             models.UniqueConstraint(fields=["run", "sequence"], name="run_event_sequence_unique"),
+            models.UniqueConstraint(fields=["event_id"], name="run_event_id_unique"),
             models.CheckConstraint(condition=models.Q(sequence__gte=1), name="run_event_sequence_from_one"),
         ]
         indexes = [
