@@ -66,7 +66,7 @@ from apps.a2a.wire import TERMINAL_STATES, task_from_view, to_wire
 from apps.agents.selectors import InventoryEntry, agent_by_a2a_tenant
 from apps.core.egress import EgressRefused, egress_check_url
 from apps.core.errors import NotFound, OpenWopError, ValidationFailed
-from apps.facets.negotiation import Decision, inbound_peer_origin, negotiation_decide_batched
+from apps.facets.negotiation import Decision, inbound_peer_origin, negotiation_decide_deferred
 from apps.facets.policy import TenantFloors, atenant_floors_cached
 from apps.facets.services import afacet_cached
 from apps.oauth.challenge import OAuthDoorState, aoauth_door_state, insufficient_scope_challenge, scopes_missing
@@ -154,7 +154,7 @@ async def call_open(
     agent_pk = None
     if a2a_tenant and agent_floor_may_apply(facet, await atenant_floors_cached(tenant_slug=subject.tenant)):
         agent_pk = await sync_to_async(agent_pk_of)(subject, a2a_tenant)
-    decision = await negotiation_decide_batched(
+    decision, recorded = await negotiation_decide_deferred(
         protocol="a2a",
         requested=requested,
         peer_origin=inbound_peer_origin(origin_header=origin, subject=subject),
@@ -162,6 +162,7 @@ async def call_open(
         facet=facet,
         agent_pk=agent_pk,
     )
+    await recorded
     version_accepted(decision)
     return Call(subject=subject, features=features_of(facet))
 

@@ -252,27 +252,6 @@ def negotiation_record(decision: Decision, *, peer_origin: str, subject: Subject
         transaction.on_commit(decided)
 
 
-async def negotiation_decide_batched(
-    *,
-    protocol: Protocol,
-    requested: str | None,
-    peer_origin: str,
-    subject: Subject,
-    facet: Facet,
-    agent_pk: int | None = None,
-) -> Decision:
-    """`negotiation_decide` for an authenticated inbound exchange served from the event loop
-    (apps/doors): the same decision against the facet the caller read and the Subject's tenant's
-    policies (the process cache: a hit awaits nothing), its record group-committed before this
-    returns."""
-    decision, recorded = await negotiation_decide_deferred(
-        protocol=protocol, requested=requested, peer_origin=peer_origin, subject=subject, facet=facet,
-        agent_pk=agent_pk,
-    )  # fmt: skip
-    await recorded
-    return decision
-
-
 async def negotiation_decide_deferred(
     *,
     protocol: Protocol,
@@ -282,10 +261,12 @@ async def negotiation_decide_deferred(
     facet: Facet,
     agent_pk: int | None = None,
 ) -> tuple[Decision, asyncio.Future[None]]:
-    """`negotiation_decide_batched` with the record still on its way: the decision now, and the
-    record's commit as a task the caller MUST await before its exchange answers (whatever the
-    answer), so the exchange's own work overlaps the commit instead of queueing behind it. The
-    record is written even if nobody awaits it (the group commit owns it once queued)."""
+    """`negotiation_decide` for an authenticated inbound exchange served from the event loop
+    (apps/doors): the same decision against the facet the caller read and the Subject's tenant's
+    policies (the process cache: a hit awaits nothing), and its record, group-committed, as a task
+    the caller MUST await before its exchange answers, whatever the answer (it may await at once,
+    or let the exchange's own work overlap the commit). The record is written even if nobody
+    awaits it: the group commit owns it once queued."""
     floors = await atenant_floors_cached(tenant_slug=subject.tenant)
     decision = negotiation_precheck(
         protocol=protocol, requested=requested, peer_offers=None, authenticated=True, facet=facet,
