@@ -8,13 +8,12 @@ until commit, so they interleave on one stream without gaps.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.db import connection, transaction
 from django.utils import timezone
 
-from apps.audit.chain import APPEND_SQL, content_hash
+from apps.audit.chain import APPEND_SQL, canonical_json, content_hash_of_texts
 from apps.audit.errors import HostEventDeliveryMismatch
 from apps.audit.host_event_types import HOST_TEST_TYPES, Delivery, host_event_type
 from apps.audit.models import HostEvent, HostEventStream
@@ -50,13 +49,15 @@ def host_event_append(*, subject: Subject, type: str, payload: dict[str, Any], d
         durable=durable,
         at=timezone.now(),
     )
-    content = content_hash(
-        tenant=subject.tenant, subject_id=event.subject_id, subject=wire_subject, event_id=event.event_id,
-        type=type, durable=durable, at=event.at, payload=payload,
+    # Serialised once, as the group commit does: the row stores these texts and the chain hashes them.
+    subject_json, payload_json = canonical_json(wire_subject), canonical_json(payload)
+    content = content_hash_of_texts(
+        tenant=subject.tenant, subject_id=event.subject_id, subject_text=subject_json, event_id=event.event_id,
+        type=type, durable=durable, at=event.at, payload_text=payload_json,
     )
     params: dict[str, list[Any]] = {
-        "tenant_id": [tenant_pk], "subject_id": [event.subject_id], "subject": [json.dumps(wire_subject)],
-        "event_id": [event.event_id], "type": [type], "payload": [json.dumps(payload)], "durable": [durable],
+        "tenant_id": [tenant_pk], "subject_id": [event.subject_id], "subject": [subject_json],
+        "event_id": [event.event_id], "type": [type], "payload": [payload_json], "durable": [durable],
         "ordinal": [1], "at": [event.at], "content": [content],
     }  # fmt: skip
     # No savepoint: any failure here propagates and rolls back the caller's whole transaction
