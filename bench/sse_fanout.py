@@ -263,6 +263,8 @@ def produce_main(args: argparse.Namespace) -> None:
     import django
 
     django.setup()
+    from datetime import timedelta
+
     from django.db import transaction
     from django.utils import timezone
 
@@ -280,6 +282,10 @@ def produce_main(args: argparse.Namespace) -> None:
         tenant=template.tenant, run_id=mint_bound_id(args.tenant), owner=template.owner, workflow=template.workflow,
         definition=template.definition, transport=template.transport, status=RunStatus.RUNNING, started_at=now,
         queue=template.queue,
+        # Held by the producer for the whole measurement: the workers' sweeper takes a running run
+        # that no worker holds as one whose message was lost, and would execute its workflow (a
+        # terminal event after three frames ended every stream early: s13-sse-a).
+        lease_owner="bench-producer", lease_expires_at=now + timedelta(hours=1),
     )  # fmt: skip
     print(json.dumps({"segment": project_id(run.run_id)}), flush=True)
     sys.stdin.readline()  # "go": every subscriber is connected
