@@ -24,7 +24,7 @@ class PushAppConfig(AppConfig):
         # The deliveries a run's events owe; a run nobody has seen yet has no push config of its
         # own, so only a webhook of its tenant's for one of the events' types can want them.
         table = WebhookEvent._meta.db_table
-        owed = f"SELECT 1 FROM {table} WHERE tenant_id = %s AND event_type = ANY(%s::text[])"  # noqa: S608
+        owed = f"SELECT 1 FROM {table} WHERE tenant_id = {{tenant_id}} AND event_type = ANY({{types}})"  # noqa: S608
         on_events_written(services.push_deliveries_for_events, owed_probe=owed)
         on_scrape(push_backlog_gauges)  # /metrics' backlog gauges
         operations.push_services = services  # A2A's push-config operations

@@ -29,8 +29,10 @@ from django.conf import settings
 from django.db import connections, models, transaction
 from django.db.models import Field, Model
 from django.utils import timezone
+from psycopg import AsyncConnection
 
-from apps.core.async_db import fetch
+from apps.core.async_db import fetch, statements_on_django_connection
+from apps.core.group_commit import GroupCommit, writer_of
 from apps.core.ids import mint_opaque, split_bound_id
 from apps.core.metrics import run_events_committed
 from apps.core.sse import publish_wake, publish_wake_from_loop, wake_group_name
@@ -41,15 +43,15 @@ from apps.runs.models import Run, RunEvent
 EventsHook = Callable[..., None]
 _events_hooks: list[EventsHook] = []
 # For each hook, a condition that is true when it may owe something for a new run's events: a
-# statement with `%s` for the tenant's id and `%s` for the events' types (text[]).
+# SELECT naming the tenant's id as `{tenant_id}` and the events' types (text[]) as `{types}`.
 _owed_probes: list[str] = []
 
 
 def on_events_written(hook: EventsHook, *, owed_probe: str) -> None:
     """Call `hook(run=, events=)` inside every `events_write`, after the rows are inserted.
-    `owed_probe`: a SELECT (parameters: the tenant's id, the event types) that finds a row when
-    the hook may owe something for a run nobody has seen yet; `run_insert_settled` writes nothing
-    then, and the caller takes `events_write`'s path, which calls the hook."""
+    `owed_probe`: a SELECT (of `{tenant_id}` and `{types}`) that finds a row when the hook may owe
+    something for a run nobody has seen yet; `run_insert_settled` writes nothing then, and the
+    caller takes `events_write`'s path, which calls the hook."""
     if hook not in _events_hooks:
         _events_hooks.append(hook)
         _owed_probes.append(owed_probe)
@@ -173,34 +175,38 @@ _RUN_ID_COLUMN = RunEvent._meta.get_field("run").column
 
 
 @cache
-def _settled_run_sql(probes: tuple[str, ...]) -> str:
-    """The run's row and all its events as ONE statement (one transaction in autocommit), whose
-    text never varies with the number of events, so the server prepares it once:
+def _settled_runs_sql(probes: tuple[str, ...]) -> str:
+    """Runs that settled in memory with all their events, as ONE statement (one transaction in
+    autocommit) for however many concurrent callers queued them, whose text never varies with
+    their number, so the server prepares it once. Its one parameter is a JSON array with, per run,
+    `run` (the row as one object, read as the table's row type: `jsonb_populate_record`), `types`
+    (its events' types) and `events` (an array of event rows). A run is written only when no hook
+    may owe something for its events (each `owed_probe`, read at the write as `events_write`'s hooks
+    read under READ COMMITTED); every event names the id its run's INSERT returned. It answers the
+    (run_id, id) of each run written.
 
-    - the Run row's INSERT from one JSON object, read as the table's row type
-      (`jsonb_populate_record`), written only when no hook may owe something for these events
-      (each `owed_probe`, read at the write as `events_write`'s hooks read under READ COMMITTED);
-    - every event from one JSON array of objects (`jsonb_populate_recordset`), each naming the id
-      the row's INSERT returns.
-
-    One JSON parameter per table, not one parameter (or array) per column: the client dumps a
-    single string instead of escaping every value, and the server reads each value with its
-    column's own input (a value too long for a varchar column is refused, never cut).
-
-    Parameters: the run's document, (tenant, types) per probe, the events' documents."""
+    One JSON parameter, not one parameter (or array) per column: the client joins strings instead
+    of escaping every value, and the server reads each value with its column's own input (a value
+    too long for a varchar column is refused, never cut)."""
     quote = connections["default"].ops.quote_name  # preparing the text only, once per process
     run, event = _row_shape(Run), _row_shape(RunEvent, without=_RUN_ID_COLUMN)
     run_columns = ", ".join(quote(c) for _, c, _ in run.columns)
-    event_columns = ", ".join(quote(c) for _, c, _ in event.columns)
-    unowed = "".join(f" AND NOT EXISTS ({probe})" for probe in probes)
+    unowed = "".join(
+        f" AND NOT EXISTS ({probe.format(tenant_id='c.tenant_id', types='c.types')})" for probe in probes
+    )
     return (
-        f"WITH new_run AS (INSERT INTO {quote(run.table)} ({run_columns}) "  # noqa: S608 (our names; every value is a parameter)
-        f"SELECT {run_columns} FROM jsonb_populate_record(NULL::{quote(run.table)}, %s::jsonb) "
-        f"WHERE true{unowed} RETURNING id) "
-        f"INSERT INTO {quote(event.table)} ({quote(_RUN_ID_COLUMN)}, {event_columns}) "
+        "WITH c AS (SELECT x->'run' AS run, x->'events' AS events, (x->'run'->>'tenant_id')::bigint AS tenant_id, "  # noqa: S608 (our names; the values are the parameter)
+        "ARRAY(SELECT jsonb_array_elements_text(x->'types')) AS types FROM jsonb_array_elements(%s::jsonb) AS x), "
+        f"new_run AS (INSERT INTO {quote(run.table)} ({run_columns}) "
+        f"SELECT {', '.join('r.' + quote(c) for _, c, _ in run.columns)} "
+        f"FROM c, jsonb_populate_record(NULL::{quote(run.table)}, c.run) AS r WHERE true{unowed} "
+        f"RETURNING id, {quote('run_id')}), "
+        f"new_events AS (INSERT INTO {quote(event.table)} ({quote(_RUN_ID_COLUMN)}, "
+        f"{', '.join(quote(c) for _, c, _ in event.columns)}) "
         f"SELECT new_run.id, {', '.join('e.' + quote(c) for _, c, _ in event.columns)} "
-        f"FROM new_run, jsonb_populate_recordset(NULL::{quote(event.table)}, %s::jsonb) AS e "
-        f"RETURNING run_id"
+        "FROM new_run JOIN c ON c.run->>'run_id' = new_run.run_id, "
+        f"jsonb_populate_recordset(NULL::{quote(event.table)}, c.events) AS e) "
+        "SELECT run_id, id FROM new_run"
     )
 
 
@@ -209,33 +215,72 @@ def _json_text(document: Any) -> str:
     return json.dumps(document, separators=(",", ":"))
 
 
+class _SettledRuns(GroupCommit[tuple[str, str], "int | None"]):
+    """Settled runs of concurrent callers, group-committed (apps.core.group_commit). An item is one
+    run's id and JSON (`run_insert_settled`); its caller gets the run's id, or None when a hook may owe
+    something for its events and it was not written. A batch that fails is written again one run
+    at a time, so a run the database refuses fails its own caller only."""
+
+    what = "settled-run group commit"
+
+    async def write(self, conn: AsyncConnection[Any], items: list[tuple[str, str]]) -> list[int | BaseException | None]:
+        try:
+            return list(await self._insert(conn, items))
+        except Exception as exc:
+            if len(items) == 1:
+                return [exc]
+        outcomes: list[int | BaseException | None] = []
+        for item in items:
+            try:
+                outcomes.extend(await self._insert(conn, [item]))
+            except Exception as exc:
+                outcomes.append(exc)
+        return outcomes
+
+    async def _insert(self, conn: AsyncConnection[Any], items: list[tuple[str, str]]) -> list[int | None]:
+        batch = "[" + ",".join(doc for _, doc in items) + "]"
+        async with conn.cursor() as cursor:
+            await cursor.execute(_settled_runs_sql(tuple(_owed_probes)), [batch])
+            ids = dict(await cursor.fetchall())
+        self.stats.committed(len(ids))
+        return [ids.get(run_id) for run_id, _ in items]
+
+
+async def _settled_run_write(item: tuple[str, str]) -> int | None:
+    """The run's id once written: group-committed on the loop's pool, or alone on Django's
+    connection where the loop's statements take it (`statements_on_django_connection`)."""
+    if not statements_on_django_connection():
+        return await writer_of(_SettledRuns).submit(item)
+    rows = await fetch(_settled_runs_sql(tuple(_owed_probes)), [f"[{item[1]}]"])
+    return rows[0][1] if rows else None
+
+
 async def run_insert_settled(run: Run, events: Sequence[RunEvent]) -> bool:
     """Commit a new run that settled in memory (terminal, nothing left to run or answer) with its
-    events, as one statement on the event loop's pool, then `events_recorded`. False: a hook may
-    owe something for these events (a webhook of the tenant's wants one of their types) and
-    nothing was written: the caller commits the run through `events_write` instead.
+    events, group-committed with concurrent callers' runs in one statement on the event loop's
+    pool, then `events_recorded`. False: a hook may owe something for these events (a webhook of the
+    tenant's wants one of their types) and nothing was written: the caller commits the run through
+    `events_write` instead.
 
     No wake-up: the run's id is first known from this call's answer, so no stream or long poll
     can be listening on it yet; one opened afterwards reads the committed log from the database."""
-    types = sorted({event.type for event in events})
-    probes = tuple(_owed_probes)
-    params: list[Any] = [_json_text(_row_shape(Run).document(run))]
-    for _ in probes:
-        params.extend([run.tenant_id, types])
     event_shape = _row_shape(RunEvent, without=_RUN_ID_COLUMN)
-    params.append(_json_text([event_shape.document(event) for event in events]))
-
+    item = run.run_id, _json_text({
+        "run": _row_shape(Run).document(run),
+        "types": sorted({event.type for event in events}),
+        "events": [event_shape.document(event) for event in events],
+    })  # fmt: skip
     # Shielded: a client that leaves mid-write must not leave the transaction half-known. The run
     # it commits is terminal, so there is nothing to cancel afterwards.
-    written = asyncio.ensure_future(fetch(_settled_run_sql(probes), params))
+    written = asyncio.ensure_future(_settled_run_write(item))
     try:
-        inserted = await asyncio.shield(written)
+        pk = await asyncio.shield(written)
     except asyncio.CancelledError:
         await asyncio.wait([written])
         raise
-    if not inserted:
+    if pk is None:
         return False
-    run.pk = inserted[0][0]
+    run.pk = pk
     run._state.adding, run._state.db = False, "default"
     for event in events:
         event.run_id = run.pk

@@ -20,12 +20,13 @@ from django.db import connection, transaction
 
 from apps.audit import group_commit
 from apps.audit.errors import HostEventDeliveryMismatch, UnregisteredHostEventType
-from apps.audit.group_commit import GroupCommitStats, host_event_append_batched, host_event_batcher
+from apps.audit.group_commit import host_event_append_batched, host_event_batcher
 from apps.audit.host_event_types import HOST_TEST_TYPES, NEGOTIATION_DECIDED, Delivery
 from apps.audit.models import HostEvent, HostEventStream
 from apps.audit.services import host_event_append
 from apps.audit.streams import host_event_wake_group
 from apps.core.async_db import async_pool_close, conninfo
+from apps.core.group_commit import GroupCommitStats
 from apps.facets.negotiation import (
     Decision,
     negotiation_record,
@@ -418,7 +419,7 @@ def test_a_slow_flush_is_logged_with_its_size(subjects, caplog) -> None:  # type
             await locker.commit()  # the lock goes; the waiting flush commits
             await writes
 
-    with caplog.at_level("WARNING", logger="apps.audit.group_commit"):
+    with caplog.at_level("WARNING", logger="apps.core.group_commit"):
         _, stats = _on_fresh_loop(scenario)
     assert _sequences(alice) == [1, 2, 3, 4, 5]
     assert stats.slow_flushes >= 1

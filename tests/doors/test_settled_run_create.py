@@ -6,15 +6,19 @@ run that waits, a run whose events a webhook is owed) it hands back without writ
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import psycopg
 import pytest
 from django.forms.models import model_to_dict
 
 from apps.agents.models import Workflow
 from apps.agents.services import workflow_create, workflow_fixtures_seed
 from apps.core import async_db
+from apps.core.group_commit import writer_of
 from apps.push.models import Delivery, Webhook, WebhookEvent
+from apps.runs import log
 from apps.runs.log import run_insert_settled
 from apps.runs.models import Run, RunEvent, RunTally, RunTransport
 from apps.runs.services import run_create, run_create_settled, run_draft
@@ -142,6 +146,71 @@ def test_a_run_owed_to_a_webhook_is_left_to_run_create_with_its_deliveries(door:
     assert Run.objects.for_tenant(acme.tenant_pk).count() == runs  # rolled back: nothing written
     run = run_create(subject=acme, workflow_id="conformance-noop", inputs={}, transport=RunTransport.MCP, inline=True)
     assert Delivery.objects.for_tenant(acme.tenant_pk).filter(run=run, event_type="run.completed").count() == 1
+
+
+def _drafts(subject: Any, workflow_id: str, n: int) -> list[Any]:
+    workflow = _workflow(subject, workflow_id)
+    return [run_draft(subject=subject, workflow=workflow, inputs={"i": i}, transport=RunTransport.MCP, inline=True)
+            for i in range(n)]  # fmt: skip
+
+
+def _concurrently(door: Door, drafts: list[Any]) -> tuple[list[Any], Any]:
+    """Every draft's `run_insert_settled` at once on the door's loop; the outcomes (True, False or
+    the exception) and the loop's settled-run writer's stats."""
+
+    async def all_at_once() -> tuple[list[Any], Any]:
+        outcomes = await asyncio.gather(
+            *(run_insert_settled(d.run, d.events) for d in drafts), return_exceptions=True
+        )
+        return outcomes, writer_of(log._SettledRuns).stats
+
+    return door.run(all_at_once)
+
+
+def test_concurrent_settled_runs_share_commits_and_each_keeps_its_own_log(door: Door, acme: Any) -> None:
+    """Runs of concurrent callers go in together (apps.core.group_commit): fewer commits than runs,
+    yet each caller holds its own run, committed whole, with its own events and the tally moved once
+    per run."""
+    before = _tally(acme.tenant_pk)
+    drafts = _drafts(acme, "artifact-echo", 12)
+    outcomes, stats = _concurrently(door, drafts)
+    assert outcomes == [True] * 12
+    assert stats.records == 12 and 1 <= stats.commits < 12, stats
+    assert len({d.run.pk for d in drafts}) == 12
+    for draft in drafts:
+        committed = Run.objects.for_tenant(acme.tenant_pk).get(pk=draft.run.pk)
+        assert committed.run_id == draft.run.run_id and committed.inputs == draft.run.inputs
+        assert _log(committed) == [(e.sequence, e.type, e.node_id, _minted_masked(e.payload)) for e in draft.events]
+    assert _tally(acme.tenant_pk)["runs"] == before.get("runs", 0) + 12
+
+
+def test_a_run_the_database_refuses_fails_its_own_caller_only(door: Door, acme: Any) -> None:
+    """One run of a batch that PostgreSQL refuses (here a value longer than its column) fails its
+    caller alone: the batch is written again one run at a time, and the others commit."""
+    drafts = _drafts(acme, "conformance-noop", 6)
+    drafts[3].run.agent_id = "x" * 129  # agent_id is varchar(128): refused, never cut
+    outcomes, _ = _concurrently(door, drafts)
+    assert isinstance(outcomes[3], psycopg.errors.StringDataRightTruncation), outcomes
+    assert outcomes[:3] + outcomes[4:] == [True] * 5
+    written = set(Run.objects.for_tenant(acme.tenant_pk).values_list("run_id", flat=True))
+    assert {d.run.run_id for i, d in enumerate(drafts) if i != 3} <= written
+    assert drafts[3].run.run_id not in written
+
+
+def test_in_a_batch_only_the_run_owed_to_a_webhook_is_handed_back(door: Door, acme: Any, make_key) -> None:  # type: ignore[no-untyped-def]
+    """The webhook probe is read per run: a tenant's webhook for run.completed hands back that
+    tenant's runs (nothing written), while another tenant's runs in the same batch commit."""
+    globex = subject_from_api_key(make_key("globex"))
+    workflow_fixtures_seed(tenant=Tenant.objects.get(slug="globex"))
+    webhook = Webhook(tenant_id=acme.tenant_pk, webhook_id="wh-batch", url="https://hooks.example/in",
+                      events=["run.completed"], secret_sealed=b"x")  # fmt: skip
+    webhook.save()
+    WebhookEvent(tenant_id=acme.tenant_pk, webhook=webhook, event_type="run.completed").save()
+    owed, free = _drafts(acme, "conformance-noop", 3), _drafts(globex, "conformance-noop", 3)
+    outcomes, _ = _concurrently(door, [owed[0], free[0], owed[1], free[1], owed[2], free[2]])
+    assert outcomes == [False, True] * 3
+    assert not Run.objects.for_tenant(acme.tenant_pk).filter(run_id__in=[d.run.run_id for d in owed]).exists()
+    assert Run.objects.for_tenant(globex.tenant_pk).filter(run_id__in=[d.run.run_id for d in free]).count() == 3
 
 
 def _tools_call_on_door(door: Door, key: str, *, request_id: int) -> Any:
