@@ -77,23 +77,19 @@ class HostEventBatcher(GroupCommit[_Pending, str]):
     what = "host-event group commit"
 
     async def write(self, conn: AsyncConnection[Any], items: list[_Pending]) -> list[str | BaseException]:
-        outcome: dict[int, str | BaseException] = {}
-        batch = await _with_tenant_pks(conn, items, outcome)
+        batch = await _with_tenant_pks(conn, items)
         committed: set[str] = set()
         if batch:
             committed = await self._append_rows(conn, batch)
-            _woken(batch, committed)
             rest = [pending for pending in batch if pending.event_id not in committed]
             if rest:  # first events of their streams: create the counters, then write those rows
                 async with conn.cursor() as cursor:
                     await cursor.execute(
                         _STREAMS_CREATE_SQL, [[p.tenant_pk for p in rest], [p.subject_id for p in rest]]
                     )
-                more = await self._append_rows(conn, rest)
-                _woken(rest, more)
-                committed |= more
-        lost = RuntimeError("a host-event stream counter vanished while being created")
-        return [outcome.get(id(p), p.event_id if p.event_id in committed else lost) for p in items]
+                committed |= await self._append_rows(conn, rest)
+            _woken(batch, committed)
+        return [_outcome(pending, committed) for pending in items]
 
     async def _append_rows(self, conn: AsyncConnection[Any], rows: list[_Pending]) -> set[str]:
         """Run `APPEND_SQL` for `rows`; the ids it committed (rows of streams with no counter yet
@@ -123,26 +119,29 @@ class HostEventBatcher(GroupCommit[_Pending, str]):
         return written
 
 
-async def _with_tenant_pks(
-    conn: AsyncConnection[Any], batch: list[_Pending], outcome: dict[int, str | BaseException]
-) -> list[_Pending]:
+async def _with_tenant_pks(conn: AsyncConnection[Any], batch: list[_Pending]) -> list[_Pending]:
     """Fill in the tenant pk of Subjects built without one (one query for the batch, only when
-    needed: a Subject read from an API key carries it). An unknown tenant fails its own waiter."""
+    needed: a Subject read from an API key carries it); the events whose tenant is known."""
     slugs = sorted({pending.tenant for pending in batch if pending.tenant_pk is None})
     if not slugs:
         return batch
     async with conn.cursor() as cursor:
         await cursor.execute(_TENANT_PKS_SQL, [slugs])
         pks = {slug: pk for slug, pk in await cursor.fetchall()}
-    known: list[_Pending] = []
     for pending in batch:
         if pending.tenant_pk is None:
             pending.tenant_pk = pks.get(pending.tenant)
-        if pending.tenant_pk is None:
-            outcome[id(pending)] = Tenant.DoesNotExist(f"no tenant {pending.tenant!r}")
-        else:
-            known.append(pending)
-    return known
+    return [pending for pending in batch if pending.tenant_pk is not None]
+
+
+def _outcome(pending: _Pending, committed: set[str]) -> str | BaseException:
+    """What the caller of `pending` gets: its event id, or why its row was not written (an
+    unknown tenant fails its own waiter only)."""
+    if pending.event_id in committed:
+        return pending.event_id
+    if pending.tenant_pk is None:
+        return Tenant.DoesNotExist(f"no tenant {pending.tenant!r}")
+    return RuntimeError("a host-event stream counter vanished while being created")
 
 
 def _woken(batch: list[_Pending], committed: set[str]) -> None:

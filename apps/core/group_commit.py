@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -155,10 +154,10 @@ def _fail(batch: list[tuple[Any, asyncio.Future[Any]]], exc: BaseException) -> N
 _writers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[type[Any], Any]] = weakref.WeakKeyDictionary()
 
 
-def writer_of(kind: type[W], make: Callable[[], W] | None = None) -> W:
+def writer_of(kind: type[W]) -> W:
     """The running loop's writer of `kind` (its pool connections are bound to that loop)."""
     writers = _writers.setdefault(asyncio.get_running_loop(), {})
     writer = writers.get(kind)
     if writer is None:
-        writer = writers[kind] = (make or kind)()
+        writer = writers[kind] = kind()
     return writer
