@@ -135,6 +135,11 @@ def test_runs_expire_in_bounded_batches_that_give_way(doors_for, settings, monke
     # Each batch commits without waiting for its WAL flush, then rests as long as it worked (duty 0.5).
     assert [q["sql"] for q in seen.captured_queries].count("SET LOCAL synchronous_commit = off") == 3
     assert len(rests) == 3 and all(rest > 0 for rest in rests)
+    # A run's children are found by the batch's ids through their run_id index, never by joining
+    # `runs_run` (that plan scanned every event of the table on every batch).
+    purges = [q["sql"] for q in seen.captured_queries if q["sql"].startswith(("DELETE", "UPDATE"))]
+    assert sum(sql.startswith('DELETE FROM "runs_runevent" WHERE "run_id" = ANY(') for sql in purges) == 3
+    assert not [sql for sql in purges if 'FROM "runs_run" WHERE' in sql and not sql.startswith('DELETE FROM "runs_run"')]
 
 
 def test_the_rest_after_a_batch_keeps_the_job_to_its_duty() -> None:
