@@ -381,9 +381,9 @@ def _run_purge_statements() -> tuple[str, ...]:
     statement per table, not a fetch of every event's id (the ORM's collector: 20x slower).
 
     A run's direct children are selected by the ids themselves (`run_id = ANY(%(ids)s)`), not
-    through a subquery on `runs_run`: with the subquery PostgreSQL hash-joined the whole event
-    table (a sequential scan of every event, live and dead, on every batch: the job's cost grew
-    with the table, not the batch); with the array it reads the run_id index."""
+    through a subquery on `runs_run`: with the subquery PostgreSQL may hash-join the whole event
+    table (it did on 80k events: a sequential scan of every event, live and dead, on every batch,
+    so a batch's cost grew with the table); with the array it reads the run_id index."""
     return tuple(_purge_statements(Run, "id = ANY(%(ids)s)", pks="%(ids)s"))
 
 

@@ -139,7 +139,8 @@ def test_runs_expire_in_bounded_batches_that_give_way(doors_for, settings, monke
     # `runs_run` (that plan scanned every event of the table on every batch).
     purges = [q["sql"] for q in seen.captured_queries if q["sql"].startswith(("DELETE", "UPDATE"))]
     assert sum(sql.startswith('DELETE FROM "runs_runevent" WHERE "run_id" = ANY(') for sql in purges) == 3
-    assert not [sql for sql in purges if 'FROM "runs_run" WHERE' in sql and not sql.startswith('DELETE FROM "runs_run"')]
+    joined = [sql for sql in purges if 'FROM "runs_run" WHERE' in sql and not sql.startswith('DELETE FROM "runs_run"')]
+    assert not joined
 
 
 def test_the_rest_after_a_batch_keeps_the_job_to_its_duty() -> None:
