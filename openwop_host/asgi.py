@@ -17,12 +17,11 @@ from apps.core.tracing import configure as tracing_configure  # noqa: E402
 
 tracing_configure("web")  # OpenTelemetry only when OTEL_EXPORTER_OTLP_ENDPOINT is set
 
-import gc  # noqa: E402
-
 from channels.routing import ProtocolTypeRouter  # noqa: E402 - Django must be set up first
 from django.conf import settings  # noqa: E402
 
 from apps.doors.asgi import doors_application  # noqa: E402
+from openwop_host import gc_policy  # noqa: E402
 from openwop_host.loopback_only import loopback_only  # noqa: E402
 
 _http = doors_application(django_asgi_app)
@@ -32,5 +31,6 @@ application = ProtocolTypeRouter({"http": loopback_only(_http) if settings.DEBUG
 # Everything imported and built so far lives as long as the process: out of the collector's sight
 # (`gc.freeze`), a full collection walks only what requests left behind. Without it each full
 # collection walked every module's objects and stopped the event loop for 100-200 ms under MCP
-# load, the whole of tools/call's p99 (a gc.callbacks probe on the bench host, session 13).
-gc.freeze()
+# load, the whole of tools/call's p99 (a gc.callbacks probe on the bench host, session 13). What
+# survives a full collection later (open streams' connections) is frozen too: gc_policy.py.
+gc_policy.install()

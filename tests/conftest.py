@@ -29,6 +29,16 @@ def pytest_configure(config: pytest.Config) -> None:
     _flush_retrying_deadlocks()
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Test modules import openwop_host.asgi (tests/door_client.py), which freezes what survives
+    each full collection (openwop_host/gc_policy.py): right for a server, wrong for a test process
+    that collects on purpose (tests/core/test_lost_wakeup_cleanup.py). The live servers the tests
+    start keep it; tests/test_gc_policy.py installs it where it is the subject."""
+    from openwop_host import gc_policy
+
+    gc_policy.uninstall()
+
+
 def _flush_retrying_deadlocks() -> None:
     """pytest-django empties the database after each transactional test with one TRUNCATE of every
     table. A live worker or server of the session may still be finishing an earlier test's run (a
