@@ -30,12 +30,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Test modules import openwop_host.asgi (tests/door_client.py), which freezes what survives
-    each full collection (openwop_host/gc_policy.py): right for a server, wrong for a test process
-    that collects on purpose (tests/core/test_lost_wakeup_cleanup.py). The live servers the tests
-    start keep it; tests/test_gc_policy.py installs it where it is the subject."""
-    from openwop_host import gc_policy
+    """openwop_host.asgi, which in-process door tests import (tests/door_client.py), freezes what
+    survives each full collection (openwop_host/gc_policy.py): right for a server, wrong for a test
+    process that collects on purpose (tests/core/test_lost_wakeup_cleanup.py). It is imported here,
+    once, so that its install() has run before the uninstall below and no test's later import
+    installs it again. The live servers the tests start keep it; tests/test_gc_policy.py installs
+    it where it is the subject."""
+    from openwop_host import asgi, gc_policy
 
+    assert asgi.application is not None
     gc_policy.uninstall()
 
 

@@ -18,6 +18,11 @@ class _Node:
         self.other: _Node | None = None
 
 
+def test_the_test_process_collects_as_python_does() -> None:
+    """The suite's own process runs without the policy (tests/conftest.py), the live servers with it."""
+    assert not gc_policy.installed()
+
+
 @pytest.fixture
 def policy() -> Iterator[None]:
     gc_policy.install(sweep_seconds=3600)
@@ -61,8 +66,3 @@ def test_uninstall_gives_collections_back_to_python() -> None:
     del first, second
     gc.collect()
     assert alive() is None
-
-
-def test_the_test_process_collects_as_python_does() -> None:
-    """The suite's own process runs without the policy (tests/conftest.py), the live servers with it."""
-    assert not gc_policy.installed()
