@@ -405,8 +405,9 @@ class Bench:
         self.repeats = repeats
         self.rows: list[dict[str, Any]] = []
 
-    def sample(self, load: Load, servers: list[Server], connections: int) -> dict[str, Any]:
-        """One warm-up and one measured wrk run against one target."""
+    def sample(self, load: Load, servers: list[Server], connections: int,
+               seconds: float | None = None) -> dict[str, Any]:  # fmt: skip
+        """One warm-up and one measured wrk run (`seconds`, by default the bench's) against one target."""
         threads = 1 if connections < 8 else 2
         run_wrk(load, connections=connections, seconds=self.warmup, threads=threads, cpus=GEN_CPUS)
         # The statistics autovacuum keeps (`_settle`), now that the warm-up has written its rows: a
@@ -416,7 +417,7 @@ class Bench:
         infra = InfraCpu()
         cpu_before = sum(s.cpu_seconds() for s in servers)
         infra.start()
-        result = run_wrk(load, connections=connections, seconds=self.seconds, threads=threads, cpus=GEN_CPUS)
+        result = run_wrk(load, connections=connections, seconds=seconds or self.seconds, threads=threads, cpus=GEN_CPUS)
         cpu_used = sum(s.cpu_seconds() for s in servers) - cpu_before
         infra_used = infra.seconds()
         rss = {pid: mb for s in servers for pid, mb in s.rss_mb().items() if mb > 0}

@@ -125,6 +125,49 @@ def test_rows_are_medians_with_the_job_per_repeat_and_judged_on_p99() -> None:
     assert next(v for v in report.targets(rows) if v["target"].startswith("retention job"))["met"] is False
 
 
+def test_without_the_job_is_measured_as_long_as_the_job_runs(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """p99 over 10 s against p99 over a 70 s job compared windows that catch the host's rare slow
+    moments unequally (s16: 1.39x with unequal windows, 1.11x with equal ones)."""
+    windows: list[float] = []
+    jobs = iter([63.0, 61.5])
+
+    class Bench:
+        repeats, seconds, warmup = 2, 10.0, 3.0
+
+        def sample(self, load, servers, connections, seconds=None):  # type: ignore[no-untyped-def]
+            windows.append(seconds)
+            return _sample(500, 20, wall_s=seconds)
+
+    class Watch:
+        seen: dict = {}
+        polls = 0
+
+        def __init__(self, url: str) -> None:
+            pass
+
+        def __enter__(self) -> Watch:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+    job = {"job_seconds": 1.0, "job_wall_s": 1.0, "job_cpu_s": 1.0}
+    monkeypatch.setattr(retention_load, "LockWatch", Watch)
+    monkeypatch.setattr(retention_load, "_vacuum", lambda url: None)
+    seed = {"records": 1, "runs": 1, "events": 4, "messages": 1, "seconds": 1.0, "partition": "p"}
+    monkeypatch.setattr(retention_load, "_seed", lambda host, **kw: seed)
+    monkeypatch.setattr(retention_load, "sample_during_job",
+                        lambda host, load, **kw: _sample(400, 25, wall_s=next(jobs), **job))  # fmt: skip
+    host = retention_load.Host(name="ours", base="http://127.0.0.1:1", keys=["k"], servers=[], env={},
+                               load=lambda base, key: None, start_nochain=lambda: None, analyze=lambda: None,
+                               database_url="postgres://unused", gen_cpus="0", server_cpus="1")  # fmt: skip
+
+    rows = retention_load.job_point(Bench(), host, records=1, runs=1, archive=False)
+
+    assert windows == [retention_load.FIRST_WINDOW_S, 63.0]  # the first a guess, then the job's last window
+    assert "wrk windows 63.0 s without, 61.5 s with" in rows[2]["stdout"]
+
+
 def test_the_chain_target_is_chained_over_no_chain() -> None:
     base = {"scenario": "chain", "connections": 16}
     rows = [{**_sample(1000, 20), **base, "target": retention_load.NOCHAIN},
