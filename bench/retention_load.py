@@ -15,10 +15,10 @@ Celery worker, all on BENCH_SERVER_CPUS), GetTask at c = 16:
      bench task (the run GetTask reads) with copies of its events and A2A messages (one
      `INSERT ... SELECT` with data-modifying CTEs),
    then runs `ANALYZE`, measures GetTask without the job (for as long as the previous repeat's job
-   ran; the first repeat for FIRST_WINDOW_S: a p99 is compared over windows of one length), and then again while
-   `manage.py retention apply` runs: the job (the command's own call_command, in a process pinned
-   to the server's CPUs as a beat worker on the same box would be, set up before the window) is
-   told to go as wrk starts, and wrk is stopped (SIGINT: it still reports) the moment the job
+   ran, the first repeat for FIRST_WINDOW_S: a p99 is compared over windows of one length), and
+   then again while `manage.py retention apply` runs: the job (the command's own call_command, in a
+   process pinned to the server's CPUs as a beat worker on the same box would be, set up before the
+   window) is told to go as wrk starts, and wrk is stopped (SIGINT: it still reports) the moment the job
    exits, so the "with" window is exactly the job's pass. The job deletes the seeded data, so
    every repeat seeds again. No archive is configured unless `--retention-archive` (then a
    file:// directory under var/bench/archive: export before expiry runs too, and takes most of

@@ -126,8 +126,8 @@ def test_rows_are_medians_with_the_job_per_repeat_and_judged_on_p99() -> None:
 
 
 def test_without_the_job_is_measured_as_long_as_the_job_runs(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """p99 over 10 s against p99 over a 70 s job compared windows that catch the host's rare slow
-    moments unequally (s16: 1.39x with unequal windows, 1.11x with equal ones)."""
+    """A p99 over 10 s against one over a 70 s job compared windows that catch the host's rare slow
+    moments unequally (bench/README.md §Session 16)."""
     windows: list[float] = []
     jobs = iter([63.0, 61.5])
 
