@@ -78,6 +78,19 @@ def test_generate_activate_retire_and_list(algorithm: str) -> None:
     assert "private" not in "".join(listed) and "BEGIN" not in "".join(listed)
 
 
+@pytest.mark.parametrize("prefix", ["-", "--"])
+def test_a_kid_that_begins_with_a_dash_is_the_kid(prefix: str) -> None:
+    """A kid is a base64url thumbprint: one in 64 begins with "-", one in 4,096 with "--". An
+    operator pastes it as printed; argparse alone would take it for an unknown option."""
+    printed = card_key("generate", "--algorithm", "ES256").strip()
+    kid = prefix + printed[len(prefix) :]
+    CardSigningKey.objects.filter(kid=printed).update(kid=kid)
+    assert f"activated {kid}" in card_key("activate", kid, "--actor", "ops:alice")
+    assert f"retired {kid}" in card_key("retire", "--actor", "ops:bob", kid)
+    assert trail(kid) == [("activate", "ops:alice"), ("retire", "ops:bob")]  # generate was logged under `printed`
+    assert "No such card signing key" in refused("activate", prefix + "no-such-kid")
+
+
 def test_activating_another_key_retires_the_active_one() -> None:
     first = card_key("generate", "--algorithm", "EdDSA", "--activate").strip()
     second = card_key("generate", "--algorithm", "ES256", "--activate").strip()
@@ -133,3 +146,7 @@ def test_exit_status_2_from_a_shell(tmp_path: Path, settings: Any) -> None:
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
     assert CardSigningKey.objects.get().kid == made.stdout.strip()
+    dashed = "-" + made.stdout.strip()[1:]  # as pasted into a shell: no "--" needed before it
+    CardSigningKey.objects.update(kid=dashed)
+    retired = subprocess.run([*run, "retire", dashed], capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
+    assert retired.returncode == 0 and f"retired {dashed}" in retired.stdout, retired.stderr

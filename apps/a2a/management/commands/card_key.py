@@ -27,6 +27,32 @@ from apps.a2a.signing import card_signing_key_active, card_signing_key_by_kid, c
 from apps.core.errors import NotFound, ValidationFailed
 
 REFUSED_STATUS = 2
+ACTOR_HELP = "who, for the audit row (default cli:<login>)"
+
+
+class ActionParser(CommandParser):
+    """The parser of each action. For `activate <kid>` and `retire <kid>` (`takes_kid`): a kid is a
+    base64url thumbprint, so one in 64 begins with "-" (one in 4,096 with "--"), which argparse
+    would take for an unknown option. There every argument that is not `-h`, `--help`, `--actor`
+    or its value is the kid, as if written after "--"."""
+
+    takes_kid = False
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        if self.takes_kid and args is not None and "--" not in args:
+            options: list[str] = []
+            kids: list[str] = []
+            rest = list(args)
+            while rest:
+                word = rest.pop(0)
+                if word == "--actor":
+                    options += [word, *rest[:1]]
+                    del rest[:1]
+                else:
+                    is_option = word in ("-h", "--help") or word.startswith("--actor=")
+                    (options if is_option else kids).append(word)
+            args = [*options, "--", *kids]
+        return super().parse_known_args(args, namespace)
 
 
 def _when(value: Any) -> str:
@@ -37,7 +63,7 @@ class Command(BaseCommand):
     help = "Generate, activate, retire or list the agent card signing keys (audited)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        actions = parser.add_subparsers(dest="action", required=True)
+        actions = parser.add_subparsers(dest="action", required=True, parser_class=ActionParser)
         generate = actions.add_parser("generate", help="a new key pair (prints its kid)")
         generate.add_argument("--algorithm", required=True, choices=CardSigningAlgorithm.values)
         generate.add_argument("--activate", action="store_true", help="and make it the key that signs every card")
@@ -45,11 +71,12 @@ class Command(BaseCommand):
             "--if-none-active", action="store_true",
             help="with --activate: only when no key is active (idempotent setup)",
         )  # fmt: skip
-        generate.add_argument("--actor", help="who, for the audit row (default cli:<login>)")
+        generate.add_argument("--actor", help=ACTOR_HELP)
         for name, text in (("activate", "sign every card with this key"), ("retire", "stop signing with this key")):
             action = actions.add_parser(name, help=text)
+            action.takes_kid = True
             action.add_argument("kid")
-            action.add_argument("--actor", help="who, for the audit row (default cli:<login>)")
+            action.add_argument("--actor", help=ACTOR_HELP)
         actions.add_parser("list", help="every key: kid, algorithm, state, created, activated, retired")
 
     def handle(self, *args: Any, **options: Any) -> None:
