@@ -221,17 +221,42 @@ WHERE a.datname = current_database() AND a.wait_event_type = 'Lock' AND a.pid <>
 """
 
 
+# Every backend at work, and what it waits on ("CPU": active, waiting on nothing): the doors'
+# statements (client backends of this database) and the server's own writers when they are not idle.
+_WAITS_SQL = """
+SELECT CASE WHEN a.backend_type = 'client backend' THEN left(regexp_replace(a.query, '\\s+', ' ', 'g'), 60)
+            ELSE a.backend_type END,
+       coalesce(a.wait_event_type || ':' || a.wait_event, 'CPU')
+FROM pg_stat_activity AS a
+WHERE a.pid <> pg_backend_pid()
+  AND ((a.backend_type = 'client backend' AND a.state = 'active' AND a.datname = current_database())
+       OR (a.backend_type IN ('checkpointer', 'walwriter', 'background writer', 'autovacuum worker')
+           AND coalesce(a.wait_event, '') NOT IN ('CheckpointerMain', 'WalWriterMain', 'BgWriterMain',
+                                                  'BgWriterHibernate', 'AutoVacuumMain')))
+"""
+
+# The server's WAL position and checkpoint counters, read as a window opens and closes.
+_SERVER_SQL = """
+SELECT pg_current_wal_lsn(), checkpoints_timed + checkpoints_req, buffers_checkpoint FROM pg_stat_bgwriter
+"""
+
+
 @dataclass
 class LockWatch:
     """Polls pg_stat_activity every `interval` s in a thread: every (lock, statement) a backend was
-    seen waiting on, how many polls saw it and the longest wait seen."""
+    seen waiting on, how many polls saw it and the longest wait seen; every (statement or server
+    process, wait event) seen at work and in how many polls (`waits`); and, between enter and exit,
+    the WAL written, the checkpoints begun and the buffers they wrote (`server`)."""
 
     url: str
     interval: float = 0.1
     seen: dict[str, dict[str, float]] = field(default_factory=dict)
+    waits: dict[str, int] = field(default_factory=dict)
+    server: dict[str, float] = field(default_factory=dict)
     polls: int = 0
 
     def __enter__(self) -> LockWatch:
+        self._start = self._server_now()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -240,6 +265,18 @@ class LockWatch:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
+        end = self._server_now()
+        self.server = {"wal_mb": round(end["wal"] - self._start["wal"], 1),
+                       "checkpoints": end["checkpoints"] - self._start["checkpoints"],
+                       "checkpoint_buffers": end["buffers"] - self._start["buffers"]}  # fmt: skip
+
+    def _server_now(self) -> dict[str, float]:
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            lsn, checkpoints, buffers = conn.execute(_SERVER_SQL).fetchone()  # type: ignore[misc]
+            wal = conn.execute("SELECT pg_wal_lsn_diff(%s, '0/0') / 1048576.0", [lsn]).fetchone()[0]  # type: ignore[index]
+        return {"wal": float(wal), "checkpoints": float(checkpoints), "buffers": float(buffers)}
 
     def _run(self) -> None:
         import psycopg
@@ -250,8 +287,14 @@ class LockWatch:
                     entry = self.seen.setdefault(f"{lock}: {query}", {"polls": 0, "max_wait_s": 0.0})
                     entry["polls"] += 1
                     entry["max_wait_s"] = max(entry["max_wait_s"], round(float(waited or 0), 3))
+                for what, wait in conn.execute(_WAITS_SQL).fetchall():
+                    key = f"{wait} <- {what}"
+                    self.waits[key] = self.waits.get(key, 0) + 1
                 self.polls += 1
                 self._stop.wait(self.interval)
+
+    def report(self) -> dict[str, Any]:
+        return {"lock_waits": self.seen, "lock_polls": self.polls, "waits": self.waits, "server": self.server}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -359,8 +402,7 @@ def sample_during_job(host: Host, load: Load, *, warmup: float, job_env: dict[st
         "job_wall_s": round(job_wall, 2),
         "job_cpu_s": round(usage.ru_utime + usage.ru_stime, 2),  # set-up included (before the window)
         "job_output": job_output.strip(),
-        "lock_waits": watch.seen,
-        "lock_polls": watch.polls,
+        **watch.report(),
         **job_summary(job_output),
     }
 
@@ -369,7 +411,7 @@ def sample_watched(bench: Any, host: Host, load: Load, seconds: float) -> dict[s
     """bench.sample for `seconds` with the same lock watcher running (its cost lands on both sides alike)."""
     with LockWatch(host.database_url) as watch:
         sample = bench.sample(load, host.servers, CONNECTIONS, seconds=seconds)
-    return {**sample, "lock_waits": watch.seen, "lock_polls": watch.polls}
+    return {**sample, **watch.report()}
 
 
 JOB_FIELDS = ("job_seconds", "job_wall_s", "job_cpu_s", "wall_s", "runs_expired", "run_batches",
@@ -391,6 +433,8 @@ def retention_rows(without: list[dict[str, Any]], during: list[dict[str, Any]], 
         row.pop("job_output", None)
         row.pop("lock_waits", None)
         row.pop("lock_polls", None)
+        row.pop("waits", None)
+        row.pop("server", None)
     lines = [f"host: {host_name}; GetTask c={CONNECTIONS}; seeded per repeat: "
              + "; ".join(f"{s['records']} records in {s['partition']}, {s['runs']} runs, {s['events']} events, "
                          f"{s['messages']} messages in {s['seconds']} s" for s in seeds[:1])]  # fmt: skip
@@ -407,11 +451,24 @@ def retention_rows(without: list[dict[str, Any]], during: list[dict[str, Any]], 
                 lines.append(f"  no backend waited on a lock ({label}; {sample.get('lock_polls', 0)} polls)")
             for where, seen in sorted(sample.get("lock_waits", {}).items(), key=lambda kv: -kv[1]["max_wait_s"])[:5]:
                 lines.append(f"  lock wait ({label}): {where} seen {seen['polls']}x, longest {seen['max_wait_s']} s")
+            lines += _wait_lines(label, sample)
     if during:
         lines += ["last job's report:", *("  " + line for line in during[-1].get("job_output", "").splitlines())]
     text = {"scenario": "retention", "target": "the job per repeat", "connections": CONNECTIONS,
             "stdout": "\n".join(lines), "returncode": 0}  # fmt: skip
     return [first, second, text]
+
+
+def _wait_lines(label: str, sample: dict[str, Any]) -> list[str]:
+    """The window's server counters and the most frequent (wait <- statement) at work, per 100 polls."""
+    polls, server = sample.get("lock_polls", 0), sample.get("server")
+    lines = []
+    if server:
+        lines.append(f"  server ({label}): {server['wal_mb']} MB of WAL, {server['checkpoints']:.0f} checkpoints "
+                     f"begun, {server['checkpoint_buffers']:.0f} buffers written by checkpoints")  # fmt: skip
+    for key, seen in sorted(sample.get("waits", {}).items(), key=lambda kv: -kv[1])[:8]:
+        lines.append(f"  at work ({label}): {100 * seen / max(polls, 1):.1f} per 100 polls: {key}")
+    return lines
 
 
 def _print_row(row: dict[str, Any]) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import psycopg
 import pytest
 from django.db import connection
 from django.utils import timezone
@@ -151,6 +152,9 @@ def test_without_the_job_is_measured_as_long_as_the_job_runs(monkeypatch) -> Non
         def __exit__(self, *exc: object) -> None:
             pass
 
+        def report(self) -> dict:
+            return {"lock_waits": {}, "lock_polls": 0}
+
     job = {"job_seconds": 1.0, "job_wall_s": 1.0, "job_cpu_s": 1.0}
     monkeypatch.setattr(retention_load, "LockWatch", Watch)
     monkeypatch.setattr(retention_load, "_vacuum", lambda url: None)
@@ -166,6 +170,26 @@ def test_without_the_job_is_measured_as_long_as_the_job_runs(monkeypatch) -> Non
 
     assert windows == [retention_load.FIRST_WINDOW_S, 63.0]  # the first a guess, then the job's last window
     assert "wrk windows 63.0 s without, 61.5 s with" in rows[2]["stdout"]
+
+
+@pytest.mark.django_db(transaction=True)  # the watcher and the writer are connections of their own
+def test_the_watcher_sees_what_a_statement_waits_on_and_the_wal_a_window_wrote() -> None:
+    from tests.live import _database_url
+
+    url = _database_url()
+    with retention_load.LockWatch(url, interval=0.02) as watch, psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE bench_watch_probe (x text)")
+        try:
+            conn.execute("INSERT INTO bench_watch_probe SELECT repeat('x', 1000) FROM generate_series(1, 4000)")
+            conn.execute("SELECT pg_sleep(0.3)")
+        finally:
+            conn.execute("DROP TABLE bench_watch_probe")
+    assert watch.waits.get("Timeout:PgSleep <- SELECT pg_sleep(0.3)", 0) >= 3
+    assert watch.server["wal_mb"] >= 3  # 4,000 rows of 1 kB, logged
+    sample = {"lock_polls": watch.polls, **watch.report()}
+    lines = retention_load._wait_lines("with", sample)
+    assert lines[0].startswith("  server (with): ") and "MB of WAL" in lines[0]
+    assert any(line.endswith("Timeout:PgSleep <- SELECT pg_sleep(0.3)") for line in lines)
 
 
 def test_the_chain_target_is_chained_over_no_chain() -> None:
