@@ -297,6 +297,69 @@ class LockWatch:
         return {"lock_waits": self.seen, "lock_polls": self.polls, "waits": self.waits, "server": self.server}
 
 
+@dataclass
+class Probe:
+    """One more client beside wrk, in a thread: the same request, one at a time, each one's start
+    and end (time.monotonic, which the job's phases share), so the slow requests can be placed."""
+
+    load: Load
+    pause: float = 0.01
+    timings: list[tuple[float, float]] = field(default_factory=list)
+    failures: int = 0
+
+    def __enter__(self) -> Probe:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        import httpx
+
+        key = self.load.rotate[0] if self.load.rotate else ""
+        headers = {name: value.replace("{{KEY}}", key) for name, value in self.load.headers.items()}
+        if self.load.method != "GET":
+            headers.setdefault("Content-Type", "application/json")  # as post.lua sends it
+        with httpx.Client(timeout=10) as client:
+            n = 0
+            while not self._stop.is_set():
+                n += 1
+                body = self.load.body.replace("{{N}}", f"probe-{n}")
+                started = time.monotonic()
+                try:
+                    answer = client.request(self.load.method, self.load.url, content=body, headers=headers)
+                    ok = answer.status_code == 200 and self.load.ok_marker in answer.text
+                except httpx.HTTPError:
+                    ok = False
+                if ok:
+                    self.timings.append((started, time.monotonic()))
+                else:
+                    self.failures += 1
+                self._stop.wait(self.pause)
+
+
+def _quantile_ms(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return round(1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2) if ordered else 0.0
+
+
+def probe_by_phase(timings: list[tuple[float, float]], phases: list[tuple[str, float, float]]) -> dict[str, Any]:
+    """The probe's requests by what the job was doing while each was in flight: overlapping the
+    records pass, overlapping a runs batch, or neither (the job resting, or no job): for each,
+    how many, p50 and p99 (ms)."""
+    classes: dict[str, list[float]] = {}
+    for start, end in timings:
+        overlapping = [name for name, a, b in phases if a < end and b > start]
+        label = "records pass" if "records pass" in overlapping else overlapping[0] if overlapping else "no job work"
+        classes.setdefault(label, []).append(end - start)
+    return {label: {"requests": len(values), "p50_ms": _quantile_ms(values, 0.5), "p99_ms": _quantile_ms(values, 0.99)}
+            for label, values in sorted(classes.items())}  # fmt: skip
+
+
 # ---------------------------------------------------------------------------------------------
 # Measuring (called by bench/run.py)
 
@@ -330,15 +393,28 @@ def _wrk_env(load: Load) -> dict[str, str]:
 # "ready", waits for a line on stdin, runs one pass and prints "done" (the process's own exit
 # takes another 1.5 s of connection and thread teardown, outside the window too).
 JOB_SCRIPT = """
-import os, sys
+import json, os, sys, time
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openwop_host.settings")
 import django
 django.setup()
 from django.core.management import call_command
+from apps.retention import services
+phases = []
+def timed(name, function):
+    def run(*args, **kwargs):
+        started = time.monotonic()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            phases.append((name, started, time.monotonic()))
+    return run
+services.runs_expire_batch = timed("runs batch", services.runs_expire_batch)
+services.records_expire = timed("records pass", services.records_expire)
 print("ready", flush=True)
 sys.stdin.readline()
 call_command("retention", "apply")
 print("done", flush=True)
+print("PHASES " + json.dumps(phases), flush=True)
 """
 
 
@@ -358,7 +434,7 @@ def sample_during_job(host: Host, load: Load, *, warmup: float, job_env: dict[st
     infra = InfraCpu()
     cpu_before = sum(s.cpu_seconds() for s in host.servers)
     cmd = wrk_command(load, connections=CONNECTIONS, seconds=JOB_LIMIT_S, threads=2, cpus=host.gen_cpus)
-    with LockWatch(host.database_url) as watch:
+    with LockWatch(host.database_url) as watch, Probe(load) as probe:
         infra.start()
         started = time.monotonic()
         wrk = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_wrk_env(load), text=True)
@@ -386,6 +462,8 @@ def sample_during_job(host: Host, load: Load, *, warmup: float, job_env: dict[st
     limit.cancel()
     job.returncode = os.waitstatus_to_exitcode(job_status)
     job_output = "".join(output)
+    phases = [tuple(p) for line in job_output.splitlines() if line.startswith("PHASES ") for p in json.loads(line[7:])]
+    job_output = "\n".join(line for line in job_output.splitlines() if not line.startswith("PHASES "))
     if not finished or job.returncode != 0:
         raise RuntimeError(f"retention apply failed (exit {job.returncode}, {job_wall:.0f} s):\n{job_output[-2000:]}")
     if wrk.returncode not in (0, -signal.SIGINT):
@@ -403,15 +481,16 @@ def sample_during_job(host: Host, load: Load, *, warmup: float, job_env: dict[st
         "job_cpu_s": round(usage.ru_utime + usage.ru_stime, 2),  # set-up included (before the window)
         "job_output": job_output.strip(),
         **watch.report(),
+        "probe": {**probe_by_phase(probe.timings, phases), "failures": probe.failures},
         **job_summary(job_output),
     }
 
 
 def sample_watched(bench: Any, host: Host, load: Load, seconds: float) -> dict[str, Any]:
     """bench.sample for `seconds` with the same lock watcher running (its cost lands on both sides alike)."""
-    with LockWatch(host.database_url) as watch:
+    with LockWatch(host.database_url) as watch, Probe(load) as probe:
         sample = bench.sample(load, host.servers, CONNECTIONS, seconds=seconds)
-    return {**sample, **watch.report()}
+    return {**sample, **watch.report(), "probe": {**probe_by_phase(probe.timings, []), "failures": probe.failures}}
 
 
 JOB_FIELDS = ("job_seconds", "job_wall_s", "job_cpu_s", "wall_s", "runs_expired", "run_batches",
@@ -435,6 +514,7 @@ def retention_rows(without: list[dict[str, Any]], during: list[dict[str, Any]], 
         row.pop("lock_polls", None)
         row.pop("waits", None)
         row.pop("server", None)
+        row.pop("probe", None)
     lines = [f"host: {host_name}; GetTask c={CONNECTIONS}; seeded per repeat: "
              + "; ".join(f"{s['records']} records in {s['partition']}, {s['runs']} runs, {s['events']} events, "
                          f"{s['messages']} messages in {s['seconds']} s" for s in seeds[:1])]  # fmt: skip
@@ -466,6 +546,13 @@ def _wait_lines(label: str, sample: dict[str, Any]) -> list[str]:
     if server:
         lines.append(f"  server ({label}): {server['wal_mb']} MB of WAL, {server['checkpoints']:.0f} checkpoints "
                      f"begun, {server['checkpoint_buffers']:.0f} buffers written by checkpoints")  # fmt: skip
+    probe = sample.get("probe", {})
+    if probe:
+        lines.append(f"  probe ({label}): {probe.get('failures', 0)} requests failed")
+    for phase, seen in probe.items():
+        if phase != "failures":
+            lines.append(f"  probe ({label}), {phase}: {seen['requests']} requests, p50 {seen['p50_ms']} ms, "
+                         f"p99 {seen['p99_ms']} ms")  # fmt: skip
     for key, seen in sorted(sample.get("waits", {}).items(), key=lambda kv: -kv[1])[:8]:
         lines.append(f"  at work ({label}): {100 * seen / max(polls, 1):.1f} per 100 polls: {key}")
     return lines
@@ -502,6 +589,16 @@ def _vacuum(url: str) -> None:
             conn.execute(f"VACUUM (ANALYZE) {table}")
 
 
+def _checkpoint(url: str) -> None:
+    """A checkpoint before each window, so that both start with no checkpoint under way and no
+    dirty page the seed left (the job's first touch of a page then logs it whole, as it would on
+    data weeks old in production)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
+
+
 def job_point(bench: Any, host: Host, *, records: int, runs: int, archive: bool) -> list[dict[str, Any]]:
     """Part 1: per repeat, seed, then GetTask without the job, then while it runs."""
     load = host.load(host.base, host.keys[0])
@@ -519,7 +616,9 @@ def job_point(bench: Any, host: Host, *, records: int, runs: int, archive: bool)
         # As long as the job's window (the previous repeat's; the first: a guess): a p99 over 10 s
         # against one over 70 s compares windows that catch the host's rare slow moments unequally.
         window = during[-1]["wall_s"] if during else FIRST_WINDOW_S
+        _checkpoint(host.database_url)
         without.append(sample_watched(bench, host, load, window))
+        _checkpoint(host.database_url)
         during.append(sample_during_job(host, load, warmup=bench.warmup, job_env=job_env))
         _vacuum(host.database_url)
         print(f"  retention repeat {i + 1}: p99 without {without[-1]['p99_ms']} ms, with {during[-1]['p99_ms']} ms;"

@@ -4,7 +4,10 @@ settings swap only the chain, and its rows come out as the report judges them.""
 
 from __future__ import annotations
 
+import http.server
 import sys
+import threading
+import time
 from pathlib import Path
 
 import psycopg
@@ -155,8 +158,14 @@ def test_without_the_job_is_measured_as_long_as_the_job_runs(monkeypatch) -> Non
         def report(self) -> dict:
             return {"lock_waits": {}, "lock_polls": 0}
 
+    class Probe(Watch):
+        timings: list = []
+        failures = 0
+
     job = {"job_seconds": 1.0, "job_wall_s": 1.0, "job_cpu_s": 1.0}
     monkeypatch.setattr(retention_load, "LockWatch", Watch)
+    monkeypatch.setattr(retention_load, "Probe", Probe)
+    monkeypatch.setattr(retention_load, "_checkpoint", lambda url: None)
     monkeypatch.setattr(retention_load, "_vacuum", lambda url: None)
     seed = {"records": 1, "runs": 1, "events": 4, "messages": 1, "seconds": 1.0, "partition": "p"}
     monkeypatch.setattr(retention_load, "_seed", lambda host, **kw: seed)
@@ -190,6 +199,47 @@ def test_the_watcher_sees_what_a_statement_waits_on_and_the_wal_a_window_wrote()
     lines = retention_load._wait_lines("with", sample)
     assert lines[0].startswith("  server (with): ") and "MB of WAL" in lines[0]
     assert any(line.endswith("Timeout:PgSleep <- SELECT pg_sleep(0.3)") for line in lines)
+
+
+def test_the_probe_places_each_request_by_what_the_job_was_doing() -> None:
+    phases = [("records pass", 10.0, 12.0), ("runs batch", 13.0, 13.1), ("runs batch", 14.0, 14.1)]
+    timings = [(9.0, 9.01), (11.0, 11.05), (11.99, 12.02), (13.05, 13.07), (13.09, 13.2), (13.5, 13.51)]
+    placed = retention_load.probe_by_phase(timings, phases)
+    assert {label: seen["requests"] for label, seen in placed.items()} == {
+        "no job work": 2, "records pass": 2, "runs batch": 2}  # fmt: skip
+    assert placed["records pass"]["p99_ms"] == 50.0 and placed["runs batch"]["p50_ms"] == 110.0
+    assert retention_load.probe_by_phase(timings, []) == {
+        "no job work": {"requests": 6, "p50_ms": 30.0, "p99_ms": 110.0}}  # fmt: skip
+
+
+def test_the_probe_times_one_request_at_a_time_and_counts_a_wrong_answer() -> None:
+    answers = iter([b"TASK_STATE_COMPLETED", b"nope"] + [b"TASK_STATE_COMPLETED"] * 10_000)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = next(answers) if self.headers["Content-Type"] == "application/json" else b"unsupported"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        load = retention_load.Load(url=f"http://127.0.0.1:{server.server_port}/", body='{"id": "{{N}}"}',
+                                   headers={}, ok_marker="TASK_STATE_COMPLETED")  # fmt: skip
+        with retention_load.Probe(load, pause=0.0) as probe:
+            while len(probe.timings) < 5:
+                time.sleep(0.01)
+    finally:
+        server.shutdown()
+    assert probe.failures >= 1
+    assert all(end > start for start, end in probe.timings)
+    assert all(b[0] >= a[1] for a, b in zip(probe.timings, probe.timings[1:], strict=False))  # one at a time
 
 
 def test_the_chain_target_is_chained_over_no_chain() -> None:
