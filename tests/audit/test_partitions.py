@@ -150,12 +150,14 @@ def test_records_land_in_their_partition_under_every_trigger(subjects) -> None: 
 
 
 def test_expiry_drops_whole_partitions_and_keeps_rollups_and_chain(subjects) -> None:  # type: ignore[no-untyped-def]
-    alice, carol = subjects("acme"), subjects("globex")
+    alice, bob, carol = subjects("acme"), subjects("acme"), subjects("globex")
     records_partitions_ensure(_day(2033, 2, 1))
     for day in (1, 2, 3):
         for _ in range(3):
             _record(alice, _day(2033, 2, day))
             _record(carol, _day(2033, 2, day), outcome="refused")
+    for day in (1, 2):  # a second stream of the same tenant, wholly in the dropped partitions
+        _record(bob, _day(2033, 2, day))
     kept = ["audit_hostevent_p20330203", "audit_hostevent_default"]
     rollups, kept_before = _rollups(), _rows_of(kept)
     keep_from = _day(2033, 2, 3, 0)  # both tenants: records before Feb 3 may go
@@ -173,6 +175,8 @@ def test_expiry_drops_whole_partitions_and_keeps_rollups_and_chain(subjects) -> 
     assert _rollups() == rollups  # the auditors' charts keep their numbers
     stream = HostEventStream.unscoped_all_tenants.get(subject_id=alice.subject_id)
     assert stream.expired_through == 6 and stream.last_sequence == 9
+    anchors = {s.subject_id: (s.expired_through, s.last_sequence) for s in HostEventStream.unscoped_all_tenants.all()}
+    assert (anchors[bob.subject_id], anchors[carol.subject_id]) == ((2, 2), (6, 9))  # every stream anchored
     assert chain_verify().intact  # the kept records start from the anchor the expiry recorded
     again = records_expire(_day(2033, 3, 1), keep=lambda tenant_pk: keep_from)
     assert (again.dropped, again.deleted, again.streams_anchored) == ([], 0, 0)
