@@ -22,8 +22,14 @@ Celery worker, all on BENCH_SERVER_CPUS), GetTask at c = 16:
    exits, so the "with" window is exactly the job's pass. The job deletes the seeded data, so
    every repeat seeds again. No archive is configured unless `--retention-archive` (then a
    file:// directory under var/bench/archive: export before expiry runs too, and takes most of
-   the time). A watcher polls pg_stat_activity every 100 ms in both windows and reports every
-   backend it saw waiting on a lock (where a stall would come from).
+   the time). Each window starts after a CHECKPOINT (neither inside one the seed set off; the
+   job's first write to a page is logged whole, as on data weeks old). A watcher polls
+   pg_stat_activity every 100 ms in both windows and reports every backend it saw waiting on a
+   lock (where a stall would come from), what every working backend waited on (per statement) and
+   the window's WAL and checkpoints. A probe (one more client, one GetTask at a time) keeps each
+   request's start and end; the job process times its phases (the records pass; each runs batch's
+   select, statements and COMMIT) on the same clock, and each probe request is placed by the phase
+   it overlapped (`probe_by_phase`): which of the job's moments make GetTask slow.
 2. **The chain.** A second host started with DJANGO_SETTINGS_MODULE=bench.settings_nochain (the
    append statement and the content hash without the chain; that file says exactly what differs)
    and the shipped host, measured in turns (bench/run.py's `Bench.point`), each with its own API
@@ -347,6 +353,10 @@ def _quantile_ms(values: list[float], q: float) -> float:
     return round(1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2) if ordered else 0.0
 
 
+# A request that overlapped several phases is placed in the first of them in this order.
+PHASE_RANK = ("records pass", "runs batch: commit", "runs batch: statements", "runs batch: select")
+
+
 def probe_by_phase(timings: list[tuple[float, float]], phases: list[tuple[str, float, float]]) -> dict[str, Any]:
     """The probe's requests by what the job was doing while each was in flight: overlapping the
     records pass, overlapping a runs batch, or neither (the job resting, or no job): for each,
@@ -354,7 +364,8 @@ def probe_by_phase(timings: list[tuple[float, float]], phases: list[tuple[str, f
     classes: dict[str, list[float]] = {}
     for start, end in timings:
         overlapping = [name for name, a, b in phases if a < end and b > start]
-        label = "records pass" if "records pass" in overlapping else overlapping[0] if overlapping else "no job work"
+        ranked = [name for name in PHASE_RANK if name in overlapping] + overlapping
+        label = ranked[0] if ranked else "no job work"
         classes.setdefault(label, []).append(end - start)
     return {label: {"requests": len(values), "p50_ms": _quantile_ms(values, 0.5), "p99_ms": _quantile_ms(values, 0.99)}
             for label, values in sorted(classes.items())}  # fmt: skip
@@ -393,7 +404,7 @@ def _wrk_env(load: Load) -> dict[str, str]:
 # "ready", waits for a line on stdin, runs one pass and prints "done" (the process's own exit
 # takes another 1.5 s of connection and thread teardown, outside the window too).
 JOB_SCRIPT = """
-import json, os, sys, time
+import contextlib, json, os, sys, time
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openwop_host.settings")
 import django
 django.setup()
@@ -408,7 +419,27 @@ def timed(name, function):
         finally:
             phases.append((name, started, time.monotonic()))
     return run
-services.runs_expire_batch = timed("runs batch", services.runs_expire_batch)
+sanctioned = services._run_log_deletes_sanctioned
+@contextlib.contextmanager
+def statements():  # a runs batch's DELETEs end here; its COMMIT (deferred foreign key checks) follows
+    started = time.monotonic()
+    with sanctioned():
+        yield
+    phases.append(("runs batch: statements", started, time.monotonic()))
+def batch(*args, **kwargs):  # a runs batch: its SELECT ... FOR UPDATE, its DELETEs, its COMMIT
+    started, mark = time.monotonic(), len(phases)
+    try:
+        return expire(*args, **kwargs)
+    finally:
+        ended, inner = time.monotonic(), phases[mark:]
+        if inner:
+            phases.append(("runs batch: select", started, inner[0][1]))
+            phases.append(("runs batch: commit", inner[0][2], ended))
+        else:
+            phases.append(("runs batch: select", started, ended))
+expire = services.runs_expire_batch
+services._run_log_deletes_sanctioned = statements
+services.runs_expire_batch = batch
 services.records_expire = timed("records pass", services.records_expire)
 print("ready", flush=True)
 sys.stdin.readline()

@@ -208,6 +208,11 @@ def test_the_probe_places_each_request_by_what_the_job_was_doing() -> None:
     assert {label: seen["requests"] for label, seen in placed.items()} == {
         "no job work": 2, "records pass": 2, "runs batch": 2}  # fmt: skip
     assert placed["records pass"]["p99_ms"] == 50.0 and placed["runs batch"]["p50_ms"] == 110.0
+    batch = [("runs batch: select", 20.0, 20.01), ("runs batch: statements", 20.01, 20.05),
+             ("runs batch: commit", 20.05, 20.1)]  # fmt: skip
+    across = retention_load.probe_by_phase([(20.0, 20.02), (20.04, 20.06), (20.005, 20.008)], batch)
+    assert {label: seen["requests"] for label, seen in across.items()} == {
+        "runs batch: statements": 1, "runs batch: commit": 1, "runs batch: select": 1}  # fmt: skip
     assert retention_load.probe_by_phase(timings, []) == {
         "no job work": {"requests": 6, "p50_ms": 30.0, "p99_ms": 110.0}}  # fmt: skip
 
