@@ -53,7 +53,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -247,8 +247,27 @@ SELECT pg_current_wal_lsn(), checkpoints_timed + checkpoints_req, buffers_checkp
 """
 
 
+class _InThread:
+    """`with` runs `self._run` in a daemon thread until the block ends (`self._stop` is set)."""
+
+    join_timeout = 5.0
+
+    def __enter__(self) -> Self:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.join_timeout)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+
 @dataclass
-class LockWatch:
+class LockWatch(_InThread):
     """Polls pg_stat_activity every `interval` s in a thread: every (lock, statement) a backend was
     seen waiting on, how many polls saw it and the longest wait seen; every (statement or server
     process, wait event) seen at work and in how many polls (`waits`); and, between enter and exit,
@@ -261,16 +280,12 @@ class LockWatch:
     server: dict[str, float] = field(default_factory=dict)
     polls: int = 0
 
-    def __enter__(self) -> LockWatch:
+    def __enter__(self) -> Self:
         self._start = self._server_now()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
+        return super().__enter__()
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+        super().__exit__(*exc)
         end = self._server_now()
         self.server = {"wal_mb": round(end["wal"] - self._start["wal"], 1),
                        "checkpoints": end["checkpoints"] - self._start["checkpoints"],
@@ -304,7 +319,7 @@ class LockWatch:
 
 
 @dataclass
-class Probe:
+class Probe(_InThread):
     """One more client beside wrk, in a thread: the same request, one at a time, each one's start
     and end (time.monotonic, which the job's phases share), so the slow requests can be placed."""
 
@@ -312,16 +327,7 @@ class Probe:
     pause: float = 0.01
     timings: list[tuple[float, float]] = field(default_factory=list)
     failures: int = 0
-
-    def __enter__(self) -> Probe:
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
+    join_timeout = 10.0  # a request in flight ends within its own timeout
 
     def _run(self) -> None:
         import httpx
