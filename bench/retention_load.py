@@ -364,9 +364,9 @@ PHASE_RANK = ("records pass", "runs batch: commit", "runs batch: statements", "r
 
 
 def probe_by_phase(timings: list[tuple[float, float]], phases: list[tuple[str, float, float]]) -> dict[str, Any]:
-    """The probe's requests by what the job was doing while each was in flight: overlapping the
-    records pass, overlapping a runs batch, or neither (the job resting, or no job): for each,
-    how many, p50 and p99 (ms)."""
+    """The probe's requests by what the job was doing while each was in flight: the phase it
+    overlapped (the first in PHASE_RANK if several), or "no job work" (the job resting, or no
+    job): for each, how many, p50 and p99 (ms)."""
     classes: dict[str, list[float]] = {}
     for start, end in timings:
         overlapping = [name for name, a, b in phases if a < end and b > start]
