@@ -163,6 +163,18 @@ def test_the_run_log_stays_append_only_outside_the_job(doors_for) -> None:  # ty
     assert RunEvent.unscoped_all_tenants.filter(run__run_id=kept).exists()
 
 
+def test_a_deliverys_event_cannot_go_from_under_it(doors_for) -> None:  # type: ignore[no-untyped-def]
+    """`push_delivery.event_id` has no foreign key in the database (retention's COMMIT checked it
+    for every expired event): the run log's trigger is what keeps a delivery's event there."""
+    acme = doors_for("acme")
+    kept = _ended_task(acme, "m-delivered")
+    delivery = Delivery.unscoped_all_tenants.filter(run__run_id=kept).first()
+    assert delivery is not None and delivery.event.run_id == delivery.run_id
+    with pytest.raises(DatabaseError, match="append-only"), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("DELETE FROM runs_runevent WHERE id = %s", [delivery.event_id])
+    assert RunEvent.unscoped_all_tenants.filter(pk=delivery.event_id).exists()
+
+
 def test_apply_at_an_instant_is_idempotent(doors_for) -> None:  # type: ignore[no-untyped-def]
     acme = doors_for("acme")
     now = timezone.now()
