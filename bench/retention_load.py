@@ -241,9 +241,11 @@ WHERE a.pid <> pg_backend_pid()
                                                   'BgWriterHibernate', 'AutoVacuumMain')))
 """
 
-# The server's WAL position and checkpoint counters, read as a window opens and closes.
+# The server's WAL position (MB) and checkpoint counters, read as a window opens and closes.
 _SERVER_SQL = """
-SELECT pg_current_wal_lsn(), checkpoints_timed + checkpoints_req, buffers_checkpoint FROM pg_stat_bgwriter
+SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0') / 1048576.0, checkpoints_timed + checkpoints_req,
+       buffers_checkpoint
+FROM pg_stat_bgwriter
 """
 
 
@@ -295,8 +297,7 @@ class LockWatch(_InThread):
         import psycopg
 
         with psycopg.connect(self.url, autocommit=True) as conn:
-            lsn, checkpoints, buffers = conn.execute(_SERVER_SQL).fetchone()  # type: ignore[misc]
-            wal = conn.execute("SELECT pg_wal_lsn_diff(%s, '0/0') / 1048576.0", [lsn]).fetchone()[0]  # type: ignore[index]
+            wal, checkpoints, buffers = conn.execute(_SERVER_SQL).fetchone()  # type: ignore[misc]
         return {"wal": float(wal), "checkpoints": float(checkpoints), "buffers": float(buffers)}
 
     def _run(self) -> None:

@@ -257,7 +257,7 @@ OPENWOP_RETENTION_RUNS_DAYS = env.int("OPENWOP_RETENTION_RUNS_DAYS", default=30)
 OPENWOP_RETENTION_RECORDS_DAYS = env.int("OPENWOP_RETENTION_RECORDS_DAYS", default=90)
 OPENWOP_RETENTION_BATCH_RUNS = env.int("OPENWOP_RETENTION_BATCH_RUNS", default=500)
 # The share of the time the job spends expiring runs (it rests between batches): the doors first.
-# 0.1: GetTask's p99 1.06x while 100k runs expire in ~140 s; 0.25: 1.21-1.41x (bench/README.md §Session 18).
+# 0.1: GetTask's p99 1.06-1.19x while 100k runs expire in 116-158 s; 0.25: 1.21-1.41x (bench/README.md §Session 18).
 OPENWOP_RETENTION_RUNS_DUTY = env.float("OPENWOP_RETENTION_RUNS_DUTY", default=0.1)
 if not 0 < OPENWOP_RETENTION_RUNS_DUTY <= 1:
     raise ImproperlyConfigured("OPENWOP_RETENTION_RUNS_DUTY is a share of the time: above 0, at most 1.")

@@ -105,7 +105,7 @@ class Delivery(TenantOwnedModel):
     # No foreign key in the database for the event: the delivery's run is one (above), the event is
     # that run's and the run log refuses DELETEs but retention's, which deletes the deliveries first
     # in the same transaction. The constraint could never fire; it cost retention's batch a check
-    # per expired event at COMMIT (2,000 a batch, half the COMMIT) while the doors wait for CPU.
+    # per expired event at COMMIT (2,000 a batch, up to half the COMMIT) while the doors wait for CPU.
     event = models.ForeignKey(RunEvent, on_delete=models.CASCADE, related_name="+", db_constraint=False)
     event_type = models.CharField(max_length=100)
     body = models.TextField(help_text="The exact JSON text sent on every attempt.")
