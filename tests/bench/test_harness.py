@@ -7,8 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from email.message import Message
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,8 @@ sys.path.insert(0, str(BENCH))
 from harness import report  # noqa: E402
 from harness.repeats import combine, ratio_range  # noqa: E402
 from harness.wrk import Load, WrkOutputError, parse_wrk_output, run_wrk  # noqa: E402
+
+from tests.bench.http_stub import answering  # noqa: E402
 
 SAMPLE = (
     "Running 2s test @ http://127.0.0.1:1/a2a/jsonrpc\n  1 threads and 4 connections\n"
@@ -121,29 +122,13 @@ def test_lua_script_against_a_live_server_counts_good_and_bad() -> None:
     """post.lua end to end: unique {{N}} per request, headers sent, the success marker checked."""
     seen: list[str] = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["Content-Length"])).decode()
-            seen.append(body)
-            ok = self.headers.get("X-Bench") == "yes" and len(seen) % 2 == 0
-            payload = b"GOOD" if ok else b"nope"
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+    def respond(path: str, headers: Message, body: bytes) -> bytes:
+        seen.append(body.decode())
+        return b"GOOD" if headers.get("X-Bench") == "yes" and len(seen) % 2 == 0 else b"nope"
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        load = Load(url=f"http://127.0.0.1:{server.server_port}/", body='{"id":"{{N}}"}', headers={"X-Bench": "yes"},
-                    ok_marker="GOOD")  # fmt: skip
+    with answering(respond) as url:
+        load = Load(url=url, body='{"id":"{{N}}"}', headers={"X-Bench": "yes"}, ok_marker="GOOD")
         result = run_wrk(load, connections=2, seconds=1, threads=2, cpus=_any_cpu())
-    finally:
-        server.shutdown()
     assert result["good"] + result["bad"] == result["requests"] > 2
     assert result["good"] > 0 and result["bad"] > 0
     assert len(set(seen)) == len(seen)  # every body unique, across both wrk threads too
@@ -156,27 +141,14 @@ def test_lua_script_gets_without_a_body_when_the_load_says_get() -> None:
     """The card scenario's load: GET, no body and no Content-Type sent, the marker still checked."""
     seen: list[tuple[str, str | None, str | None]] = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            seen.append((self.path, self.headers.get("Content-Length"), self.headers.get("Content-Type")))
-            payload = b'{"skills":[]}'
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+    def respond(path: str, headers: Message, body: bytes) -> bytes:
+        seen.append((path, headers.get("Content-Length"), headers.get("Content-Type")))
+        return b'{"skills":[]}'
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        load = Load(url=f"http://127.0.0.1:{server.server_port}/.well-known/agent-card.json", body="",
-                    headers={"X-Bench": "yes"}, ok_marker='"skills"', method="GET")  # fmt: skip
+    with answering(respond) as url:
+        load = Load(url=f"{url}.well-known/agent-card.json", body="", headers={"X-Bench": "yes"}, ok_marker='"skills"',
+                    method="GET")  # fmt: skip
         result = run_wrk(load, connections=2, seconds=1, threads=1, cpus=_any_cpu())
-    finally:
-        server.shutdown()
     assert result["good"] == result["requests"] > 2 and result["bad"] == 0
     assert set(seen) == {("/.well-known/agent-card.json", None, None)}
 

@@ -4,10 +4,9 @@ settings swap only the chain, and its rows come out as the report judges them.""
 
 from __future__ import annotations
 
-import http.server
 import sys
-import threading
 import time
+from email.message import Message
 from pathlib import Path
 
 import psycopg
@@ -29,6 +28,8 @@ sys.path.insert(0, str(BENCH))
 
 import retention_load  # noqa: E402
 from harness import report  # noqa: E402
+
+from tests.bench.http_stub import answering  # noqa: E402
 
 
 def _completed_run(make_key) -> Run:  # type: ignore[no-untyped-def]
@@ -220,28 +221,14 @@ def test_the_probe_places_each_request_by_what_the_job_was_doing() -> None:
 def test_the_probe_times_one_request_at_a_time_and_counts_a_wrong_answer() -> None:
     answers = iter([b"TASK_STATE_COMPLETED", b"nope"] + [b"TASK_STATE_COMPLETED"] * 10_000)
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers["Content-Length"]))
-            body = next(answers) if self.headers["Content-Type"] == "application/json" else b"unsupported"
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def respond(path: str, headers: Message, body: bytes) -> bytes:
+        return next(answers) if headers["Content-Type"] == "application/json" else b"unsupported"
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        load = retention_load.Load(url=f"http://127.0.0.1:{server.server_port}/", body='{"id": "{{N}}"}',
-                                   headers={}, ok_marker="TASK_STATE_COMPLETED")  # fmt: skip
+    with answering(respond) as url:
+        load = retention_load.Load(url=url, body='{"id": "{{N}}"}', headers={}, ok_marker="TASK_STATE_COMPLETED")
         with retention_load.Probe(load, pause=0.0) as probe:
             while len(probe.timings) < 5:
                 time.sleep(0.01)
-    finally:
-        server.shutdown()
     assert probe.failures >= 1
     assert all(end > start for start, end in probe.timings)
     assert all(b[0] >= a[1] for a, b in zip(probe.timings, probe.timings[1:], strict=False))  # one at a time
