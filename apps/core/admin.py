@@ -1,6 +1,5 @@
 """The admin site itself. There is no public site at "/" (it is a 404), so the header offers no
-"View site" link (issue 32 item 10); the index links the host pages instead
-(templates/admin/index.html)."""
+"View site" link; the index links the host pages instead (templates/admin/index.html)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 
 Django wraps every POST of a change, add or delete page in its own `transaction.atomic()`. Our
 top-level write services open `transaction.atomic(durable=True)` (STYLE.md habit 3), which refuses
-to nest: inside the admin's block every save answered 500 (issue 32 item 9). These admins skip the
-admin's wrapper, so the service's durable transaction is the top-level one and its audit row
+to nest: inside the admin's block every save would answer 500. These admins skip the admin's
+wrapper, so the service's durable transaction is the top-level one and its audit row
 commits with the change; the admin's own LogEntry follows in its own short transaction.
 """
 

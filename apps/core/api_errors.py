@@ -69,16 +69,10 @@ def envelope_exception_handler(exc: Exception, context: dict[str, Any]) -> Respo
     response = Response(error.envelope(), status=error.status)
     for name, value in error.headers.items():
         response[name] = value
-    if error.status == 401:
-        _oauth_challenge(response, context)
+    if error.status == 401:  # identity.md §2.5: the OAuth challenge, when the host has a lane
+        request = context.get("request")
+        challenge_401(response, presented=request is not None and bool(request.META.get("HTTP_AUTHORIZATION")))
     return response
-
-
-def _oauth_challenge(response: Response, context: dict[str, Any]) -> None:
-    """On a host with an OAuth lane a 401 points at the RFC 9728 metadata, with
-    `error="invalid_token"` when a credential was presented (identity.md §2.5)."""
-    request = context.get("request")
-    challenge_401(response, presented=request is not None and bool(request.META.get("HTTP_AUTHORIZATION")))
 
 
 # What the database refused as a value (a NUL, a string past its column, a number out of range)

@@ -24,7 +24,7 @@ def on_postgresql(statements: list[str]) -> Callable[[Any, Any], None]:
 
 # The one sanctioned way past an expirable table's trigger: the retention job's batch transactions
 # set it locally (`SELECT set_config('openwop.retention_expiry', 'on', true)`: it ends with the
-# transaction); every other UPDATE or DELETE is refused as before.
+# transaction); every other UPDATE or DELETE is refused.
 RETENTION_EXPIRY_SETTING = "openwop.retention_expiry"
 
 

@@ -28,8 +28,7 @@ from psycopg_pool import AsyncConnectionPool
 
 _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncConnectionPool] = weakref.WeakKeyDictionary()
 # One gate per pool, as wide as the pool: callers beyond its size queue here, on a plain semaphore,
-# and never inside psycopg_pool, whose queued client costs a task and a timer each (`wait_for`):
-# at c=64 on a pool of 8 that queueing was 4 % of GetTask's CPU (bench/profile.py, session 13).
+# and never inside psycopg_pool, whose queued client costs a task and a timer each (`wait_for`).
 _gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 _opening: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
 

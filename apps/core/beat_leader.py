@@ -1,4 +1,4 @@
-"""One beat sends the periodic jobs, however many beat processes run (issue 37).
+"""One beat sends the periodic jobs, however many beat processes run.
 
 Celery beat has no coordination of its own: two beats started by mistake (a second deployment, a
 manual `celery beat` beside the service, a rolling restart) each send every job once per period, so

@@ -1,8 +1,8 @@
-"""Caller strings and numbers, checked where they enter (issue 33 items 10-12).
+"""Caller strings and numbers, checked where they enter.
 
 What the storage and the wire types cannot hold must be refused by the door that received it, as
 that binding's invalid-params error, before anything stores or converts it: PostgreSQL's text and
-jsonb refuse U+0000 (a DataError mid-transaction, a 500 before these checks), a varchar refuses a
+jsonb refuse U+0000 (a DataError mid-transaction), a varchar refuses a
 longer value, and a protobuf Struct (an A2A data part) or a JavaScript client holds numbers as IEEE
 doubles (an int past 1.8e308 is an OverflowError in ParseDict). Checked at the door, the answer
 does not depend on which database or column would have refused the value.

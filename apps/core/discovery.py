@@ -20,7 +20,6 @@ from django.conf import settings
 from apps.core.protocol import PREFERRED_VERSION, PROTOCOL_VERSIONS
 
 CapabilityBuilder = Callable[[], dict[str, Any] | None]
-MetadataBuilder = Callable[[], Any]
 
 FORBIDDEN_ROOT_KEYS = frozenset({"supportedTransports", "grpc", "profiles", "contractProvenance"})
 EVENT_LOG_SCHEMA_VERSION = 3

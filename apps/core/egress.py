@@ -491,14 +491,10 @@ def _split_url(url: str) -> tuple[str, str, int | None]:
         host, _, port_text = authority.partition(":")
     else:
         host, port_text = authority, None
-    port: int | None = None
-    if port_text is not None:
-        if not _PORT_RE.match(port_text):
-            raise EgressRefused(REASON_MALFORMED, "invalid port")
-        port = int(port_text)
-        if not 0 < port < 65536:
-            raise EgressRefused(REASON_MALFORMED, "port out of range")
-    return scheme, host, port
+    if port_text is not None and not _PORT_RE.match(port_text):
+        raise EgressRefused(REASON_MALFORMED, "invalid port")
+    # The port's range is judged by `egress_check_origin`, as for every other caller.
+    return scheme, host, None if port_text is None else int(port_text)
 
 
 def egress_check_url(url: str, *, resolve: bool = True) -> EgressTarget:

@@ -250,22 +250,21 @@ def _drop_redirect_target(response: httpx.Response) -> httpx.Response:
     return response
 
 
-def _pool_options(limits: httpx.Limits) -> dict[str, Any]:
-    return {
-        "ssl_context": egress_ssl_context(),
-        "max_connections": limits.max_connections,
-        "max_keepalive_connections": limits.max_keepalive_connections,
-        "keepalive_expiry": limits.keepalive_expiry,
-        "http1": True,
-        "http2": False,
-    }
-
-
-def _require_pool_attribute(transport: object, pool_type: type) -> None:
+def _pinned_pool(transport: object, pool: type, context: ssl.SSLContext, limits: httpx.Limits, backend: Any) -> Any:
+    """The pool that replaces `transport._pool`: the same limits, connecting through `backend`."""
     # httpx's transports send through `self._pool`; if a release renames it, replacing it would
     # silently unpin every request. Refuse to build rather than run unpinned.
-    if not isinstance(getattr(transport, "_pool", None), pool_type):
+    if not isinstance(getattr(transport, "_pool", None), pool):
         raise RuntimeError("httpx transport internals changed: cannot install the egress pin")
+    return pool(
+        ssl_context=context,
+        max_connections=limits.max_connections,
+        max_keepalive_connections=limits.max_keepalive_connections,
+        keepalive_expiry=limits.keepalive_expiry,
+        http1=True,
+        http2=False,
+        network_backend=backend,
+    )
 
 
 class EgressTransport(httpx.HTTPTransport):
@@ -273,10 +272,9 @@ class EgressTransport(httpx.HTTPTransport):
     `deadline` (a time.monotonic() instant) bounds every connection it opens."""
 
     def __init__(self, *, limits: httpx.Limits = DEFAULT_LIMITS, deadline: float | None = None) -> None:
-        options = _pool_options(limits)
-        super().__init__(verify=options["ssl_context"], trust_env=False, limits=limits)
-        _require_pool_attribute(self, httpcore.ConnectionPool)
-        self._pool = httpcore.ConnectionPool(**options, network_backend=_PinnedBackend(deadline))
+        context = egress_ssl_context()
+        super().__init__(verify=context, trust_env=False, limits=limits)
+        self._pool = _pinned_pool(self, httpcore.ConnectionPool, context, limits, _PinnedBackend(deadline))
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         _guard_request(request)
@@ -291,10 +289,9 @@ class EgressAsyncTransport(httpx.AsyncHTTPTransport):
     """The async twin of EgressTransport, for httpx.AsyncClient (outbound A2A/MCP peers)."""
 
     def __init__(self, *, limits: httpx.Limits = DEFAULT_LIMITS) -> None:
-        options = _pool_options(limits)
-        super().__init__(verify=options["ssl_context"], trust_env=False, limits=limits)
-        _require_pool_attribute(self, httpcore.AsyncConnectionPool)
-        self._pool = httpcore.AsyncConnectionPool(**options, network_backend=_PinnedAsyncBackend())
+        context = egress_ssl_context()
+        super().__init__(verify=context, trust_env=False, limits=limits)
+        self._pool = _pinned_pool(self, httpcore.AsyncConnectionPool, context, limits, _PinnedAsyncBackend())
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         _guard_request(request)

@@ -1,18 +1,16 @@
 """One log read per wake-up per stream key in this process, fanned out to every local subscriber.
 
-Before this, each open SSE stream of a run joined the run's wake-up group itself and, on every
-wake-up and every poll, ran its own read of the log on its own thread: with N subscribers of one
-run each event cost N reads, N thread hops and N channel-layer messages (bench/README.md §SSE
-fan-out: 100 streams saturated a core). Here the first subscriber of a key starts a **feed**: one
-task that joins the wake-up group once, reads the log after its own head on each wake-up (and every
-`poll_seconds` anyway), renders each row to its SSE bytes once, keeps the last `BUFFER_FRAMES` of
-them and tells the subscribers. Each subscriber keeps its own cursor and takes from the buffer what
-lies after it.
+Streams that each joined the wake-up group and read the log themselves would cost N reads, N
+thread hops and N channel-layer messages per event for N subscribers of one run (bench/README.md
+§SSE fan-out). Instead the first subscriber of a key starts a **feed**: one task that joins the
+wake-up group once, reads the log after its own head on each wake-up (and every `poll_seconds`
+anyway), renders each row to its SSE bytes once, keeps the last `BUFFER_FRAMES` of them and tells
+the subscribers. Each subscriber keeps its own cursor and takes from the buffer what lies after it.
 
-- **Late joiners and laggards** read the database themselves, as every stream did before: a new
-  subscriber replays from its position before it joins, and one whose cursor has fallen behind the
-  buffer (it was slow to write, or joined at an old position) reads the rest itself. So the buffer
-  bounds memory (per key, `BUFFER_FRAMES` frames) without ever losing an event.
+- **Late joiners and laggards** read the database themselves: a new subscriber replays from its
+  position before it joins, and one whose cursor has fallen behind the buffer (it was slow to
+  write, or joined at an old position) reads the rest itself. So the buffer bounds memory (per
+  key, `BUFFER_FRAMES` frames) without ever losing an event.
 - **Nobody waits on anybody**: the feed never awaits a subscriber; a slow or gone client only
   stalls its own generator. The feed stops (and leaves the group) once it has no subscriber.
 - **Authorization is unchanged**: a subscriber is authorized, and its tenant-scoped run resolved,
@@ -207,11 +205,6 @@ async def _finish(sink: _Sink, write: Any, waiting_on: Any, position: int, ended
     finally:
         sink.busy = False
         sink.wake.set()
-
-
-def feeds_open() -> int:
-    """How many feeds this process runs (tests)."""
-    return len(_feeds)
 
 
 def _join(

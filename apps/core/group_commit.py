@@ -8,8 +8,7 @@ batch goes:
   and awaits a future. The first arrival starts the flusher; whatever arrives while a batch is
   being written waits for the next one. No timer: under load a batch is whatever queued during the
   previous commit, and a lone request is written at once (group commit as databases do it for
-  their own log). Measured on the dev box: a 0.5 or 2 ms wait before each batch made the average
-  batch no bigger at c=64 and cost a lone request 2-3 ms, so there is none.
+  their own log); a 0.5 or 2 ms wait made batches no bigger at c=64 and cost a lone request 2-3 ms.
 - The flusher writes batches one after another on one pooled connection while there is work; the
   subclass's `write` turns a batch into statements and says what became of each item.
 - A caller that goes away (a client disconnect cancels its task) does not take its row with it:

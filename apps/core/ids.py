@@ -12,15 +12,13 @@ import secrets
 
 from apps.core.errors import ValidationFailed
 
-TENANT_ID_RE = re.compile(r"^(anon:)?[A-Za-z0-9._~-]{1,128}$")
 OPAQUE_RE = re.compile(r"^[A-Za-z0-9._~-]{16,128}$")
 BOUND_ID_RE = re.compile(r"^(anon:)?[A-Za-z0-9._~-]{1,128}/[A-Za-z0-9._~-]{16,128}$")
 # Slugs we mint for tenants: the tenantId grammar minus `~` and the anon: prefix (never minted here).
 TENANT_SLUG_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
 _PASSTHROUGH = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
-_HEX = frozenset(b"0123456789ABCDEFabcdef")
-_MINT_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+_ESCAPE_RE = re.compile(rb"[~%]([0-9A-Fa-f]{2})?")
 
 
 def mint_opaque(length: int = 26) -> str:
@@ -30,7 +28,7 @@ def mint_opaque(length: int = 26) -> str:
     """
     if not 22 <= length <= 128:
         raise ValueError("opaque segments carry at least 128 bits and at most 128 characters")
-    # token_urlsafe is base64url (_MINT_ALPHABET) of random bytes: every whole 6-bit group is
+    # token_urlsafe is base64url (A-Z, a-z, 0-9, `-`, `_`) of random bytes: every whole 6-bit group is
     # uniform, and enough bytes are drawn that the first `length` characters are whole groups.
     return secrets.token_urlsafe((length * 6 + 7) // 8 + 1)[:length]
 
@@ -47,25 +45,16 @@ def project_id(bound: str) -> str:
 
 def unproject_id(wire: str) -> str:
     """One path segment -> bound form. Accepts `~HH` and `%HH`; a dangling escape is refused."""
-    raw = wire.encode("utf-8")
-    out = bytearray()
-    i = 0
-    while i < len(raw):
-        b = raw[i]
-        if b in (0x7E, 0x25):  # '~' or '%'
-            if i + 2 < len(raw) and raw[i + 1] in _HEX and raw[i + 2] in _HEX:
-                out.append(int(raw[i + 1 : i + 3], 16))
-                i += 3
-                continue
-            raise ValidationFailed(
-                "An escape in the id is not followed by two hex digits.", details={"field": "id"}
-            )
-        out.append(b)
-        i += 1
     try:
-        return out.decode("utf-8")
+        return _ESCAPE_RE.sub(_unescape, wire.encode("utf-8")).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ValidationFailed("The id does not decode to UTF-8.", details={"field": "id"}) from exc
+
+
+def _unescape(escape: re.Match[bytes]) -> bytes:
+    if escape.group(1) is None:
+        raise ValidationFailed("An escape in the id is not followed by two hex digits.", details={"field": "id"})
+    return bytes((int(escape.group(1), 16),))
 
 
 def split_bound_id(bound: str) -> tuple[str, str]:

@@ -52,10 +52,10 @@ from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, TypeVar
 
 import psycopg
-from django.db import connection, migrations
+from django.db import connection, migrations, transaction
 
 from apps.core.append_only import on_postgresql
-from apps.core.async_db import joins_django_transaction
+from apps.core.async_db import conninfo, joins_django_transaction
 
 logger = logging.getLogger(__name__)
 
@@ -154,23 +154,21 @@ def cached(topic: str, key: Hashable, loader: Callable[[], T]) -> T:
     loader returns is stored; an exception passes through and stores nothing (so only positive
     resolutions are ever cached)."""
     value, generation = _lookup(topic, key)
-    if value is not _MISSING:
-        return value
-    loaded = loader()
-    if generation is not None:
-        _store(topic, key, loaded, generation)
-    return loaded
+    if value is _MISSING:
+        value = loader()
+        if generation is not None:
+            _store(topic, key, value, generation)
+    return value
 
 
 async def acached(topic: str, key: Hashable, loader: Callable[[], Awaitable[T]]) -> T:
     """`cached` for an async loader (the doors' psycopg reads): a hit never awaits anything."""
     value, generation = _lookup(topic, key)
-    if value is not _MISSING:
-        return value
-    loaded = await loader()
-    if generation is not None:
-        _store(topic, key, loaded, generation)
-    return loaded
+    if value is _MISSING:
+        value = await loader()
+        if generation is not None:
+            _store(topic, key, value, generation)
+    return value
 
 
 def secret_cache_key(raw: str) -> str:
@@ -183,12 +181,17 @@ def invalidate_local(*topics: str) -> None:
 
     The listener calls it for each notification; a service may also call it on commit, so its own
     process sees the change on the very next statement, before the notification is back."""
-    state = _state
-    names = [t for t in topics if t in state.entries]
-    if not names or len(names) != len(topics):
-        names = list(TOPICS)
+    known = all(topic in TOPICS for topic in topics)
+    _drop(_state, topics if topics and known else TOPICS)
+
+
+def _drop(state: _State, topics: tuple[str, ...], listening: bool | None = None) -> None:
+    """Empty `topics` and bump their generations (refusing stores from loaders already running),
+    setting `listening` on the way when given; then wake `wait_for`."""
     with state.lock:
-        for topic in names:
+        if listening is not None:
+            state.listening = listening
+        for topic in topics:
             state.entries[topic].clear()
             state.generation[topic] += 1
         state.changed.notify_all()
@@ -196,8 +199,6 @@ def invalidate_local(*topics: str) -> None:
 
 def invalidate_on_commit(*topics: str) -> None:
     """`invalidate_local(*topics)` when the current transaction commits (now, outside one)."""
-    from django.db import transaction
-
     transaction.on_commit(lambda: invalidate_local(*topics))
 
 
@@ -237,10 +238,7 @@ def wait_for(predicate: Callable[[], bool], timeout: float) -> bool:
 # The listener
 
 
-def _conninfo() -> str:
-    from apps.core.async_db import conninfo
-
-    return conninfo()
+_conninfo = conninfo  # the listener's connection string (a test points it at nowhere)
 
 
 def listener_application_name(pid: int | None = None) -> str:
@@ -264,14 +262,8 @@ def _listener_start() -> None:
 
 def _set_listening(state: _State, listening: bool) -> None:
     # Both ways everything goes: on connect, whatever changed while nobody listened; on
-    # disconnect, whatever will change before anybody listens again. Bumping the generations
-    # also refuses stores from loaders that started under the other state.
-    with state.lock:
-        state.listening = listening
-        for topic in TOPICS:
-            state.entries[topic].clear()
-            state.generation[topic] += 1
-        state.changed.notify_all()
+    # disconnect, whatever will change before anybody listens again.
+    _drop(state, TOPICS, listening)
 
 
 def _notified(state: _State, payload: str) -> None:

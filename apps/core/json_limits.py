@@ -113,13 +113,6 @@ def json_loads_limited(data: bytes | bytearray | str, *, max_depth: int | None =
     return value
 
 
-class _Unparsable:
-    __slots__ = ("error",)
-
-    def __init__(self, error: Exception) -> None:
-        self.error = error
-
-
 _NOT_READ = object()
 
 
@@ -132,10 +125,10 @@ def request_json(request: Any) -> Any:
         try:
             parsed = json_loads_limited(request.body)
         except (ValueError, UnicodeDecodeError) as exc:
-            parsed = _Unparsable(exc)
+            parsed = exc  # kept as is: no JSON value is an exception
         request._openwop_json = parsed
-    if isinstance(parsed, _Unparsable):
-        raise parsed.error.with_traceback(None)
+    if isinstance(parsed, Exception):
+        raise parsed.with_traceback(None)
     return parsed
 
 

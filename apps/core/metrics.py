@@ -1,4 +1,4 @@
-"""Prometheus metrics (issue 22): what an operator of many tenants asks first — is it healthy, who
+"""Prometheus metrics: what an operator of many tenants asks first — is it healthy, who
 is calling, what fails. `GET /metrics` renders them (`metrics_view`).
 
 - **Names** start with `openwop_`. **Labels** are bounded and carry no tenant, key, token or URL:
@@ -215,20 +215,15 @@ def on_scrape(reading: Callable[[], Iterable[GaugeMetricFamily]]) -> None:
 
 
 def _pool_readings() -> list[tuple[str, int, int]]:
-    readings = []
+    """(pool, in use, idle) for Django's pool, if any, and each of the doors' pools."""
     from django.db import connection
 
-    pool = getattr(connection, "pool", None) if connection.vendor == "postgresql" else None
-    if pool is not None:
-        stats = pool.get_stats()
-        size, available = stats.get("pool_size", 0), stats.get("pool_available", 0)
-        readings.append(("django", size - available, available))
     from apps.core.async_db import async_pools_stats
 
-    for stats in async_pools_stats():
-        size, available = stats.get("pool_size", 0), stats.get("pool_available", 0)
-        readings.append(("doors", size - available, available))
-    return readings
+    pool = getattr(connection, "pool", None) if connection.vendor == "postgresql" else None
+    named = [("django", pool.get_stats())] if pool is not None else []
+    named += [("doors", stats) for stats in async_pools_stats()]
+    return [(name, s.get("pool_size", 0) - s.get("pool_available", 0), s.get("pool_available", 0)) for name, s in named]
 
 
 @cache
@@ -252,15 +247,14 @@ def metrics_allowed(remote_addr: str | None) -> bool:
 
 def _registry() -> CollectorRegistry:
     directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    registry = CollectorRegistry()
     if directory:
         from prometheus_client import multiprocess
 
-        registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry, path=directory)
     else:
         from prometheus_client import REGISTRY
 
-        registry = CollectorRegistry()
         registry.register(_Default(REGISTRY))
     registry.register(_ScrapeTime())
     return registry

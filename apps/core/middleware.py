@@ -6,8 +6,7 @@ paths it turns Django's own 404, 405 and 500 pages into the envelope, so no HTML
 ever reaches a client of the wire.
 
 `StaticFilesMiddleware` is WhiteNoise made async-capable: WhiteNoise's own middleware is sync-only,
-so under ASGI every request (not only static ones) paid a hop into a thread and back out
-(`sync_to_async` around it, `async_to_sync` for the rest of the stack).
+which under ASGI costs every request (not only static ones) a hop into a thread and back out.
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ logger = logging.getLogger(__name__)
 
 
 
-_STATUS_ERRORS: dict[int, type[OpenWopError]] = {400: ValidationFailed, 403: Forbidden, 404: NotFound}
+_STATUS_ERRORS: dict[int, type[OpenWopError]] = {400: ValidationFailed, 403: Forbidden, 413: PayloadTooLarge}
 
 
 def _django_page_to_envelope(request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
@@ -62,12 +61,7 @@ def _django_page_to_envelope(request: HttpRequest, response: HttpResponseBase) -
         return enveloped
     if status == 404:
         return envelope_response(NotFound(f"No resource at {request.path}."))
-    error_class = _STATUS_ERRORS.get(status)
-    if error_class is not None:
-        return envelope_response(error_class())
-    if status == 413:
-        return envelope_response(PayloadTooLarge())
-    return envelope_response(InternalError())
+    return envelope_response(_STATUS_ERRORS.get(status, InternalError)())
 
 
 def envelope_contract_open(request: HttpRequest) -> tuple[HttpResponseBase | None, str | None]:
@@ -126,10 +120,9 @@ class CookiePagesOnly:
     """Mixin for a cookie-session middleware (Django's `MiddlewareMixin` kind): bearer-only paths
     skip it and go straight to the next handler.
 
-    Under ASGI such a middleware runs each of its hooks in a thread (`sync_to_async`), so every
-    A2A/MCP/REST request paid thread round trips for a session, a user, messages and a CSRF
-    cookie it never reads (8 % of GetTask's CPU in the bench profile, bench/README.md). Admin,
-    console and auditor pages keep all of it."""
+    Under ASGI such a middleware runs each of its hooks in a thread (`sync_to_async`): thread
+    round trips for a session, a user, messages and a CSRF cookie a bearer request never reads.
+    Admin, console and auditor pages keep all of it."""
 
     get_response: GetResponse
 

@@ -81,10 +81,9 @@ _client: BaseCache | None = None
 
 
 def _counters() -> BaseCache:
-    """One cache client per process. `django.core.cache.cache` is per request context under ASGI,
-    and a fresh Redis client per request opened a fresh TCP connection on every limited request
-    (12.7 % of Python CPU in the GetTask profile). Both backends are thread-safe; two threads racing
-    here at start-up only build one spare client."""
+    """One cache client per process. `django.core.cache.cache` is per request context under ASGI:
+    a fresh Redis client, and TCP connection, per limited request. Both backends are thread-safe;
+    two threads racing here at start-up only build one spare client."""
     global _client
     if _client is None:
         _client = caches.create_connection(DEFAULT_CACHE_ALIAS)
@@ -242,11 +241,3 @@ def stream_slot_release(bucket: str) -> None:
     except Exception as exc:  # an expired key (ValueError) or the cache down: nothing held any more
         if not isinstance(exc, ValueError):
             _cache_down(exc)
-
-
-def streams_open(bucket: str) -> int:
-    """How many slots the bucket holds (tests and operators)."""
-    try:
-        return int(_counters().get(_streams_cache_key(bucket), 0))
-    except Exception:
-        return 0

@@ -162,8 +162,8 @@ def readiness_body(failing: list[str]) -> tuple[int, dict[str, Any]]:
 
 
 def backends_in_use() -> dict[str, str]:
-    """Which back end serves each need, never where it is (issue 35: PostgreSQL always, embedded
-    when DATABASE_URL is unset; Redis optional, in-process stand-ins without it)."""
+    """Which back end serves each need, never where it is (PostgreSQL always, embedded when
+    DATABASE_URL is unset; Redis optional, in-process stand-ins without it)."""
     layer = str(settings.CHANNEL_LAYERS["default"]["BACKEND"])
     cache = str(settings.CACHES["default"]["BACKEND"])
     broker = "eager" if settings.CELERY_TASK_ALWAYS_EAGER else str(settings.CELERY_BROKER_URL).split(":", 1)[0]

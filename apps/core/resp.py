@@ -1,16 +1,15 @@
 """The doors' two Redis round trips, spoken in RESP straight from the event loop.
 
 Every A2A and MCP request counts itself against its key's rate window (apps/core/rate_limits.py),
-and every committed host-event batch wakes its stream's subscribers (apps/core/sse.py). Through
-redis-py's asyncio client the counter alone was about a fifth of a GetTask's CPU (its pipeline,
-connection-pool checkout and response parser per call; measured in the bench README); the same two
-commands written as bytes on one connection per event loop, with replies matched to callers in
-order (RESP answers in order), cost a few microseconds.
+and every committed host-event batch wakes its stream's subscribers (apps/core/sse.py). redis-py's
+asyncio client spends a pipeline, a pool checkout and a response parser per call (bench/README.md);
+written as bytes on one connection per event loop, replies matched to callers in order (RESP
+answers in order), those commands cost a few microseconds.
 
 Only what those callers need is spoken: a plain `redis://` URL (host, port, optional password and
 database), integer / status / nil replies. Anything else (TLS, a unix socket) gets `None` from
 `resp_client`, and the caller keeps using redis-py. Failures raise `ConnectionError` (or
-`RedisReplyError` for an error reply); the callers fail open exactly as before.
+`RedisReplyError` for an error reply); the callers fail open on either.
 """
 
 from __future__ import annotations
@@ -39,9 +38,8 @@ class _Protocol(asyncio.Protocol):
     """One connection: commands written in order, each reply settles the oldest waiter.
 
     What the callers of one loop iteration send goes out in one write, at the end of that
-    iteration (`send` queues, `_flush` writes): under load the requests an iteration starts each
-    count themselves, and one `send()` system call per request was the largest single leaf of a
-    GetTask's CPU (bench/profile.py, session 13)."""
+    iteration (`send` queues, `_flush` writes): one system call for every request the iteration
+    started, not one each."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None

@@ -59,7 +59,7 @@ def publish_wake(group: str) -> None:
     In a request's sync code (a `sync_to_async` thread of the ASGI server) the send is handed to
     the server's event loop and not waited for: the request does not queue behind the loop and
     Redis for a wake-up whose loss only costs a stream its poll interval. Elsewhere (the worker, a
-    command) it is sent and waited for as before."""
+    command) it is sent and waited for."""
     layer = get_channel_layer()
     if layer is None:
         return
@@ -98,7 +98,7 @@ async def _group_empty(layer: Any, group: str) -> bool:
     """Whether a Redis channel layer's group has no member at all: one `EXISTS` on the loop's RESP
     client (apps/core/resp.py) instead of `group_send`'s pipeline, for the common case of a
     log nobody is streaming. A member joining meanwhile reads the log after joining, so nothing is
-    missed; a stale member only means the full `group_send` runs, as before."""
+    missed; a stale member only means the full `group_send` runs."""
     hosts = getattr(layer, "hosts", None)
     group_key = getattr(layer, "_group_key", None)
     if not hosts or len(hosts) != 1 or group_key is None:

@@ -1,11 +1,10 @@
-"""What an open stream holds for its whole life, and how it lets go (issue 33, items 6 and 9).
+"""What an open stream holds for its whole life, and how it lets go.
 
 - **Its key's stream slot** (apps.core.rate_limits), taken before dispatch. It is given back by
   `stream_slot_held` / `stream_slot_give_back`, on a task of its own that the caller only waits
   for shielded: a cancellation (the client left, or the ASGI server's `http.disconnect` after a
-  completed response reaching the door's watcher first) interrupts the wait, never the release.
-  Before, about half the completed streams kept their slot, and a key was refused every stream
-  after a few dozen.
+  completed response reaching the door's watcher first) interrupts the wait, never the release:
+  a slot kept by a finished stream would soon refuse every stream of its key.
 - **Its credential**, authorized once when the stream opened. `items_while_allowed` (messages:
   gRPC), `while_allowed` (SSE bytes) and `served_while_allowed` (a door writing the stream itself)
   ask `allowed()` again at least every `OPENWOP_STREAM_RECHECK_SECONDS` and end the stream the

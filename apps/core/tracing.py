@@ -1,4 +1,4 @@
-"""OpenTelemetry traces (issue 22), exported over OTLP/HTTP when the standard
+"""OpenTelemetry traces, exported over OTLP/HTTP when the standard
 `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set, and nothing at all
 when it is not: `configure` then returns before importing the SDK, and `span()` hands back one
 shared no-op context manager (a global read per call).
