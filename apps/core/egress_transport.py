@@ -38,7 +38,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio.to_thread
 import certifi
 import httpcore
 import httpx
@@ -46,7 +45,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from apps.core import egress
-from apps.core.egress import EgressRefused, IPAddress, sanitize_url
+from apps.core.egress import EgressRefused, sanitize_url
 
 logger = logging.getLogger(__name__)
 
@@ -186,48 +185,7 @@ class _PinnedBackend(httpcore.NetworkBackend):
         self._sockets.sleep(seconds)
 
 
-class _PinnedAsyncBackend(httpcore.AsyncNetworkBackend):
-    """The async twin: resolution runs in a worker thread (getaddrinfo blocks)."""
-
-    def __init__(self) -> None:
-        self._sockets = httpcore.AnyIOBackend()
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        check = functools.partial(egress.egress_addresses, plain_http=_CONNECT_SCHEME.get() != "https")
-        addresses: list[IPAddress] = await anyio.to_thread.run_sync(check, host, port)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        failure: Exception | None = None
-        for address in addresses[:MAX_CONNECT_ADDRESSES]:
-            try:
-                return await self._sockets.connect_tcp(
-                    str(address),
-                    port,
-                    timeout=_remaining(deadline),
-                    local_address=local_address,
-                    socket_options=socket_options,
-                )
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
-                failure = exc
-        assert failure is not None
-        raise failure
-
-    async def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
-    ) -> httpcore.AsyncNetworkStream:
-        raise EgressRefused(egress.REASON_HOST, "unix sockets are not an egress destination")
-
-    async def sleep(self, seconds: float) -> None:
-        await self._sockets.sleep(seconds)
-
-
-# --- request and response rules shared by both transports ------------------------------------------
+# --- request and response rules ------------------------------------------
 
 
 def _guard_request(request: httpx.Request) -> None:
@@ -285,31 +243,9 @@ class EgressTransport(httpx.HTTPTransport):
             _CONNECT_SCHEME.reset(scheme)
 
 
-class EgressAsyncTransport(httpx.AsyncHTTPTransport):
-    """The async twin of EgressTransport, for httpx.AsyncClient (outbound A2A/MCP peers)."""
-
-    def __init__(self, *, limits: httpx.Limits = DEFAULT_LIMITS) -> None:
-        context = egress_ssl_context()
-        super().__init__(verify=context, trust_env=False, limits=limits)
-        self._pool = _pinned_pool(self, httpcore.AsyncConnectionPool, context, limits, _PinnedAsyncBackend())
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        _guard_request(request)
-        scheme = _CONNECT_SCHEME.set(request.url.scheme)
-        try:
-            return _drop_redirect_target(await super().handle_async_request(request))
-        finally:
-            _CONNECT_SCHEME.reset(scheme)
-
-
 def egress_transport() -> httpx.BaseTransport:
     """For `httpx.Client(transport=egress_transport(), follow_redirects=False)`."""
     return EgressTransport()
-
-
-def egress_async_transport() -> httpx.AsyncBaseTransport:
-    """For `httpx.AsyncClient(transport=egress_async_transport(), follow_redirects=False)`."""
-    return EgressAsyncTransport()
 
 
 # --- one delivery attempt ------------------------------------------------------------------------------

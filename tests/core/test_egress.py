@@ -36,7 +36,6 @@ from apps.core.egress import (
 )
 from apps.core.egress_transport import (
     MAX_BODY_BYTES,
-    egress_async_transport,
     egress_request,
     egress_transport,
 )
@@ -605,47 +604,6 @@ def test_sync_transport_refuses_before_sending(receiver: Receiver) -> None:
             assert refused.value.reason == reason
         assert client.get(_url(receiver)).status_code == 200
     assert len(receiver.received) == 1
-
-
-@pytest.mark.usefixtures("trusted", "loopback_allowed")
-async def test_async_transport_delivers_pinned(receiver: Receiver) -> None:
-    async with httpx.AsyncClient(transport=egress_async_transport(), follow_redirects=False) as client:
-        response = await client.post(_url(receiver), headers=PUSH_HEADERS, content=b"{}")
-    assert response.status_code == 200
-    assert receiver.received[0].headers["Host"] == f"receiver.test:{receiver.port}"
-    assert receiver.sni_names == ["receiver.test"]
-
-
-@pytest.mark.usefixtures("trusted")
-async def test_async_transport_refuses_loopback_without_the_allowlist(receiver: Receiver) -> None:
-    async with httpx.AsyncClient(transport=egress_async_transport(), follow_redirects=False) as client:
-        with pytest.raises(EgressRefused):
-            await client.post(_url(receiver), content=b"{}")
-    assert receiver.received == []
-
-
-@pytest.mark.usefixtures("trusted", "loopback_allowed")
-async def test_async_transport_never_follows_a_redirect(receiver: Receiver, redirect_target: Receiver) -> None:
-    receiver.behaviour.status = 308
-    receiver.behaviour.headers = {"Location": f"https://target.test:{redirect_target.port}/"}
-    async with httpx.AsyncClient(transport=egress_async_transport(), follow_redirects=True) as client:
-        response = await client.post(_url(receiver), content=b"{}")
-    assert response.status_code == 308
-    assert redirect_target.received == []
-
-
-@pytest.mark.usefixtures("trusted", "loopback_allowed")
-async def test_async_transport_pins_against_rebinding(receiver: Receiver, dns: FakeDns, settings: Any) -> None:
-    settings.OPENWOP_EGRESS_ALLOW_CIDRS = ["127.0.0.1/32"]
-    dns.set("receiver.test", ["127.0.0.2"])
-    trap = TcpTrap("127.0.0.2", receiver.port)
-    try:
-        async with httpx.AsyncClient(transport=egress_async_transport()) as client:
-            with pytest.raises(EgressRefused):
-                await client.get(_url(receiver))
-        assert trap.connections() == 0
-    finally:
-        trap.close()
 
 
 def test_a_url_httpx_would_read_differently_is_refused_before_any_io(dns: FakeDns) -> None:

@@ -9,7 +9,6 @@ import ipaddress
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 from django.test import Client
 
@@ -23,7 +22,7 @@ from apps.core.egress import (
     egress_check_url,
     egress_relaxation,
 )
-from apps.core.egress_transport import egress_async_transport, egress_request
+from apps.core.egress_transport import egress_request
 from tests.core.https_receivers import Behaviour, Receiver, TcpTrap, http_receiver
 from tests.core.test_egress import FakeDns
 
@@ -124,18 +123,6 @@ def test_a_plain_http_redirect_is_still_not_followed(dns: FakeDns) -> None:
         assert (result.ok, result.redirected, result.status_code) == (False, True, 302)
         assert "location" not in result.headers
         assert len(receiver.received) == 1 and target.received == []
-
-
-@pytest.mark.usefixtures("http_loopback")
-async def test_the_async_transport_obeys_the_same_range(receiver: Receiver, settings: Any) -> None:
-    async with httpx.AsyncClient(transport=egress_async_transport(), follow_redirects=True) as client:
-        response = await client.post(f"http://plain.test:{receiver.port}/", content=b"{}")
-        assert response.status_code == 200
-        settings.OPENWOP_EGRESS_ALLOW_HTTP_CIDRS = ["127.0.0.2/32"]
-        with pytest.raises(EgressRefused) as refused:
-            await client.post(f"http://127.0.0.1:{receiver.port}/", content=b"{}")
-    assert refused.value.reason == REASON_SCHEME
-    assert len(receiver.received) == 1
 
 
 @pytest.mark.django_db
