@@ -6,7 +6,7 @@ class PushAppConfig(AppConfig):
     label = "push"
 
     def ready(self) -> None:
-        # The floors below never import this app: it hands them what they call (issue 35).
+        # The floors below never import this app: it hands them what they call (pyproject's layers).
         from apps.a2a import operations
         from apps.core.discovery import register_capability
         from apps.core.metrics import on_scrape

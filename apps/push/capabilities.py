@@ -6,7 +6,7 @@ from typing import Any
 
 from django.conf import settings
 
-from apps.core.protocol import CONTRACT_VERSION
+from apps.runs.capabilities import stable_capability
 
 DEAD_LETTER_RETENTION_DAYS = 14
 DEAD_LETTER_MAX_PAGE_SIZE = 100
@@ -23,11 +23,8 @@ def push_max_attempts() -> int:
 
 
 def webhooks_capability() -> dict[str, Any]:
-    return {
-        "status": "stable",
-        "since": CONTRACT_VERSION,
-        "witness": "witnessable-gated",
-        "signatureAlgorithms": ["v1"],
-        "retryPolicy": {"maxAttempts": push_max_attempts(), "backoff": "exponential"},
-        "deadLetter": {"retentionDays": DEAD_LETTER_RETENTION_DAYS, "maxPageSize": DEAD_LETTER_MAX_PAGE_SIZE},
-    }
+    return stable_capability(
+        signatureAlgorithms=["v1"],
+        retryPolicy={"maxAttempts": push_max_attempts(), "backoff": "exponential"},
+        deadLetter={"retentionDays": DEAD_LETTER_RETENTION_DAYS, "maxPageSize": DEAD_LETTER_MAX_PAGE_SIZE},
+    )

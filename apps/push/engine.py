@@ -12,7 +12,7 @@ thread, so a hung receiver never holds a pool slot. A worker killed between 1 an
 that expires; the sweeper then re-enqueues the row (at-least-once). Duplicate messages are
 harmless: only one of them can win the claim.
 
-Three rules keep a push what its task's client expects (issue 33, items 14 and 15):
+Three rules keep a push what its task's client expects:
 - every attempt has an overall deadline (the attempt timeout, for connect, TLS, headers and body
   together) well inside its claim, so a claim never lapses while its attempt is still open; and
   the attempt budget is checked at the claim, so a claim that lapsed anyway (a killed worker)
@@ -168,14 +168,11 @@ def _earlier_pending_due(delivery: Delivery) -> datetime | None:
     return earlier.order_by("pk").values_list("next_attempt_at", flat=True).first()
 
 
-def _settle(delivery: Delivery, now: datetime, *, status: str, error: str | None = None) -> None:
+def _settle(delivery: Delivery, now: datetime, *, status: str, error: str) -> None:
     """A row leaves pending without an attempt (inside the caller's transaction, row locked)."""
     delivery.status, delivery.settled_at, delivery.in_flight_until = status, now, None
-    fields = ["status", "settled_at", "in_flight_until"]
-    if error is not None:
-        delivery.last_error = error
-        fields.append("last_error")
-    delivery.save(update_fields=fields)
+    delivery.last_error = error
+    delivery.save(update_fields=["status", "settled_at", "in_flight_until", "last_error"])
     logger.info("push delivery %s (%s) %s without an attempt: %s", delivery.delivery_id, delivery.kind, status, error)
     _settled(delivery)
 
@@ -207,25 +204,21 @@ def _send(claimed: _Claimed) -> None:
     """Send one claimed attempt and record its outcome (moves 2 and 3)."""
     attributes = {"openwop.delivery.kind": str(claimed.kind), "openwop.delivery.attempt": claimed.number}
     with tracing.span("openwop.push.attempt", attributes=attributes):
-        _send_traced(claimed)
-
-
-def _send_traced(claimed: _Claimed) -> None:
-    started = time.monotonic()
-    status_code: int | None = None
-    try:
-        timeout = attempt_timeout_seconds()
-        response = egress_request(
-            "POST", claimed.url, headers=claimed.headers, content=claimed.body,
-            timeout=httpx.Timeout(timeout, connect=min(timeout, 3.0)), deadline_seconds=timeout,
-            max_body_bytes=4096,
-        )
-        status_code, ok = response.status_code, response.ok
-        error = "" if ok else (response.error or f"http_{status_code}")
-    except EgressRefused as exc:
-        ok, error = False, f"egress_refused:{exc.reason}"
-    latency_ms = int((time.monotonic() - started) * 1000)
-    _record(claimed, ok=ok, status_code=status_code, error=error[:200], latency_ms=latency_ms)
+        started = time.monotonic()
+        status_code: int | None = None
+        try:
+            timeout = attempt_timeout_seconds()
+            response = egress_request(
+                "POST", claimed.url, headers=claimed.headers, content=claimed.body,
+                timeout=httpx.Timeout(timeout, connect=min(timeout, 3.0)), deadline_seconds=timeout,
+                max_body_bytes=4096,
+            )
+            status_code, ok = response.status_code, response.ok
+            error = "" if ok else (response.error or f"http_{status_code}")
+        except EgressRefused as exc:
+            ok, error = False, f"egress_refused:{exc.reason}"
+        latency_ms = int((time.monotonic() - started) * 1000)
+        _record(claimed, ok=ok, status_code=status_code, error=error[:200], latency_ms=latency_ms)
 
 
 def delivery_attempt(*, delivery_pk: int) -> None:
@@ -305,17 +298,13 @@ def _record(claimed: _Claimed, *, ok: bool, status_code: int | None, error: str,
             _settled(delivery)
 
 
-def sweep_grace_seconds() -> float:
-    return push_setting("OPENWOP_PUSH_SWEEP_GRACE_SECONDS")
-
-
 def deliveries_sweep() -> int:
     """Re-enqueue pending deliveries overdue by more than the grace with no live claim: their
     message was lost (a worker killed mid-attempt, a broker restart). Parked rows are their lane's
     to wake; the sweeper only wakes a lane whose slots are free yet whose rows wait past the grace
     (the attempt that should have woken them died). Returns how many messages were sent."""
     now = timezone.now()
-    overdue = now - timedelta(seconds=sweep_grace_seconds())
+    overdue = now - timedelta(seconds=push_setting("OPENWOP_PUSH_SWEEP_GRACE_SECONDS"))
     pending = Delivery.unscoped_all_tenants.filter(status=DeliveryStatus.PENDING, next_attempt_at__lte=overdue)
     rows = list(pending.filter(parked=False).exclude(in_flight_until__gt=now).values_list("pk", "queue")[:500])
     sent = 0

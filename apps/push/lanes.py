@@ -101,10 +101,6 @@ class Senders:
     def limit() -> int:
         return max(1, int(push_setting("OPENWOP_PUSH_SENDERS")))
 
-    @property
-    def busy(self) -> int:
-        return self._busy
-
     def reserve(self) -> bool:
         with self._lock:
             if self._busy >= self.limit():

@@ -13,7 +13,7 @@ from django.conf import settings
 from apps.core.errors import RateLimited, ValidationFailed
 from apps.push.models import Delivery, DeliveryStatus, PushConfig
 from apps.runs.models import Run
-from apps.tenants.models import Tenant
+from apps.tenants.selectors import subject_tenant_pk
 from apps.tenants.subject import Subject
 
 # A backlog drains in attempts, not instantly: a refused registration may retry after this long.
@@ -24,22 +24,14 @@ class PushConfigLimitReached(ValidationFailed):
     default_message = "This task already has the maximum number of push notification configs."
 
 
-def max_push_configs_per_task() -> int:
-    return int(getattr(settings, "OPENWOP_MAX_PUSH_CONFIGS_PER_TASK", 0))
-
-
-def max_pending_deliveries_per_tenant() -> int:
-    return int(getattr(settings, "OPENWOP_MAX_PENDING_DELIVERIES_PER_TENANT", 0))
-
-
 def push_registration_check(*, tenant_id: int, run: Run | None = None) -> None:
     """Raise PushConfigLimitReached (400) when `run` holds its ceiling of configs, RateLimited
     (429 + Retry-After) when the tenant's pending deliveries are at theirs."""
-    per_task = max_push_configs_per_task()
-    configs = PushConfig.objects.for_tenant(tenant_id).filter(run=run) if run is not None else None
-    if configs is not None and per_task > 0 and configs.count() >= per_task:
+    per_task = int(getattr(settings, "OPENWOP_MAX_PUSH_CONFIGS_PER_TASK", 0))
+    configs = PushConfig.objects.for_tenant(tenant_id).filter(run=run)  # lazy: read only with a run
+    if run is not None and per_task > 0 and configs.count() >= per_task:
         raise PushConfigLimitReached(details={"limit": per_task})
-    backlog = max_pending_deliveries_per_tenant()
+    backlog = int(getattr(settings, "OPENWOP_MAX_PENDING_DELIVERIES_PER_TENANT", 0))
     if backlog > 0:
         pending = Delivery.objects.for_tenant(tenant_id).filter(status=DeliveryStatus.PENDING)
         if pending[backlog - 1 : backlog].exists():
@@ -53,5 +45,4 @@ def push_registration_check(*, tenant_id: int, run: Run | None = None) -> None:
 def push_backlog_check(*, subject: Subject) -> None:
     """The tenant-backlog half of `push_registration_check`, for a door that registers a push
     config with a run it has yet to create (A2A's inline config): refused before the run exists."""
-    tenant_id = int(Tenant.objects.values_list("pk", flat=True).get(slug=subject.tenant))
-    push_registration_check(tenant_id=tenant_id)
+    push_registration_check(tenant_id=subject_tenant_pk(subject))

@@ -53,7 +53,7 @@ class Webhook(TenantOwnedModel):
 
 
 class WebhookEvent(TenantOwnedModel):
-    """One (webhook, event type) pair: the index `push_deliveries_for_event` looks up on every
+    """One (webhook, event type) pair: the index `push_deliveries_for_events` looks up on every
     event append, so a tenant whose webhooks want other event types costs one indexed probe, not a
     scan of its webhooks. Written only by `webhook_register`, in the webhook's transaction;
     `Webhook.events` keeps the registered list as the caller sent it."""

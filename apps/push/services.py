@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
-from a2a.types import AuthenticationInfo, StreamResponse, TaskPushNotificationConfig
+from a2a.types import AuthenticationInfo, StreamResponse, TaskPushNotificationConfig, TaskState
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import QuerySet
@@ -31,7 +31,7 @@ from apps.push.models import Delivery, DeliveryKind, DeliveryStatus, PushConfig,
 from apps.runs.models import Run, RunEvent
 from apps.runs.selectors import run_get_readable
 from apps.runs.wire import run_event_doc
-from apps.tenants.models import Tenant
+from apps.tenants.selectors import subject_tenant_pk
 from apps.tenants.subject import Subject
 
 logger = logging.getLogger(__name__)
@@ -42,10 +42,6 @@ NO_SUCH_WEBHOOK = "No such webhook."
 MAX_SECRET_LENGTH = 512
 # A dead push whose config's credential was discarded cannot be redelivered (it would go without it).
 PUSH_CREDENTIAL_DISCARDED = vendor_code("push_credential_discarded", 409)
-
-
-def _tenant_pk(subject: Subject) -> int:
-    return int(Tenant.objects.values_list("pk", flat=True).get(slug=subject.tenant))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -172,7 +168,7 @@ def webhook_register(*, subject: Subject, url: str, events: list[str], secret: s
         secret = mint_opaque(43)
     if not isinstance(secret, str) or not secret or len(secret) > MAX_SECRET_LENGTH:
         raise ValidationFailed("secret must be a non-empty string.", details={"field": "secret"})
-    tenant_pk = _tenant_pk(subject)
+    tenant_pk = subject_tenant_pk(subject)
     push_registration_check(tenant_id=tenant_pk)
     with transaction.atomic(durable=True):
         webhook = Webhook.objects.create(
@@ -189,7 +185,7 @@ def webhook_register(*, subject: Subject, url: str, events: list[str], secret: s
 
 
 def webhook_get(*, subject: Subject, webhook_id: str) -> Webhook:
-    webhook = Webhook.objects.for_tenant(_tenant_pk(subject)).filter(webhook_id=webhook_id).first()
+    webhook = Webhook.objects.for_tenant(subject_tenant_pk(subject)).filter(webhook_id=webhook_id).first()
     if webhook is None:
         raise NotFound(NO_SUCH_WEBHOOK)
     return webhook
@@ -215,12 +211,15 @@ def _deliveries_lock(deliveries: QuerySet[Delivery]) -> None:
 # Deliveries
 
 
-def _delivery_new(*, url: str, **fields: Any) -> Delivery:
-    now = timezone.now()
+def _delivery_new(run: Run, event: RunEvent, *, url: str, **fields: Any) -> Delivery:
     return Delivery(
+        tenant_id=run.tenant_id,
+        run=run,
+        event=event,
+        event_type=event.type,
         delivery_id=mint_opaque(),
         max_attempts=push_max_attempts(),
-        next_attempt_at=now,
+        next_attempt_at=timezone.now(),
         queue=settings.OPENWOP_PUSH_QUEUE,
         lane=lane_of(url),
         **fields,
@@ -231,8 +230,6 @@ def _push_status_updates(run: Run, events: Sequence[RunEvent]) -> dict[int, Stre
     """The statusUpdate each event produces, by its sequence, for the events that change the
     task's state (wire.StreamProjection folded over the log up to each). The log before the first
     event is read only when there is one: a run created in this transaction has none."""
-    from a2a.types import TaskState
-
     projection = StreamProjection(
         task_id=run.run_id, context_id=context_id_of(run), state=TaskState.TASK_STATE_SUBMITTED
     )
@@ -247,6 +244,7 @@ def _push_status_updates(run: Run, events: Sequence[RunEvent]) -> dict[int, Stre
     return updates
 
 
+@cache
 def _push_targets_sql(event_types: int) -> str:
     # Our own table and column names, from the models' _meta; the values are bound parameters.
     config = PushConfig._meta
@@ -262,15 +260,12 @@ def _push_targets_sql(event_types: int) -> str:
     )
 
 
-_PUSH_TARGETS_SQL = {n: _push_targets_sql(n) for n in range(1, 9)}
-
-
 def _push_targets(run: Run, event_types: list[str]) -> tuple[list[int], dict[str, list[int]]]:
     """The pks of the run's push configs, and of the tenant's webhooks by the event type they want
     among `event_types`, in one indexed round trip (a UNION of two probes, both scoped to the run's
     tenant). Plain SQL: it runs on every append, and building the ORM's UNION cost more CPU than
     the query (11 % of an MCP tools/call in bench/profile.py)."""
-    sql = _PUSH_TARGETS_SQL.get(len(event_types)) or _push_targets_sql(len(event_types))
+    sql = _push_targets_sql(len(event_types))
     params: list[Any] = [DeliveryKind.A2A_PUSH.value, run.tenant_id, run.pk, DeliveryKind.WEBHOOK.value, run.tenant_id]
     with connection.cursor() as cursor:
         cursor.execute(sql, [*params, *event_types])
@@ -280,11 +275,6 @@ def _push_targets(run: Run, event_types: list[str]) -> tuple[list[int], dict[str
         if kind == DeliveryKind.WEBHOOK:
             webhooks.setdefault(event_type, []).append(pk)
     return sorted(pk for kind, pk, _ in found if kind == DeliveryKind.A2A_PUSH), webhooks
-
-
-def push_deliveries_for_event(*, run: Run, event: RunEvent) -> None:
-    """`push_deliveries_for_events` of one event."""
-    push_deliveries_for_events(run=run, events=[event])
 
 
 def push_deliveries_for_events(*, run: Run, events: Sequence[RunEvent]) -> None:
@@ -308,25 +298,20 @@ def push_deliveries_for_events(*, run: Run, events: Sequence[RunEvent]) -> None:
         if update is not None:
             body = json.dumps(to_wire(update), separators=(",", ":"))
             final = update.status_update.status.state in TERMINAL_STATES
-            for config in configs:
-                rows.append(
-                    _delivery_new(
-                        url=config.url, tenant_id=run.tenant_id, kind=DeliveryKind.A2A_PUSH, push_config=config,
-                        run=run, event=event, event_type=event.type, body=body, is_final=final,
-                    )
+            rows += [
+                _delivery_new(
+                    run, event, url=c.url, kind=DeliveryKind.A2A_PUSH, push_config=c, body=body, is_final=final
                 )
+                for c in configs
+            ]
         targets = [webhooks[pk] for pk in webhook_pks.get(event.type, []) if pk in webhooks]
         if targets:
             # webhooks.md §Delivery: {runId, event} with the event verbatim; no workspaceId (none here).
             envelope = {"runId": run.run_id, "event": run_event_doc(event, run_id=run.run_id)}
             body = json.dumps(envelope, separators=(",", ":"))
-            for webhook in targets:
-                rows.append(
-                    _delivery_new(
-                        url=webhook.url, tenant_id=run.tenant_id, kind=DeliveryKind.WEBHOOK, webhook=webhook,
-                        run=run, event=event, event_type=event.type, body=body,
-                    )
-                )
+            rows += [
+                _delivery_new(run, event, url=w.url, kind=DeliveryKind.WEBHOOK, webhook=w, body=body) for w in targets
+            ]
     if not rows:
         return
     # A lane with a backlog serves it oldest first (lanes.py): a new row joins the backlog parked,
@@ -350,7 +335,7 @@ def push_deliveries_for_events(*, run: Run, events: Sequence[RunEvent]) -> None:
 def delivery_enqueue(*, delivery_pk: int, queue: str, countdown: float) -> None:
     """Send `push.deliver` for a committed delivery row. A broker that refuses the message (down,
     unreachable) is not the caller's error: the row stays pending and due, and the push sweeper
-    sends it once the broker is back (issue 32 item 8, as `runs.services.advance_send`)."""
+    sends it once the broker is back (as `runs.services.advance_send`)."""
     from apps.push.tasks import deliver
 
     try:
@@ -371,7 +356,7 @@ def delivery_redeliver(*, delivery_pk: int) -> Delivery:
             return delivery
         config = delivery.push_config
         if config is not None and config.credentials_wiped_at is not None:
-            # Sending it now would send it without the credential its receiver expects (issue 33).
+            # Sending it now would send it without the credential its receiver expects.
             raise Conflict(
                 PUSH_CREDENTIAL_DISCARDED,
                 "This push's credential was discarded when its task's final push settled; it cannot be"

@@ -121,30 +121,20 @@ class RunCollectionApi(APIView):
         if "tenantId" in data and data["tenantId"] != subject.tenant:
             raise TenantMismatch("tenantId is not the caller's tenant.")
         key = request.headers.get("Idempotency-Key")
-        # interop.md §Trace context: the W3C headers seed the run's trace (ignored when malformed).
-        traceparent, tracestate = request.headers.get("traceparent"), request.headers.get("tracestate")
+        create: dict[str, Any] = {
+            "subject": subject,
+            "workflow_id": data["workflowId"],
+            "inputs": data.get("inputs"),
+            "transport": RunTransport.REST,
+            # interop.md §Trace context: the W3C headers seed the run's trace (ignored when malformed).
+            "traceparent": request.headers.get("traceparent"),
+            "tracestate": request.headers.get("tracestate"),
+        }
         headers: dict[str, str] = {}
         if key is None:
-            run = run_create(
-                subject=subject,
-                workflow_id=data["workflowId"],
-                inputs=data.get("inputs"),
-                transport=RunTransport.REST,
-                traceparent=traceparent,
-                tracestate=tracestate,
-            )
-            created = run_created_doc(run)
+            created = run_created_doc(run_create(**create))
         else:
-            creation = run_create_idempotent(
-                subject=subject,
-                idempotency_key=key,
-                request_body=request.data,
-                workflow_id=data["workflowId"],
-                inputs=data.get("inputs"),
-                transport=RunTransport.REST,
-                traceparent=traceparent,
-                tracestate=tracestate,
-            )
+            creation = run_create_idempotent(idempotency_key=key, request_body=request.data, **create)
             created = creation.created
             if creation.replayed:
                 headers["OpenWOP-Idempotent-Replay"] = "true"

@@ -13,19 +13,16 @@ Steps are idempotent, which is what makes redelivery safe (acks_late, the sweepe
 - every write checks, under the row lock, that this worker still holds the lease, so a worker that
   lost it (and was replaced) writes nothing.
 
-A door that waits for the run's answer anyway (blocking SendMessage, MCP tools/call) does not
-advance it here: `run_create(..., inline=True)` settles its instant nodes in memory and commits the
-run once (steps.py), handing it to this executor only at a node a worker must run. The events a
-node's outcome appends are planned by the same steps (steps.py) on both paths.
+A door that waits for the run's answer settles its instant nodes in memory instead (steps.py),
+handing the run to this executor only at a node a worker must run.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import timedelta
 from functools import partial
-from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -39,18 +36,19 @@ from apps.runs.models import (
     RUNNABLE_STATUSES,
     TERMINAL_STATUSES,
     WAITING_STATUSES,
-    Interrupt,
     Run,
-    RunEvent,
     RunStatus,
 )
 from apps.runs.nodes import CancelObserved, Failed, NodeResult
 from apps.runs.services import advance_send, run_finish_cancelled, unclaimed_due
 from apps.runs.steps import (
     Draft,
+    NodeWork,
     draft_write,
+    interrupt_at,
     node_execute,
     node_interrupts,
+    node_started_at,
     release,
     step_complete,
     step_node_started,
@@ -100,18 +98,6 @@ class Lease:
         return status == RunStatus.CANCELLING
 
 
-@dataclass(frozen=True)
-class NodeWork:
-    index: int
-    node: dict[str, Any]
-    run_id: str
-    inputs: dict[str, Any]
-    variables: dict[str, Any]
-    started_at: datetime
-    interrupt: Interrupt | None = field(default=None)
-    branch_interrupts: tuple[Interrupt, ...] = ()
-
-
 def run_advance(*, run_id: str, worker: str) -> None:
     """Advance the run as far as it goes: to a suspension, to its end, or until the lease is lost."""
     tenant_slug, _ = split_bound_id(run_id)
@@ -157,8 +143,7 @@ def _plan(lease: Lease) -> NodeWork | None:
     with transaction.atomic():
         run = lease.locked_run()
         if run.status in TERMINAL_STATUSES or run.status in WAITING_STATUSES:
-            release(run)
-            run_save(run, "lease_owner", "lease_expires_at")
+            _release(run)
             return None
         if run.status == RunStatus.CANCELLING:
             run_finish_cancelled(run)
@@ -170,48 +155,25 @@ def _plan(lease: Lease) -> NodeWork | None:
             draft_write(draft)
             return None
         node = nodes[run.node_index]
-        started = (
-            RunEvent.objects.for_tenant(run.tenant_id)
-            .filter(run=run, type="node.started", node_id=node["id"])
-            .order_by("-sequence")
-            .first()
-        )
-        if started is None:
-            started = step_node_started(draft, node)
+        started_at = node_started_at(run, node["id"])
+        if started_at is None:
+            started_at = step_node_started(draft, node).at
         else:
             run.status, run.current_node_id = RunStatus.RUNNING, node["id"]
         draft_write(draft)
         interrupt, branches = node_interrupts(run, node)
-        return NodeWork(
-            index=run.node_index,
-            node=node,
-            run_id=run.run_id,
-            inputs=run.inputs,
-            variables=run.variables,
-            started_at=started.at,
-            interrupt=interrupt,
-            branch_interrupts=tuple(branches),
-        )
+        return NodeWork(run, node, started_at, interrupt, tuple(branches))
 
 
 def _execute(work: NodeWork, lease: Lease) -> NodeResult:
     try:
         return node_execute(
-            run_id=work.run_id,
-            inputs=work.inputs,
-            variables=work.variables,
-            node=work.node,
-            started_at=work.started_at,
-            interrupt=work.interrupt,
-            branch_interrupts=work.branch_interrupts,
-            heartbeat=lease.renew,
-            cancel_requested=lease.cancel_requested,
-            heartbeat_seconds=heartbeat_seconds(),
+            work, heartbeat=lease.renew, cancel_requested=lease.cancel_requested, heartbeat_seconds=heartbeat_seconds()
         )
     except LeaseLost:
         raise
     except Exception:
-        logger.exception("run %s: node %s raised", work.run_id, work.node["id"])
+        logger.exception("run %s: node %s raised", work.run.run_id, work.node["id"])
         return Failed(code="internal_error", message="The node failed unexpectedly.")
 
 
@@ -219,27 +181,24 @@ def _apply(work: NodeWork, result: NodeResult, lease: Lease) -> bool:
     """Write the node's outcome under the row lock; True when the run goes on to the next node."""
     with transaction.atomic():
         run = lease.locked_run()
-        if run.status == RunStatus.CANCELLING or isinstance(result, CancelObserved):
-            if run.status == RunStatus.CANCELLING:
-                run_finish_cancelled(run)
-                return False
-            # A node saw a cancel the row no longer shows: nothing to do but re-plan.
-            return True
-        if run.status != RunStatus.RUNNING or run.node_index != work.index:
-            release(run)
-            run_save(run, "lease_owner", "lease_expires_at")
+        if run.status == RunStatus.CANCELLING:
+            run_finish_cancelled(run)
+            return False
+        if isinstance(result, CancelObserved):
+            return True  # a node saw a cancel the row no longer shows: nothing to do but re-plan
+        if run.status != RunStatus.RUNNING or run.node_index != work.run.node_index:
+            _release(run)
             return False
         draft = Draft(run)
-        goes_on = step_outcome(
-            draft,
-            work.node["id"],
-            result,
-            interrupt_of=lambda node_id: Interrupt.objects.for_tenant(run.tenant_id)
-            .filter(run=run, node_id=node_id)
-            .first(),
-        )
+        goes_on = step_outcome(draft, work.node["id"], result, interrupt_of=partial(interrupt_at, run))
         draft_write(draft)
         return goes_on
+
+
+def _release(run: Run) -> None:
+    """Give the lease back: the run stops here without a step."""
+    release(run)
+    run_save(run, "lease_owner", "lease_expires_at")
 
 
 def run_sweep_stale() -> list[str]:

@@ -136,10 +136,6 @@ def register_node_kind(cls: type[NodeKind]) -> type[NodeKind]:
     return cls
 
 
-def node_kind(kind: str) -> NodeKind:
-    return NODE_KINDS[kind]
-
-
 def node_config_errors(kind: str, config: Any) -> list[str]:
     """Why `config` is not a valid configuration of `kind` (empty when it is)."""
     if kind not in NODE_KINDS:
@@ -171,23 +167,30 @@ _TEMPLATE_WHOLE = re.compile(r"^\{\{\s*([A-Za-z0-9_.-]+)\s*\}\}$")
 _TEMPLATE_PART = re.compile(r"\{\{\s*([A-Za-z0-9_.-]+)\s*\}\}")
 
 
-def _render(template: Any, inputs: Mapping[str, Any] | _RunScope) -> Any:
-    """`{{name}}` placeholders take input values: a whole-string placeholder keeps the value's type."""
+def render_config(template: Any, inputs: Mapping[str, Any] | _RunScope) -> Any:
+    """`{{name}}` placeholders take the run's input values (node kinds registered elsewhere fill
+    their configs with it too): a whole-string placeholder keeps the value's type."""
     if isinstance(template, str):
         whole = _TEMPLATE_WHOLE.match(template)
         if whole:
             return inputs.get(whole.group(1))
         return _TEMPLATE_PART.sub(lambda m: str(inputs.get(m.group(1), "")), template)
     if isinstance(template, list):
-        return [_render(item, inputs) for item in template]
+        return [render_config(item, inputs) for item in template]
     if isinstance(template, dict):
-        return {key: _render(value, inputs) for key, value in template.items()}
+        return {key: render_config(value, inputs) for key, value in template.items()}
     return template
 
 
-def render_config(template: Any, inputs: Mapping[str, Any]) -> Any:
-    """`{{name}}` placeholders filled from the run's inputs, for node kinds registered elsewhere."""
-    return _render(template, inputs)
+def closed_object(
+    properties: dict[str, Any], *, required: tuple[str, ...] = (), constraints: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A JSON Schema object with these `properties` and no other member. Its keys keep the order
+    jsonschema checks them in, and so the order of `node_config_errors`."""
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = list(required)
+    return {**schema, **(constraints or {}), "additionalProperties": False}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -200,15 +203,11 @@ class EchoNode(NodeKind):
 
     kind = "echo"
     inline_safe = True
-    config_schema: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {"output": {"type": "object"}},
-        "additionalProperties": False,
-    }
+    config_schema: ClassVar[dict[str, Any]] = closed_object({"output": {"type": "object"}})
 
     def execute(self, ctx: NodeContext) -> NodeResult:
         if "output" in ctx.config:
-            return Completed(outputs=_render(ctx.config["output"], _RunScope(ctx.inputs, ctx.variables)))
+            return Completed(outputs=render_config(ctx.config["output"], _RunScope(ctx.inputs, ctx.variables)))
         return Completed(outputs=dict(ctx.inputs))
 
 
@@ -243,16 +242,14 @@ class DelayNode(NodeKind):
 
     kind = "delay"
     MAX_DELAY_MS = 600_000
-    config_schema: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {
+    config_schema: ClassVar[dict[str, Any]] = closed_object(
+        {
             "delayMs": {"type": "integer", "minimum": 0, "maximum": MAX_DELAY_MS},
             "delayMsInput": {"type": "string", "minLength": 1},
             "secondsInput": {"type": "string", "minLength": 1},
         },
-        "not": {"required": ["delayMsInput", "secondsInput"]},
-        "additionalProperties": False,
-    }
+        constraints={"not": {"required": ["delayMsInput", "secondsInput"]}},
+    )
 
     def execute(self, ctx: NodeContext) -> NodeResult:
         delay_ms = ctx.config.get("delayMs", 0)
@@ -281,11 +278,9 @@ class CancellableNode(NodeKind):
     """A long wait that ends promptly (within ~100 ms of the cancel) when the run is cancelled."""
 
     kind = "cancellable"
-    config_schema: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {"waitMs": {"type": "integer", "minimum": 0, "maximum": 3_600_000}},
-        "additionalProperties": False,
-    }
+    config_schema: ClassVar[dict[str, Any]] = closed_object(
+        {"waitMs": {"type": "integer", "minimum": 0, "maximum": 3_600_000}}
+    )
 
     def execute(self, ctx: NodeContext) -> NodeResult:
         wait_ms = int(ctx.inputs.get("waitMs", ctx.config.get("waitMs", 120_000)))
@@ -301,15 +296,13 @@ class FailNode(NodeKind):
 
     kind = "fail"
     inline_safe = True
-    config_schema: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {
+    config_schema: ClassVar[dict[str, Any]] = closed_object(
+        {
             "code": {"type": "string", "pattern": "^[a-z][a-z0-9_.-]{0,99}$"},
             "message": {"type": "string", "minLength": 1},
         },
-        "required": ["code", "message"],
-        "additionalProperties": False,
-    }
+        required=("code", "message"),
+    )
 
     def execute(self, ctx: NodeContext) -> NodeResult:
         return Failed(code=ctx.config["code"], message=ctx.config["message"])
@@ -334,15 +327,13 @@ class ApprovalNode(NodeKind):
 
     kind = "approval"
     inline_safe = True
-    config_schema: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {
+    config_schema: ClassVar[dict[str, Any]] = closed_object(
+        {
             "title": {"type": "string", "minLength": 1},
             "artifactType": {"type": "string", "minLength": 1},
             "onReject": {"enum": ["fail", "continue"]},
-        },
-        "additionalProperties": False,
-    }
+        }
+    )
 
     def execute(self, ctx: NodeContext) -> NodeResult:
         if not ctx.resolved:
@@ -371,9 +362,8 @@ class InputNode(NodeKind):
 
     kind = "input"
     inline_safe = True
-    config_schema: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {
+    config_schema: ClassVar[dict[str, Any]] = closed_object(
+        {
             "questions": {
                 "type": "array",
                 "minItems": 1,
@@ -385,9 +375,8 @@ class InputNode(NodeKind):
             },
             "resumeSchema": {"type": "object"},
         },
-        "required": ["questions"],
-        "additionalProperties": False,
-    }
+        required=("questions",),
+    )
 
     def execute(self, ctx: NodeContext) -> NodeResult:
         if not ctx.resolved:
@@ -412,15 +401,13 @@ class CredentialNode(NodeKind):
 
     kind = "credential"
     inline_safe = True
-    config_schema: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {
+    config_schema: ClassVar[dict[str, Any]] = closed_object(
+        {
             "provider": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$"},
             "connectUrl": {"type": "string", "format": "uri"},
         },
-        "required": ["provider"],
-        "additionalProperties": False,
-    }
+        required=("provider",),
+    )
 
     def execute(self, ctx: NodeContext) -> NodeResult:
         provider = ctx.config["provider"]
@@ -447,35 +434,31 @@ class ArtifactNode(NodeKind):
 
     kind = "artifact"
     inline_safe = True
-    config_schema: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {
+    config_schema: ClassVar[dict[str, Any]] = closed_object(
+        {
             "name": {"type": "string", "minLength": 1},
             "text": {"type": "string"},
             "data": {},
-            "file": {
-                "type": "object",
-                "properties": {
+            "file": closed_object(
+                {
                     "filename": {"type": "string", "minLength": 1},
                     "mediaType": {"type": "string", "minLength": 1},
                     "bytes": {"type": "string"},
                 },
-                "required": ["filename", "mediaType", "bytes"],
-                "additionalProperties": False,
-            },
+                required=("filename", "mediaType", "bytes"),
+            ),
             "embed": {"type": "boolean"},
         },
-        "required": ["name"],
-        "oneOf": [{"required": ["text"]}, {"required": ["data"]}, {"required": ["file"]}],
-        "additionalProperties": False,
-    }
+        required=("name",),
+        constraints={"oneOf": [{"required": ["text"]}, {"required": ["data"]}, {"required": ["file"]}]},
+    )
 
     def execute(self, ctx: NodeContext) -> NodeResult:
         config = ctx.config
         if "text" in config:
-            part: dict[str, Any] = {"text": _render(config["text"], ctx.inputs)}
+            part: dict[str, Any] = {"text": render_config(config["text"], ctx.inputs)}
         elif "data" in config:
-            part = {"data": _render(config["data"], ctx.inputs)}
+            part = {"data": render_config(config["data"], ctx.inputs)}
         else:
             file = config["file"]
             try:
@@ -501,15 +484,13 @@ class LogNode(NodeKind):
 
     kind = "log"
     inline_safe = True
-    config_schema: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {
+    config_schema: ClassVar[dict[str, Any]] = closed_object(
+        {
             "level": {"enum": list(LOG_LEVELS)},
             "message": {"type": "string", "minLength": 1, "maxLength": 1000},
         },
-        "required": ["level", "message"],
-        "additionalProperties": False,
-    }
+        required=("level", "message"),
+    )
 
     def execute(self, ctx: NodeContext) -> NodeResult:
         return Completed(outputs={})
@@ -535,28 +516,24 @@ class ParallelNode(NodeKind):
 
     kind = "parallel"
     inline_safe = True
-    config_schema: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {
+    config_schema: ClassVar[dict[str, Any]] = closed_object(
+        {
             "branches": {
                 "type": "array",
                 "minItems": 2,
                 "maxItems": 16,
-                "items": {
-                    "type": "object",
-                    "properties": {
+                "items": closed_object(
+                    {
                         "id": {"type": "string", "pattern": BRANCH_ID_PATTERN},
                         "kind": {"type": "string", "minLength": 1},
                         "config": {"type": "object"},
                     },
-                    "required": ["id", "kind"],
-                    "additionalProperties": False,
-                },
+                    required=("id", "kind"),
+                ),
             },
         },
-        "required": ["branches"],
-        "additionalProperties": False,
-    }
+        required=("branches",),
+    )
 
     def execute(self, ctx: NodeContext) -> NodeResult:
         branches = list(ctx.config["branches"])

@@ -1,7 +1,7 @@
 """The hot reads of the runs tables: each one named function, one SQL text, one typed result.
 
 A2A GetTask and ListTasks, MCP `tasks/get`, REST `GET /runs[/{id}]`, the SSE feed and the long
-poll all read through these (issue 35: one implementation per operation). Each statement runs on
+poll all read through these (one implementation per operation). Each statement runs on
 the event loop's pool (`apps.core.async_db.fetch`: no thread, no ORM compilation) or, for a sync
 caller (REST, the console, a worker), the same text on Django's connection (`fetch_sync`).
 
@@ -410,8 +410,6 @@ def run_cursor_position(cursor: str, *, tenant: str, order: RunOrder) -> tuple[d
     except (signing.BadSignature, KeyError, TypeError, ValueError) as exc:
         raise ValidationFailed("The cursor was not minted by this host.", details={"field": "cursor"}) from exc
     return position, data["i"]
-
-
 
 
 # ---------------------------------------------------------------------------------------------

@@ -39,7 +39,6 @@ from apps.runs.models import (
     WAITING_STATUSES,
     Interrupt,
     Run,
-    RunEvent,
     RunStatus,
     RunTransport,
 )
@@ -47,10 +46,12 @@ from apps.runs.nodes import WAITING_STATUS_BY_KIND
 from apps.runs.steps import (
     RUN_STATE_FIELDS,
     Draft,
-    Resumed,
+    NodeWork,
     draft_settle,
     draft_write_log,
+    interrupt_at,
     node_interrupts,
+    node_started_at,
     step_handoff,
 )
 from apps.runs.trace_context import run_trace_from
@@ -207,8 +208,11 @@ async def run_create_settled(
 
 
 def run_created_doc(run: Run) -> dict[str, Any]:
-    """What a create answers, door-agnostic; the REST door adds its links."""
+    """What a create answers, door-agnostic (the REST door adds its links), and a cancel too."""
     return {"runId": run.run_id, "status": run.status}
+
+
+run_cancelled_doc = run_created_doc
 
 
 @dataclass(frozen=True)
@@ -226,11 +230,8 @@ def run_create_idempotent(
     workflow_id: str,
     inputs: dict[str, Any] | None,
     transport: str,
-    context_id: str | None = None,
-    agent_id: str | None = None,
     traceparent: str | None = None,
     tracestate: str | None = None,
-    inline: bool = False,
 ) -> RunCreation:
     """`run_create` under an Idempotency-Key: a replay returns the first run, never a second one."""
     outcome = idempotency_run(
@@ -243,12 +244,9 @@ def run_create_idempotent(
             workflow_id=workflow_id,
             inputs=inputs,
             transport=transport,
-            context_id=context_id,
             idempotency=claim,
-            agent_id=agent_id,
             traceparent=traceparent,
             tracestate=tracestate,
-            inline=inline,
         ),
     )
     if isinstance(outcome, IdempotentReplay):
@@ -280,16 +278,13 @@ def run_cancel(
             run_save(run, "status", "cancel_reason", "cancelled_by")
             _complete_claim(idempotency, run, run_cancelled_doc(run))
             # The worker holding the lease finishes the cancel; if none does (between steps, or
-            # dead), this step claims the run and finishes it.
-            _enqueue_advance(run)
+            # dead), this step claims the run and finishes it (a lost message: the sweeper re-sends).
+            Run.objects.for_tenant(run.tenant_id).filter(pk=run.pk).update(enqueued_at=timezone.now())
+            transaction.on_commit(partial(advance_send, run))
             return run
         run_finish_cancelled(run)
         _complete_claim(idempotency, run, run_cancelled_doc(run))
     return run
-
-
-def run_cancelled_doc(run: Run) -> dict[str, Any]:
-    return {"runId": run.run_id, "status": run.status}
 
 
 def interrupt_resolved_doc(run: Run, node_id: str) -> dict[str, Any]:
@@ -439,21 +434,13 @@ def _resume(run: Run, draft: Draft, *, inline: bool, answered: Mapping[str, Inte
             if interrupt is None:  # not the suspended node's own interrupt: a worker sorts it out
                 step_handoff(draft)
                 return
-        started_at = (
-            RunEvent.objects.for_tenant(run.tenant_id)
-            .filter(run=run, type="node.started", node_id=run.current_node_id)
-            .order_by("-sequence")
-            .values_list("at", flat=True)
-            .first()
-        )
+        started_at = node_started_at(run, run.current_node_id)
         fallback = (interrupt or branches[0]).created_at if (interrupt or branches) else timezone.now()
         draft_settle(
             draft,
             budget=budget,
-            resumed=Resumed(interrupt=interrupt, started_at=started_at or fallback, branch_interrupts=branches),
-            interrupt_of=lambda later: Interrupt.objects.for_tenant(run.tenant_id)
-            .filter(run=run, node_id=later)
-            .first(),
+            resumed=NodeWork(run, node, started_at or fallback, interrupt, branches),
+            interrupt_of=partial(interrupt_at, run),
         )
     else:
         step_handoff(draft)
@@ -501,9 +488,9 @@ def advance_send(run: Run) -> None:
     a resume, a cancel, the sweeper, a client's retry). Callers send it on commit.
 
     The run is committed whatever the broker says, so a send that fails (the broker is down) is
-    not the caller's error (issue 32 item 8): it is logged and recorded as `enqueued_at = NULL`
-    (no message out), in the row and on `run`, and the sweeper or the client's retry
-    (`run_resend_unclaimed`) sends it once the broker is back."""
+    not the caller's error: it is logged and recorded as `enqueued_at = NULL` (no message out), in
+    the row and on `run`, and the sweeper or the client's retry (`run_resend_unclaimed`) sends it
+    once the broker is back."""
     from apps.runs.tasks import advance  # the task module imports the engine, which imports this one
 
     try:
@@ -548,9 +535,3 @@ def run_resend_unclaimed(*, run: Run) -> Run:
             run.enqueued_at = now
             transaction.on_commit(partial(advance_send, run))
     return run
-
-
-def _enqueue_advance(run: Run) -> None:
-    """Send `runs.advance` once the transaction commits; a lost message is re-sent by the sweeper."""
-    Run.objects.for_tenant(run.tenant_id).filter(pk=run.pk).update(enqueued_at=timezone.now())
-    transaction.on_commit(partial(advance_send, run))

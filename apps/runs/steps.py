@@ -37,7 +37,6 @@ from apps.runs.nodes import (
     Suspended,
     SuspendedMany,
     branch_key,
-    node_kind,
 )
 
 logger = logging.getLogger(__name__)
@@ -137,14 +136,10 @@ def step_outcome(
         _wait(draft.run, node_id, result.waiting)
         return False
     assert isinstance(result, Suspended), result
-    step_suspend(draft, node_id, result, existing=interrupt_of(node_id))
+    if interrupt_of(node_id) is None:
+        _interrupt_open(draft, node_id, node_id, result)
+    _wait(draft.run, node_id, result.kind)
     return False
-
-
-def step_suspend(draft: Draft, node_id: str, suspended: Suspended, *, existing: Interrupt | None) -> None:
-    if existing is None:
-        _interrupt_open(draft, node_id, node_id, suspended)
-    _wait(draft.run, node_id, suspended.kind)
 
 
 def _interrupt_open(draft: Draft, node_id: str, key: str, suspended: Suspended) -> None:
@@ -198,37 +193,55 @@ def step_handoff(draft: Draft) -> None:
     draft.handoff = True
 
 
+@dataclass(frozen=True)
+class NodeWork:
+    """A node to execute on its run as planned: `run` is not changed while the node runs.
+    `interrupt`: the one the node opened; `branch_interrupts`: its parallel branches' so far."""
+
+    run: Run
+    node: dict[str, Any]
+    started_at: datetime
+    interrupt: Interrupt | None = None
+    branch_interrupts: Sequence[Interrupt] = ()
+
+
 def node_execute(
-    *,
-    run_id: str,
-    inputs: dict[str, Any],
-    variables: dict[str, Any],
-    node: dict[str, Any],
-    started_at: datetime,
-    interrupt: Interrupt | None,
-    heartbeat: Callable[[], None],
-    cancel_requested: Callable[[], bool],
-    heartbeat_seconds: float,
-    branch_interrupts: Sequence[Interrupt] = (),
+    work: NodeWork, *, heartbeat: Callable[[], None], cancel_requested: Callable[[], bool], heartbeat_seconds: float
 ) -> NodeResult:
-    """Run one node (the caller turns an unexpected exception into an internal_error failure).
-    `branch_interrupts`: a parallel node's branches' interrupts opened so far."""
+    """Run one node (the caller turns an unexpected exception into an internal_error failure)."""
+    interrupt, node = work.interrupt, work.node
     resolved = interrupt is not None and interrupt.resolved_at is not None
     ctx = NodeContext(
-        run_id=run_id,
+        run_id=work.run.run_id,
         node_id=node["id"],
         config=node.get("config", {}),
-        inputs=inputs,
-        variables=variables,
-        started_at=started_at,
+        inputs=work.run.inputs,
+        variables=work.run.variables,
+        started_at=work.started_at,
         heartbeat=heartbeat,
         cancel_requested=cancel_requested,
         resolved=resolved,
         resume_value=interrupt.resolution if resolved and interrupt is not None else None,
         heartbeat_seconds=heartbeat_seconds,
-        branches={i.node_id: (i.kind, i.resolved_at is not None, i.resolution) for i in branch_interrupts},
+        branches={i.node_id: (i.kind, i.resolved_at is not None, i.resolution) for i in work.branch_interrupts},
     )
-    return node_kind(node["kind"]).execute(ctx)
+    return NODE_KINDS[node["kind"]].execute(ctx)
+
+
+def node_started_at(run: Run, node_id: str) -> datetime | None:
+    """When the node last started (its newest `node.started`); None when it never has."""
+    return (
+        RunEvent.objects.for_tenant(run.tenant_id)
+        .filter(run=run, type="node.started", node_id=node_id)
+        .order_by("-sequence")
+        .values_list("at", flat=True)
+        .first()
+    )
+
+
+def interrupt_at(run: Run, node_id: str) -> Interrupt | None:
+    """The interrupt the run opened at `node_id` (a node's id or a branch's key), if any."""
+    return Interrupt.objects.for_tenant(run.tenant_id).filter(run=run, node_id=node_id).first()
 
 
 def node_interrupts(run: Run, node: dict[str, Any]) -> tuple[Interrupt | None, list[Interrupt]]:
@@ -248,15 +261,6 @@ def node_interrupts(run: Run, node: dict[str, Any]) -> tuple[Interrupt | None, l
 # Settling in memory
 
 
-@dataclass(frozen=True)
-class Resumed:
-    """The node a resolved interrupt resumes: already started (its node.started is in the log)."""
-
-    interrupt: Interrupt | None
-    started_at: datetime
-    branch_interrupts: Sequence[Interrupt] = ()
-
-
 def _no_heartbeat() -> None:
     """No lease to renew: nothing else can see the run (created in this transaction) or touch it
     (its row is locked by this transaction) until the draft commits."""
@@ -270,12 +274,13 @@ def draft_settle(
     draft: Draft,
     *,
     budget: int,
-    resumed: Resumed | None = None,
+    resumed: NodeWork | None = None,
     interrupt_of: Callable[[str], Interrupt | None],
 ) -> None:
     """Run the draft's instant nodes in memory, at most `budget` of them, until the run ends,
-    suspends, or its next node is a worker's (then `handoff`). Never raises: should a step fail
-    unexpectedly, the draft is put back as it came and handed to the queue."""
+    suspends, or its next node is a worker's (then `handoff`). `resumed`: the run's next node, which
+    a resolved interrupt resumes (already started: its node.started is in the log). Never raises:
+    should a step fail unexpectedly, the draft is put back as it came and handed to the queue."""
     run = draft.run
     saved_row, saved_events = dict(run.__dict__), len(draft.events)
     try:
@@ -289,7 +294,7 @@ def draft_settle(
 
 
 def _settle(
-    draft: Draft, *, budget: int, resumed: Resumed | None, interrupt_of: Callable[[str], Interrupt | None]
+    draft: Draft, *, budget: int, resumed: NodeWork | None, interrupt_of: Callable[[str], Interrupt | None]
 ) -> None:
     run = draft.run
     ran = 0
@@ -303,26 +308,13 @@ def _settle(
         if ran >= budget or kind is None or not kind.inline_safe:
             step_handoff(draft)
             return
-        branches: Sequence[Interrupt] = ()
         if resumed is not None:
-            started_at, interrupt, branches = resumed.started_at, resumed.interrupt, resumed.branch_interrupts
+            work, resumed = resumed, None
             run.status = RunStatus.RUNNING
-            resumed = None
         else:
-            started_at, interrupt = step_node_started(draft, node).at, None
+            work = NodeWork(run, node, step_node_started(draft, node).at)
         try:
-            result = node_execute(
-                run_id=run.run_id,
-                inputs=run.inputs,
-                variables=run.variables,
-                node=node,
-                started_at=started_at,
-                interrupt=interrupt,
-                heartbeat=_no_heartbeat,
-                cancel_requested=_no_cancel,
-                heartbeat_seconds=1.0,
-                branch_interrupts=branches,
-            )
+            result = node_execute(work, heartbeat=_no_heartbeat, cancel_requested=_no_cancel, heartbeat_seconds=1.0)
         except Exception:
             logger.exception("run %s: node %s raised", run.run_id, node["id"])
             result = Failed(code="internal_error", message="The node failed unexpectedly.")

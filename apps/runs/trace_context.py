@@ -15,7 +15,6 @@ from dataclasses import dataclass
 # Version 00 (W3C Trace Context §3.2): all-zero trace or span ids are invalid.
 _TRACEPARENT_RE = re.compile(r"^00-(?!0{32})([0-9a-f]{32})-(?!0{16})[0-9a-f]{16}-([0-9a-f]{2})$")
 TRACESTATE_MAX = 512
-TRACEPARENT_LENGTH = 55
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from apps.push import engine, lanes, services
 from apps.push.engine import deliveries_sweep, delivery_attempt
 from apps.push.lanes import lane_of
 from apps.push.models import Delivery, DeliveryStatus, PushLane
-from apps.push.services import push_deliveries_for_event, webhook_register
+from apps.push.services import push_deliveries_for_events, webhook_register
 from apps.runs.models import Run, RunEvent
 from tests.core.https_receivers import Receiver
 from tests.push.conftest import deliveries, url_of
@@ -150,7 +150,7 @@ def test_nothing_registered_costs_one_query_per_event(
     assert event is not None
     webhook_register(subject=acme.subject, url="https://hooks.example.com/h", events=["some.other.type"])
     with django_assert_num_queries(1):
-        push_deliveries_for_event(run=run, event=event)
+        push_deliveries_for_events(run=run, events=[event])
     assert deliveries() == []
 
 
