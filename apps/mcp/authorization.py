@@ -1,4 +1,4 @@
-"""MCP authorization (issue 25): the mount as an OAuth 2.1 resource server.
+"""MCP authorization: the mount as an OAuth 2.1 resource server.
 
 - RFC 9728 Protected Resource Metadata at `/.well-known/oauth-protected-resource<mount>` for each
   MCP mount path, and at `/.well-known/oauth-protected-resource` for the host itself (the REST and
@@ -32,22 +32,15 @@ PRM_MAX_AGE = 60
 HOST_RESOURCE_NAME = "openwop-host"
 MCP_RESOURCE_NAME = "openwop-host MCP server"
 
-# Method -> the family an issuer's `required_scopes` names (apps/oauth/models.py METHOD_FAMILIES).
-_FAMILY_PREFIXES = (
-    ("tools/", "mcp:tools"),
-    ("resources/", "mcp:resources"),
-    ("prompts/", "mcp:prompts"),
-    ("tasks/", "mcp:tasks"),
-)
+# The method families an issuer's `required_scopes` names (apps/oauth/models.py METHOD_FAMILIES).
+_FAMILIES = frozenset({"tools", "resources", "prompts", "tasks"})
 
 
 def method_family(method: str) -> str:
     """tools/* -> mcp:tools, resources/* -> mcp:resources, prompts/* -> mcp:prompts,
     tasks/* -> mcp:tasks, anything else (initialize, server/discover, completion/...) -> mcp:other."""
-    for prefix, family in _FAMILY_PREFIXES:
-        if method.startswith(prefix):
-            return family
-    return "mcp:other"
+    prefix, slash, _ = method.partition("/")
+    return f"mcp:{prefix}" if slash and prefix in _FAMILIES else "mcp:other"
 
 
 def unauthenticated_error(exc: Unauthenticated, *, state: OAuthDoorState, presented: bool) -> McpError:

@@ -14,9 +14,7 @@ from apps.core.errors import NotFound
 from apps.mcp.errors import invalid_params, mcp_error_from
 from apps.mcp.exchange import Exchange
 from apps.mcp.projection import server_meta
-from apps.mcp.resources import complete_template_variable
-
-COMPLETION_VALUES_MAX = 100  # completion spec: values "Must not exceed 100 items"
+from apps.mcp.resources import COMPLETION_MAX_VALUES, complete_template_variable
 
 
 def prefix_matches(candidates: list[str], value: str) -> list[str]:
@@ -29,9 +27,9 @@ def completion_of(matches: list[str]) -> dict[str, Any]:
     """At most 100 values, with the true total and whether more were left out."""
     matches = list(dict.fromkeys(matches))
     return {
-        "values": matches[:COMPLETION_VALUES_MAX],
+        "values": matches[:COMPLETION_MAX_VALUES],
         "total": len(matches),
-        "hasMore": len(matches) > COMPLETION_VALUES_MAX,
+        "hasMore": len(matches) > COMPLETION_MAX_VALUES,
     }
 
 

@@ -7,7 +7,7 @@ authenticates, and how a request is cancelled; the ladder, the negotiation and t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -35,7 +35,7 @@ from apps.mcp.projection import server_meta
 from apps.mcp.prompts import prompt_get, prompts_list
 from apps.mcp.resources import resource_read, resource_templates_list, resources_list
 from apps.mcp.tasks_extension import task_cancel, task_get, task_update
-from apps.mcp.tools import Finish, settled, tool_call, tool_call_begin, tools_list_result
+from apps.mcp.tools import Finish, settled, tool_call_begin, tools_list_result
 from apps.tenants.subject import Subject
 
 DISCOVER_TTL_MS = 60_000
@@ -45,26 +45,21 @@ INSTRUCTIONS = (
 )
 
 
+def server_capabilities() -> dict[str, Any]:
+    """What the server offers at every revision (`server/discover` adds logging and extensions)."""
+    return {
+        "tools": {"listChanged": False},
+        "prompts": {"listChanged": False},
+        "resources": {"listChanged": False},
+        "completions": {},
+    }
+
+
 def tasks_served(facet: Facet | None = None) -> bool:
     """The extension is served only while the operator keeps `extensions` in mcp.features[]."""
     return surfaces.is_served(surfaces.MCP_FEATURE_PREFIX + "extensions") and (
         "extensions" in (facet or facet_ensure(protocol="mcp")).features
     )
-
-
-async def exchange_open(
-    *,
-    body: Mapping[str, Any],
-    subject: Subject,
-    headers: Mapping[str, str] | None,
-    origin: str | None,
-) -> Exchange:
-    """The ladder, then one negotiation (and its `negotiation.decided` record, group-committed
-    from the event loop and committed when this returns) for this exchange; the facet from the
-    process cache."""
-    exchange, recorded = await exchange_begin(body=body, subject=subject, headers=headers, origin=origin)
-    await recorded
-    return exchange
 
 
 async def exchange_begin(
@@ -74,9 +69,10 @@ async def exchange_begin(
     headers: Mapping[str, str] | None,
     origin: str | None,
 ) -> tuple[Exchange, asyncio.Future[None]]:
-    """`exchange_open` with the record still committing: the caller runs the method meanwhile and
-    awaits `recorded` before it answers, on every path (HTTP: views.mcp_endpoint). A refusal
-    raised here has awaited its record already."""
+    """The ladder, then one negotiation for this exchange (the facet from the process cache). Its
+    `negotiation.decided` record is group-committed from the event loop: the caller may run the
+    method meanwhile and awaits `recorded` before it answers, on every path (HTTP:
+    views.mcp_endpoint). A refusal raised here has awaited its record already."""
     params = body.get("params")
     envelope = envelope_read(params)
     if headers is not None:
@@ -91,11 +87,7 @@ async def exchange_begin(
         if not decision.accepted or decision.version not in MODERN_PROTOCOL_VERSIONS:
             # A handshake-era revision has no per-request `_meta` form: it is reached by `initialize`.
             raise refusal_error(decision, envelope.requested_version)
-        trace = trace_context_read(
-            params,
-            headers.get("traceparent") if headers is not None else None,
-            headers.get("tracestate") if headers is not None else None,
-        )
+        trace = trace_context_read(params, headers)
         capabilities = dict(envelope.capabilities)
         if not tasks_served(facet):
             capabilities.pop("extensions", None)  # an extension we do not serve grants nothing
@@ -112,25 +104,18 @@ async def exchange_begin(
     return exchange, recorded
 
 
-def discover_result(subject: Subject | None = None) -> dict[str, Any]:
+def discover_result(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
     """`server/discover`. `supportedVersions` are the revisions this caller may use: the host's
-    offered list, less any below the caller's tenant floor (issue 24; then the answer is the
-    tenant's own, `cacheScope: private`)."""
+    offered list, less any below the caller's tenant floor (then the answer is the tenant's own,
+    `cacheScope: private`)."""
     facet = facet_ensure(protocol="mcp")
     versions, scope = list(facet.versions), "public"
-    if subject is not None:
-        floors = tenant_floors_cached(tenant_slug=subject.tenant)
-        floor = effective_floor(protocol="mcp", host_floor=facet.minimum_version, floors=floors, agent_pk=None)
-        if floor != facet.minimum_version:
-            kept = [v for v in versions if version_key("mcp", v) >= version_key("mcp", floor)]
-            versions, scope = kept, "private"
-    capabilities: dict[str, Any] = {
-        "tools": {"listChanged": False},
-        "prompts": {"listChanged": False},
-        "resources": {"listChanged": False},
-        "completions": {},
-        "logging": {},
-    }
+    floors = tenant_floors_cached(tenant_slug=exchange.subject.tenant)
+    floor = effective_floor(protocol="mcp", host_floor=facet.minimum_version, floors=floors, agent_pk=None)
+    if floor != facet.minimum_version:
+        kept = [v for v in versions if version_key("mcp", v) >= version_key("mcp", floor)]
+        versions, scope = kept, "private"
+    capabilities = {**server_capabilities(), "logging": {}}
     if tasks_served():
         capabilities["extensions"] = {TASKS_EXTENSION: {}}
     return {
@@ -144,39 +129,34 @@ def discover_result(subject: Subject | None = None) -> dict[str, Any]:
     }
 
 
-async def dispatch(exchange: Exchange, method: str, params: Any) -> dict[str, Any]:
-    if not isinstance(params, dict):
-        raise invalid_params("params must be an object")
-    if method == "server/discover":
-        return await sync_to_async(discover_result)(exchange.subject)
-    if method == "tools/list":
-        return await sync_to_async(tools_list_result)(exchange.subject)
-    if method == "tools/call":
-        return await tool_call(exchange, params)
-    if method == "resources/list":
-        return await sync_to_async(resources_list)(exchange, params)
-    if method == "resources/templates/list":
-        return await sync_to_async(resource_templates_list)(exchange, params)
-    if method == "resources/read":
-        return await sync_to_async(resource_read)(exchange, params)
-    if method == "prompts/list":
-        return await sync_to_async(prompts_list)(exchange, params)
-    if method == "prompts/get":
-        return await sync_to_async(prompt_get)(exchange, params)
-    if method == "completion/complete":
-        return await sync_to_async(completion_complete)(exchange, params)
-    if method == "tasks/get":
-        return await sync_to_async(task_get)(exchange, params)
-    if method == "tasks/update":
-        return await sync_to_async(task_update)(exchange, params)
-    if method == "tasks/cancel":
-        return await sync_to_async(task_cancel)(exchange, params)
-    raise method_not_found(method)
+Method = Callable[[Exchange, dict[str, Any]], dict[str, Any]]
+# The methods that read or write in one sync step. The reads, the handshake-era revisions serve too
+# (apps/mcp/handshake.py); server/discover and the tasks extension are 2026-07-28's alone.
+READ_METHODS: dict[str, Method] = {
+    "tools/list": tools_list_result,
+    "resources/list": resources_list,
+    "resources/templates/list": resource_templates_list,
+    "resources/read": resource_read,
+    "prompts/list": prompts_list,
+    "prompts/get": prompt_get,
+    "completion/complete": completion_complete,
+}
+_SYNC_METHODS: dict[str, Method] = {
+    **READ_METHODS,
+    "server/discover": discover_result,
+    "tasks/get": task_get,
+    "tasks/update": task_update,
+    "tasks/cancel": task_cancel,
+}
 
 
 async def dispatch_begin(exchange: Exchange, method: str, params: Any) -> Finish:
-    """HTTP's two-step dispatch: refusals now, and a finishing step that may be streamed (only
-    `tools/call` ever waits; every other method's answer is already in hand)."""
-    if method == "tools/call" and isinstance(params, dict):
+    """Refusals now, and a finishing step that HTTP may stream (only `tools/call` ever waits;
+    every other method's answer is already in hand)."""
+    if not isinstance(params, dict):
+        raise invalid_params("params must be an object")
+    if method == "tools/call":
         return await tool_call_begin(exchange, params)
-    return settled(await dispatch(exchange, method, params))
+    if method not in _SYNC_METHODS:
+        raise method_not_found(method)
+    return settled(await sync_to_async(_SYNC_METHODS[method])(exchange, params))

@@ -108,7 +108,7 @@ def mcp_error_from_data_error(exc: DataError) -> McpError:
 
 
 def params_check(params: Any) -> None:
-    """The parse step (issue 33 items 10, 11): no NUL anywhere in the params (tool arguments,
+    """The parse step: no NUL anywhere in the params (tool arguments,
     prompt names, answers: PostgreSQL's text and jsonb refuse it) and no number a double cannot
     hold, refused as -32602 before anything is read, opened or stored."""
     try:

@@ -40,7 +40,6 @@ NAME_PARAM_BY_METHOD: dict[str, str] = {
 class TraceContext:
     traceparent: str
     tracestate: str
-    source: str  # "meta" | "header"
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,24 +140,19 @@ def param_headers_read(headers: Mapping[str, str] | None) -> dict[str, str] | No
     return {name: value for name, value in headers.items() if name.startswith(MCP_PARAM_HEADER_PREFIX)}
 
 
-def refusal_error(decision: Decision, requested: str) -> McpError:
-    return McpError(
-        UNSUPPORTED_PROTOCOL_VERSION,
-        "Unsupported protocol version",
-        {"supported": list(decision.supported), "requested": requested},
-    )
+def refusal_error(decision: Decision, requested: str, code: int = UNSUPPORTED_PROTOCOL_VERSION) -> McpError:
+    """A refused revision (-32022; the handshake-era revisions answer -32600, HTTP 400 either way)."""
+    data = {"supported": list(decision.supported), "requested": requested}
+    return McpError(code, "Unsupported protocol version", data)
 
 
-def trace_context_read(
-    params: Any, header_traceparent: str | None, header_tracestate: str | None
-) -> TraceContext | None:
-    """interop.md §Trace context: `_meta` wins over the header; a malformed value is ignored."""
+def trace_context_read(params: Any, headers: Mapping[str, str] | None) -> TraceContext | None:
+    """interop.md §Trace context: `_meta` wins over the header (none on stdio); a malformed value
+    is ignored."""
     meta = params.get("_meta") if isinstance(params, Mapping) else None
-    if isinstance(meta, Mapping) and "traceparent" in meta:
-        parent, state, source = meta.get("traceparent"), meta.get("tracestate"), "meta"
-    else:
-        parent, state, source = header_traceparent, header_tracestate, "header"
+    carrier: Mapping[str, Any] = meta if isinstance(meta, Mapping) and "traceparent" in meta else headers or {}
+    parent, state = carrier.get("traceparent"), carrier.get("tracestate")
     if not isinstance(parent, str) or not traceparent_valid(parent.strip()):
         return None
     tracestate = state.strip() if isinstance(state, str) and len(state) <= TRACESTATE_MAX else ""
-    return TraceContext(traceparent=parent.strip(), tracestate=tracestate, source=source)
+    return TraceContext(traceparent=parent.strip(), tracestate=tracestate)

@@ -20,19 +20,20 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.jsonrpc import INVALID_REQUEST
 
 from apps.facets.negotiation import Decision, inbound_peer_origin, negotiation_decide
 from apps.facets.services import facet_ensure
 from apps.facets.versions import version_key
-from apps.mcp.dispatch import INSTRUCTIONS, dispatch
+from apps.mcp.dispatch import INSTRUCTIONS, READ_METHODS, dispatch_begin, server_capabilities
 from apps.mcp.errors import McpError, invalid_params, method_not_found
-from apps.mcp.exchange import Exchange, trace_context_read
+from apps.mcp.exchange import Exchange, refusal_error, trace_context_read
+from apps.mcp.models import McpSession
 from apps.mcp.notifications import RunFinish
 from apps.mcp.projection import SERVER_NAME, SERVER_VERSION
 from apps.mcp.sessions import session_get, session_open
-from apps.mcp.tools import Finish, settled, tool_call_begin, tools_list_result
+from apps.mcp.tools import Finish, settled
 from apps.tenants.subject import Subject
 
 HANDSHAKE_REVISIONS = ("2025-06-18", "2025-11-25")
@@ -40,17 +41,6 @@ HANDSHAKE_REVISIONS = ("2025-06-18", "2025-11-25")
 HEADERLESS_REVISION = "2025-03-26"
 SESSION_HEADER = "Mcp-Session-Id"
 _MODERN_ONLY_KEYS = ("resultType", "ttlMs", "cacheScope")
-# Served at these revisions exactly as at 2026-07-28, less the modern-only keys.
-_READ_METHODS = frozenset(
-    {
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-        "prompts/list",
-        "prompts/get",
-        "completion/complete",
-    }
-)
 
 
 def handshake_revisions_offered(floor_version: str | None = None) -> list[str]:
@@ -62,6 +52,12 @@ def handshake_revisions_offered(floor_version: str | None = None) -> list[str]:
     return sorted(offered, key=lambda v: version_key("mcp", v), reverse=True)
 
 
+def modern_envelope(params: Any) -> bool:
+    """Does the request carry the 2026-07-28 `_meta` envelope (so the stateless ladder claims it)?"""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
+
+
 def session_missing() -> McpError:
     return McpError(INVALID_REQUEST, "Bad Request: Missing session ID", http_status=400)
 
@@ -69,15 +65,6 @@ def session_missing() -> McpError:
 def session_unknown() -> McpError:
     # One answer for unknown, ended, lapsed and another caller's session: the same bytes but the id.
     return McpError(INVALID_REQUEST, "Session not found", http_status=404)
-
-
-def _revision_refused(decision: Decision, requested: str) -> McpError:
-    return McpError(
-        INVALID_REQUEST,
-        "Unsupported protocol version",
-        {"supported": list(decision.supported), "requested": requested},
-        http_status=400,
-    )
 
 
 def _decide(subject: Subject, requested: str, origin: str | None) -> Decision:
@@ -106,21 +93,17 @@ def initialize_decide(subject: Subject, params: Any, origin: str | None) -> dict
         # decides whether to go on. The record says what was requested and that it was refused.
         version = offered[0]
     else:
-        raise _revision_refused(decision, requested)
+        raise refusal_error(decision, requested, INVALID_REQUEST)
     return {
         "protocolVersion": version,
-        "capabilities": {
-            "tools": {"listChanged": False},
-            "prompts": {"listChanged": False},
-            "resources": {"listChanged": False},
-            "completions": {},
-        },
+        "capabilities": server_capabilities(),
         "serverInfo": {"name": SERVER_NAME, "version": SERVER_VERSION},
         "instructions": INSTRUCTIONS,
     }
 
 
-def _initialize(subject: Subject, params: Any, origin: str | None) -> tuple[dict[str, Any], str]:
+def initialize(subject: Subject, params: Any, origin: str | None) -> tuple[dict[str, Any], str]:
+    """`initialize` over HTTP: negotiated as `initialize_decide`, then a session for the revision."""
     result = initialize_decide(subject, params, origin)
     capabilities = params.get("capabilities")
     session_id = session_open(
@@ -129,10 +112,6 @@ def _initialize(subject: Subject, params: Any, origin: str | None) -> tuple[dict
         client_capabilities=dict(capabilities) if isinstance(capabilities, Mapping) else {},
     )
     return result, session_id
-
-
-async def initialize(*, body: Mapping[str, Any], subject: Subject, origin: str | None) -> tuple[dict[str, Any], str]:
-    return await sync_to_async(_initialize)(subject, body.get("params"), origin)
 
 
 def connection_exchange(
@@ -147,39 +126,27 @@ def connection_exchange(
     again, once (its own record), and refused if that revision is no longer on offer."""
     decision = _decide(subject, requested, origin)
     if not decision.accepted or decision.version != version:
-        raise _revision_refused(decision, requested)
-    headers = headers or {}
-    trace = trace_context_read(params, headers.get("traceparent"), headers.get("tracestate"))
+        raise refusal_error(decision, requested, INVALID_REQUEST)
+    trace = trace_context_read(params, headers)
     # No MRTR and no extensions at these revisions: the exchange grants no elicitation or tasks.
     return Exchange(subject=subject, version=version, capabilities={}, trace=trace)
 
 
-def _session_exchange(
-    subject: Subject, session_id: str | None, headers: Mapping[str, str], params: Any, origin: str | None
-) -> Exchange:
+def session_of(subject: Subject, headers: Mapping[str, str]) -> McpSession:
+    """The caller's live session the request names; refused otherwise (a notification too)."""
+    session_id = headers.get(SESSION_HEADER.lower())
     if not session_id:
         raise session_missing()
     session = session_get(subject=subject, session_id=session_id)
     if session is None:
         raise session_unknown()
+    return session
+
+
+def session_exchange(subject: Subject, headers: Mapping[str, str], params: Any, origin: str | None) -> Exchange:
+    session = session_of(subject, headers)
     requested = headers.get("mcp-protocol-version") or HEADERLESS_REVISION
     return connection_exchange(subject, session.protocol_version, requested, params, origin, headers)
-
-
-async def session_exchange_open(
-    *, body: Mapping[str, Any], subject: Subject, headers: Mapping[str, str], origin: str | None
-) -> Exchange:
-    session_id = headers.get(SESSION_HEADER.lower())
-    return await sync_to_async(_session_exchange)(subject, session_id, headers, body.get("params"), origin)
-
-
-async def session_check(*, subject: Subject, headers: Mapping[str, str]) -> None:
-    """A notification names a live session of the caller, or is refused like any request."""
-    session_id = headers.get(SESSION_HEADER.lower())
-    if not session_id:
-        raise session_missing()
-    if await sync_to_async(session_get)(subject=subject, session_id=session_id) is None:
-        raise session_unknown()
 
 
 def legacy_result(result: dict[str, Any]) -> dict[str, Any]:
@@ -188,26 +155,23 @@ def legacy_result(result: dict[str, Any]) -> dict[str, Any]:
 
 
 async def handshake_dispatch_begin(exchange: Exchange, method: str, params: Any) -> Finish:
-    """As dispatch_begin: refusals now, a finishing step that may be streamed."""
+    """dispatch_begin for the methods these revisions have, their results less the modern-only keys."""
     if params is None:
         params = {}
     if not isinstance(params, dict):
         raise invalid_params("params must be an object")
     if method == "ping":
         return settled({})
-    if method == "tools/list":
-        return settled(legacy_result(await sync_to_async(tools_list_result)(exchange.subject)))
+    if method != "tools/call" and method not in READ_METHODS:
+        raise method_not_found(method)
     if method == "tools/call":
         # requestState / inputResponses are 2026-07-28 (MRTR) words: at these revisions they mean nothing.
-        plain = {key: value for key, value in params.items() if key not in ("requestState", "inputResponses")}
-        finish = await tool_call_begin(exchange, plain)
+        params = {key: value for key, value in params.items() if key not in ("requestState", "inputResponses")}
+    finish = await dispatch_begin(exchange, method, params)
 
-        async def legacy_finish() -> dict[str, Any]:
-            return legacy_result(await finish())
+    async def legacy_finish() -> dict[str, Any]:
+        return legacy_result(await finish())
 
-        if isinstance(finish, RunFinish):  # still the run's step: its log and progress can be told
-            return dataclasses.replace(finish, step=legacy_finish)
-        return legacy_finish
-    if method in _READ_METHODS:
-        return settled(legacy_result(await dispatch(exchange, method, params)))
-    raise method_not_found(method)
+    if isinstance(finish, RunFinish):  # still the run's step: its log and progress can be told
+        return dataclasses.replace(finish, step=legacy_finish)
+    return legacy_finish

@@ -1,5 +1,4 @@
-"""What the MCP mount itself must remember: spent requestState nonces. (Inbound trace context now
-lives on the run itself: `Run.traceparent`.)"""
+"""What the MCP mount itself must remember: spent requestState nonces and handshake-era sessions."""
 
 from __future__ import annotations
 

@@ -17,7 +17,6 @@ not a result reader.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +25,7 @@ from asgiref.sync import sync_to_async
 from mcp_types import LOG_LEVEL_META_KEY
 
 from apps.core.sse import wake_waiter
+from apps.mcp.waiting import DB_RECHECK_SECONDS, cancelled
 from apps.runs.log import run_wake_group
 from apps.runs.models import TERMINAL_EVENT_TYPES, Run, RunEvent
 from apps.runs.nodes import LOG_LEVELS
@@ -35,27 +35,18 @@ from apps.tenants.subject import Subject
 
 PROGRESS_TOKEN_META_KEY = "progressToken"  # noqa: S105 (a meta key, not a secret)
 LOGGER_NAME = "openwop.run"
-DB_RECHECK_SECONDS = 0.25  # as apps/mcp/waiting.py: a lost wake-up costs at most this
 
 _LEVEL_RANK = {level: rank for rank, level in enumerate(LOG_LEVELS)}
 
-# The node events a log reader is told of: their level and what happened. The `log` node kind's
+# The node events a log reader is told of: (their level, what happened). The `log` node kind's
 # completion takes the level it was configured with instead.
-_LEVEL_BY_EVENT = {
-    "node.started": "debug",
-    "node.completed": "debug",
-    "artifact.created": "info",
-    "node.suspended": "notice",
-    "node.cancelled": "warning",
-    "node.failed": "error",
-}
-_STATUS_BY_EVENT = {
-    "node.started": "started",
-    "node.completed": "completed",
-    "artifact.created": "artifact-created",
-    "node.suspended": "suspended",
-    "node.cancelled": "cancelled",
-    "node.failed": "failed",
+_TOLD_EVENTS = {
+    "node.started": ("debug", "started"),
+    "node.completed": ("debug", "completed"),
+    "artifact.created": ("info", "artifact-created"),
+    "node.suspended": ("notice", "suspended"),
+    "node.cancelled": ("warning", "cancelled"),
+    "node.failed": ("error", "failed"),
 }
 
 
@@ -104,7 +95,6 @@ class RunNotifier:
     def __init__(self, *, ask: NotificationAsk, run: Run) -> None:
         self.ask = ask
         self.run = run
-        self.run_id = run.run_id
         nodes = (run.definition or {}).get("nodes", [])
         self.nodes: dict[str, dict[str, Any]] = {str(node.get("id")): node for node in nodes if isinstance(node, dict)}
         self.total = len(nodes)
@@ -117,6 +107,10 @@ class RunNotifier:
         for event in events:
             self.completed += event.type == "node.completed"
             self.position = event.sequence
+
+    def more(self) -> list[dict[str, Any]]:
+        """`feed` with the run's events committed since the last one fed."""
+        return self.feed(events_after_sync(tenant_pk=self.run.tenant_id, run_pk=self.run.pk, after=self.position))
 
     def feed(self, events: list[RunEvent]) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []
@@ -144,16 +138,16 @@ class RunNotifier:
         return {"jsonrpc": "2.0", "method": "notifications/progress", "params": params}
 
     def _message(self, event: RunEvent) -> dict[str, Any] | None:
-        level = _LEVEL_BY_EVENT.get(event.type)
-        if level is None or not event.node_id:
+        if event.type not in _TOLD_EVENTS or not event.node_id:
             return None
+        level, status = _TOLD_EVENTS[event.type]
         node = self.nodes.get(event.node_id, {})
         kind = node.get("kind", "")
         data: dict[str, Any] = {
-            "runId": self.run_id,
+            "runId": self.run.run_id,
             "nodeId": event.node_id,
             "kind": kind,
-            "status": _STATUS_BY_EVENT[event.type],
+            "status": status,
         }
         config = node.get("config")
         if kind == "log" and event.type == "node.completed" and isinstance(config, dict):
@@ -184,11 +178,6 @@ def _open(finish: RunFinish, ask: NotificationAsk) -> tuple[RunNotifier, list[di
     return notifier, notifier.feed([e for e in events if e.sequence > start])
 
 
-def _more(notifier: RunNotifier) -> list[dict[str, Any]]:
-    run = notifier.run
-    return notifier.feed(events_after_sync(tenant_pk=run.tenant_id, run_pk=run.pk, after=notifier.position))
-
-
 async def run_notifications(
     *, finish: RunFinish, ask: NotificationAsk, answered: asyncio.Future[Any]
 ) -> AsyncIterator[dict[str, Any]]:
@@ -202,7 +191,7 @@ async def run_notifications(
             if notifier.finished:
                 return
             done = answered.done()  # before the read: the read then sees what the answer saw
-            messages = await sync_to_async(_more)(notifier)
+            messages = await sync_to_async(notifier.more)()
             if done:
                 for message in messages:
                     yield message
@@ -212,6 +201,4 @@ async def run_notifications(
                 await asyncio.wait({answered, waiting}, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 if not waiting.done():
-                    waiting.cancel()
-                    with contextlib.suppress(BaseException):
-                        await waiting
+                    await cancelled(waiting)

@@ -15,15 +15,14 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from mcp_types import SERVER_INFO_META_KEY
 from mcp_types.jsonrpc import INTERNAL_ERROR
 
 from apps.core.ids import project_id
-from apps.runs.models import InterruptKind, RunStatus
-from apps.runs.reads import OpenInterrupt, RunSnapshot
+from apps.runs.models import InterruptKind, Run, RunStatus
+from apps.runs.reads import OpenInterrupt, RunRow, RunSnapshot
 from apps.runs.wire import wire_timestamp
 
 SERVER_NAME = "openwop-host"
@@ -53,22 +52,9 @@ TASK_STATUS_BY_RUN_STATUS: dict[str, str] = {
 }
 
 
-class RunView(Protocol):
-    """What the projections read of a run: a `Run` as its creation committed it, or the row of a
-    snapshot (apps/runs/reads.py)."""
-
-    @property
-    def run_id(self) -> str: ...
-    @property
-    def status(self) -> str: ...
-    @property
-    def error(self) -> Any: ...
-    @property
-    def outputs(self) -> Any: ...
-    @property
-    def created_at(self) -> datetime: ...
-    @property
-    def updated_at(self) -> datetime: ...
+# What the projections read a run from: a `Run` as its creation committed it, or the row of a
+# snapshot (apps/runs/reads.py).
+RunView = Run | RunRow
 
 
 def server_meta(extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -76,6 +62,11 @@ def server_meta(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     if extra:
         meta.update(extra)
     return meta
+
+
+def private_result(ttl_ms: int, **fields: Any) -> dict[str, Any]:
+    """A list or read result: it depends on the caller, so it is cacheable privately (SEP-2549)."""
+    return {"resultType": "complete", **fields, "ttlMs": ttl_ms, "cacheScope": "private", "_meta": server_meta()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,27 +93,24 @@ class RunArtifact:
 
     @property
     def uri(self) -> str:
-        return artifact_uri(self.run_id, self.artifact_id)
+        return f"{ARTIFACT_URI_SCHEME}:runs/{project_id(self.run_id)}/artifacts/{project_id(self.artifact_id)}"
 
 
-def artifact_uri(run_id: str, artifact_id: str) -> str:
-    return f"{ARTIFACT_URI_SCHEME}:runs/{project_id(run_id)}/artifacts/{project_id(artifact_id)}"
+def _nodes(definition: Any) -> list[dict[str, Any]]:
+    nodes = definition.get("nodes") if isinstance(definition, dict) else None
+    return [node for node in nodes if isinstance(node, dict)] if isinstance(nodes, list) else []
 
 
 def definition_emits_artifacts(definition: Any) -> bool:
-    nodes = definition.get("nodes") if isinstance(definition, dict) else None
-    return isinstance(nodes, list) and any(
-        isinstance(node, dict) and node.get("kind") in ARTIFACT_NODE_KINDS for node in nodes
-    )
+    return any(node.get("kind") in ARTIFACT_NODE_KINDS for node in _nodes(definition))
 
 
 def embedded_node_ids(definition: Any) -> frozenset[str]:
     """The artifact nodes whose config asks to be embedded in a CallToolResult (`embed: true`)."""
-    nodes = definition.get("nodes") if isinstance(definition, dict) else None
     return frozenset(
         str(node.get("id"))
-        for node in (nodes if isinstance(nodes, list) else [])
-        if isinstance(node, dict) and isinstance(node.get("config"), dict) and node["config"].get("embed") is True
+        for node in _nodes(definition)
+        if isinstance(node.get("config"), dict) and node["config"].get("embed") is True
     )
 
 
@@ -347,7 +335,7 @@ def answers_of(open_interrupts: Sequence[OpenInterrupt], responses: Any) -> dict
 
 # A tenant's run retention in ms, None under a legal hold: an MCP task's `ttlMs` (map c.6: null, or
 # not shorter than the host's retention for the run). apps.retention hands in how to read it, for
-# sync and event-loop callers, in its AppConfig.ready() (a lower floor never imports it, issue 35).
+# sync and event-loop callers, in its AppConfig.ready() (a lower floor never imports it).
 _task_ttl: dict[str, Any] = {}
 
 

@@ -21,7 +21,7 @@ from apps.agents.selectors import (
 from apps.core.errors import OpenWopError
 from apps.mcp.errors import invalid_params, mcp_error_from
 from apps.mcp.exchange import Exchange, name_and_arguments
-from apps.mcp.projection import server_meta
+from apps.mcp.projection import private_result, server_meta
 
 PROMPTS_TTL_MS = 30_000
 PROMPTS_PAGE_SIZE = 50
@@ -65,13 +65,7 @@ def prompts_list(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
     cursor = params.get("cursor")
     after = cursor_open(cursor) if cursor is not None else None
     page = prompt_list_readable(subject=exchange.subject, after=after, limit=PROMPTS_PAGE_SIZE + 1)
-    result: dict[str, Any] = {
-        "resultType": "complete",
-        "prompts": [prompt_doc(p) for p in page[:PROMPTS_PAGE_SIZE]],
-        "ttlMs": PROMPTS_TTL_MS,
-        "cacheScope": "private",
-        "_meta": server_meta(),
-    }
+    result = private_result(PROMPTS_TTL_MS, prompts=[prompt_doc(p) for p in page[:PROMPTS_PAGE_SIZE]])
     if len(page) > PROMPTS_PAGE_SIZE:
         result["nextCursor"] = cursor_mint(page[PROMPTS_PAGE_SIZE - 1].name)
     return result
@@ -83,7 +77,7 @@ def prompt_get(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
     name, arguments = name_and_arguments(params, "prompt")
     try:
         prompt = prompt_get_readable(subject=exchange.subject, name=name)
-        arguments = {**arguments, **_answered(prompt, params.get("inputResponses"))}
+        arguments = {**arguments, **_answered(prompt, params)}
         missing = _missing(prompt, arguments)
         if missing and exchange.elicitation_form and not exchange.handshake and not _refused(params):
             return _ask_for(prompt, missing)
@@ -126,21 +120,23 @@ def _ask_for(prompt: Prompt, missing: list[dict[str, Any]]) -> dict[str, Any]:
     return {"resultType": "input_required", "inputRequests": {ARGUMENTS_INPUT_KEY: request}, "_meta": server_meta()}
 
 
-def _answered(prompt: Prompt, responses: Any) -> dict[str, str]:
+def _form_action(params: dict[str, Any]) -> tuple[Any, Any]:
+    """The action and content of the ElicitResult a retry gave the arguments form, if any."""
+    responses = params.get("inputResponses")
+    response = responses.get(ARGUMENTS_INPUT_KEY) if isinstance(responses, dict) else None
+    return (response.get("action"), response.get("content")) if isinstance(response, dict) else (None, None)
+
+
+def _answered(prompt: Prompt, params: dict[str, Any]) -> dict[str, str]:
     """The argument values an accepted ElicitResult gave (only declared names, only strings);
     anything else answers nothing, so the argument is still missing."""
-    response = responses.get(ARGUMENTS_INPUT_KEY) if isinstance(responses, dict) else None
-    if not isinstance(response, dict) or response.get("action") != "accept":
+    action, content = _form_action(params)
+    if action != "accept" or not isinstance(content, dict):
         return {}
-    content = response.get("content")
     declared = {a["name"] for a in prompt.arguments}
-    if not isinstance(content, dict):
-        return {}
     return {key: value for key, value in content.items() if key in declared and isinstance(value, str)}
 
 
 def _refused(params: dict[str, Any]) -> bool:
     """The user declined or cancelled the form: not asked again (the missing argument is -32602)."""
-    responses = params.get("inputResponses")
-    response = responses.get(ARGUMENTS_INPUT_KEY) if isinstance(responses, dict) else None
-    return isinstance(response, dict) and response.get("action") in ("decline", "cancel")
+    return _form_action(params)[0] in ("decline", "cancel")

@@ -9,8 +9,6 @@ c.6 `mcp.mrtr`; openwop-v2 reference a.6).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime as dt
 import hashlib
 import hmac
@@ -23,6 +21,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
+from django.utils.http import urlsafe_base64_decode, urlsafe_base64_encode
 
 from apps.mcp.errors import invalid_request_state
 from apps.mcp.models import RequestStateNonce
@@ -42,16 +41,8 @@ class RequestState:
     expires_at: dt.datetime
 
 
-def _b64(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
 def _mac(payload: str) -> str:
-    return _b64(salted_hmac(_PURPOSE, payload, algorithm="sha256").digest())
+    return urlsafe_base64_encode(salted_hmac(_PURPOSE, payload, algorithm="sha256").digest())
 
 
 def _subject_key(subject: Subject) -> str:
@@ -78,7 +69,7 @@ def request_state_mint(
         "exp": int(expires_at.timestamp()),
         "n": secrets.token_urlsafe(24),
     }
-    body = _b64(json.dumps(payload, separators=(",", ":")).encode("utf-8"))
+    body = urlsafe_base64_encode(json.dumps(payload, separators=(",", ":")).encode("utf-8"))
     return f"{body}.{_mac(body)}"
 
 
@@ -90,8 +81,8 @@ def request_state_open(*, token: Any, subject: Subject, tool: str, arguments: di
     if not hmac.compare_digest(mac, _mac(body)):
         raise invalid_request_state()
     try:
-        payload = json.loads(_unb64(body))
-    except (binascii.Error, ValueError):
+        payload = json.loads(urlsafe_base64_decode(body))
+    except ValueError:
         raise invalid_request_state() from None
     expected = {"v": 1, "sub": _subject_key(subject), "req": arguments_digest(tool, arguments)}
     if not isinstance(payload, dict) or any(payload.get(k) != v for k, v in expected.items()):

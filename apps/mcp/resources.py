@@ -25,6 +25,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core import signing
+from django.db.models import QuerySet
 
 from apps.core.errors import NotFound, ValidationFailed
 from apps.core.ids import project_id, split_bound_id, unproject_id
@@ -38,7 +39,7 @@ from apps.mcp.projection import (
     artifact_resource_doc,
     call_tool_result,
     definition_emits_artifacts,
-    server_meta,
+    private_result,
 )
 from apps.runs.models import Run, RunEvent
 from apps.runs.selectors import run_get_readable
@@ -54,14 +55,15 @@ RESOURCES_PAGE_SIZE = 50
 RESOURCES_LIST_TTL_MS = 5_000  # a new run may add artifacts at any moment
 RESOURCE_TEMPLATES_TTL_MS = 300_000  # defined in code
 RESOURCE_READ_TTL_MS = 300_000  # an artifact never changes once created
-COMPLETION_MAX_VALUES = 100  # completion/complete's cap
+COMPLETION_MAX_VALUES = 100  # completion spec: values "Must not exceed 100 items"
 _COMPLETION_SCAN = 500  # the newest artifacts completion looks at
 MAX_URI_LENGTH = 2048
 _CURSOR_SALT = "openwop.mcp.resources.cursor"
 
 _SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):(.*)", re.DOTALL)
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
-_HEX = frozenset("0123456789ABCDEFabcdef")
+_ESCAPE_RE = re.compile(r"%([0-9A-Fa-f]{2})")
+_BAD_ESCAPE_RE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _ARTIFACT_URI_RE = re.compile(r"openwop:runs/([^/?#]+)/artifacts/([^/?#]+)")
 _FIXTURE_TEMPLATE_RE = re.compile(r"test://template/([A-Za-z0-9._~-]{1,128})/data")
 
@@ -140,6 +142,11 @@ def invalid_uri(uri: str) -> McpError:
 # --- URIs -----------------------------------------------------------------------------------------
 
 
+def _escape_normalize(match: re.Match[str]) -> str:
+    decoded = chr(int(match.group(1), 16))
+    return decoded if decoded in _UNRESERVED else f"%{match.group(1).upper()}"
+
+
 def uri_normalize(uri: str) -> str:
     """The URI in normal form (module docstring), or -32602 for one this host never looks up."""
     if len(uri) > MAX_URI_LENGTH or any(not 0x21 <= ord(c) <= 0x7E for c in uri) or "\\" in uri:
@@ -148,21 +155,9 @@ def uri_normalize(uri: str) -> str:
     if match is None or match.group(1).lower() not in SERVED_SCHEMES:
         raise invalid_uri(uri)
     scheme, rest = match.group(1).lower(), match.group(2)
-    out: list[str] = []
-    i = 0
-    while i < len(rest):
-        char = rest[i]
-        if char == "%":
-            escape = rest[i + 1 : i + 3]
-            if len(escape) != 2 or not set(escape) <= _HEX:
-                raise invalid_uri(uri)
-            decoded = chr(int(escape, 16))
-            out.append(decoded if decoded in _UNRESERVED else f"%{escape.upper()}")
-            i += 3
-            continue
-        out.append(char)
-        i += 1
-    rest = "".join(out)
+    if _BAD_ESCAPE_RE.search(rest):
+        raise invalid_uri(uri)
+    rest = _ESCAPE_RE.sub(_escape_normalize, rest)
     if "%5C" in rest:  # an encoded backslash: a traversal on some platforms, never a name here
         raise invalid_uri(uri)
     path = re.split(r"[?#]", rest, maxsplit=1)[0]
@@ -183,25 +178,24 @@ def run_artifacts(run: Run, *, always: bool = False) -> list[RunArtifact]:
     definition has no node that emits one costs no read at all, unless `always`."""
     if not always and not definition_emits_artifacts(run.definition):
         return []
-    rows = (
+    rows = _artifact_rows(run).filter(sequence__lte=run.last_sequence)
+    return [RunArtifact.of(run_id=run.run_id, node_id=node_id, payload=payload) for node_id, payload in rows]
+
+
+def _artifact_rows(run: Run) -> QuerySet[RunEvent, tuple[str, Any]]:
+    """The run's artifact events in order, as (node_id, payload)."""
+    return (
         RunEvent.objects.for_tenant(run.tenant_id)
-        .filter(run=run, type=ARTIFACT_EVENT, sequence__lte=run.last_sequence)
+        .filter(run=run, type=ARTIFACT_EVENT)
         .order_by("sequence")
         .values_list("node_id", "payload")
     )
-    return [RunArtifact.of(run_id=run.run_id, node_id=node_id, payload=payload) for node_id, payload in rows]
 
 
 def run_artifact_get(*, subject: Subject, run_id: str, artifact_id: str) -> RunArtifact:
     """One artifact of a run the subject may read; NotFound whatever the reason."""
     run = run_get_readable(subject=subject, run_id=run_id)
-    row = (
-        RunEvent.objects.for_tenant(run.tenant_id)
-        .filter(run=run, type=ARTIFACT_EVENT, payload__artifactId=artifact_id)
-        .order_by("sequence")
-        .values_list("node_id", "payload")
-        .first()
-    )
+    row = _artifact_rows(run).filter(payload__artifactId=artifact_id).first()
     if row is None:
         raise NotFound("No such artifact.")
     return RunArtifact.of(run_id=run.run_id, node_id=row[0], payload=row[1])
@@ -229,13 +223,7 @@ def resource_read(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
     contents = _resource_contents(exchange.subject, uri, uri_normalize(uri))
     if not contents:
         raise resource_not_found(uri)  # SEP-2164: never an empty `contents`
-    return {
-        "resultType": "complete",
-        "contents": contents,
-        "ttlMs": RESOURCE_READ_TTL_MS,
-        "cacheScope": "private",
-        "_meta": server_meta(),
-    }
+    return private_result(RESOURCE_READ_TTL_MS, contents=contents)
 
 
 def _resource_contents(subject: Subject, requested: str, uri: str) -> list[dict[str, Any]]:
@@ -285,13 +273,7 @@ def resources_list(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]
         resources.extend(fixture.doc() for fixture in FIXTURE_RESOURCES[position:end])
         if end < len(FIXTURE_RESOURCES):
             next_cursor = _cursor_mint(subject, "fixtures", end)
-    result: dict[str, Any] = {
-        "resultType": "complete",
-        "resources": resources,
-        "ttlMs": RESOURCES_LIST_TTL_MS,
-        "cacheScope": "private",
-        "_meta": server_meta(),
-    }
+    result = private_result(RESOURCES_LIST_TTL_MS, resources=resources)
     if next_cursor is not None:
         result["nextCursor"] = next_cursor
     return result
@@ -318,13 +300,8 @@ def _cursor_open(cursor: Any, subject: Subject) -> tuple[str, int]:
 
 
 def resource_templates_list(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "resultType": "complete",
-        "resourceTemplates": [dict(template) for template in RESOURCE_TEMPLATES],
-        "ttlMs": RESOURCE_TEMPLATES_TTL_MS,
-        "cacheScope": "private",
-        "_meta": server_meta(),
-    }
+    templates = [dict(template) for template in RESOURCE_TEMPLATES]
+    return private_result(RESOURCE_TEMPLATES_TTL_MS, resourceTemplates=templates)
 
 
 # --- completion of template variables -----------------------------------------------------------

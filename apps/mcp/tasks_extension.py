@@ -22,12 +22,10 @@ from apps.runs.services import interrupts_resolve, run_cancel
 from apps.tenants.selectors import subject_tenant_pk
 
 
-def _declared(exchange: Exchange) -> None:
+def _task_read(exchange: Exchange, params: dict[str, Any], *, artifacts: bool = False) -> RunSnapshot:
+    """The task's run, for a caller that declared the extension (-32021 otherwise)."""
     if not exchange.tasks_declared:
         raise missing_capability({"extensions": {TASKS_EXTENSION: {}}})
-
-
-def _task_read(exchange: Exchange, params: dict[str, Any], *, artifacts: bool = False) -> RunSnapshot:
     task_id = params.get("taskId")
     if not isinstance(task_id, str):
         raise unknown_task()
@@ -41,7 +39,6 @@ def _task_read(exchange: Exchange, params: dict[str, Any], *, artifacts: bool = 
 
 
 def task_get(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
-    _declared(exchange)
     snapshot = _task_read(exchange, params, artifacts=True)
     run = snapshot.run
     doc = task_doc(
@@ -59,7 +56,6 @@ def task_get(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def task_update(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
-    _declared(exchange)
     snapshot = _task_read(exchange, params)
     responses = params.get("inputResponses")
     if not isinstance(responses, dict):
@@ -75,7 +71,6 @@ def task_update(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def task_cancel(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
-    _declared(exchange)
     run_id = _task_read(exchange, params).run.run_id
     with contextlib.suppress(Conflict):  # a finished run: acknowledged, nothing appended ((i) 26)
         run_cancel(subject=exchange.subject, run_id=run_id)

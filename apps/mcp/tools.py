@@ -41,6 +41,7 @@ from apps.mcp.projection import (
     answers_of,
     atask_ttl_ms,
     input_requests,
+    private_result,
     server_meta,
     snapshot_tool_result,
     task_doc,
@@ -81,16 +82,10 @@ def tool_doc(workflow: Workflow) -> dict[str, Any]:
     return doc
 
 
-def tools_list_result(subject: Subject) -> dict[str, Any]:
+def tools_list_result(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
     """Every workflow of the caller's tenant, by name; the list depends on the caller: private."""
-    workflows = workflow_list_readable(subject=subject)
-    return {
-        "resultType": "complete",
-        "tools": [tool_doc(w) for w in workflows],
-        "ttlMs": TOOLS_TTL_MS,
-        "cacheScope": "private",
-        "_meta": server_meta(),
-    }
+    workflows = workflow_list_readable(subject=exchange.subject)
+    return private_result(TOOLS_TTL_MS, tools=[tool_doc(w) for w in workflows])
 
 
 # --- tools/call -------------------------------------------------------------------------------
@@ -106,10 +101,6 @@ def settled(result: dict[str, Any]) -> Finish:
         return result
 
     return finish
-
-
-async def tool_call(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
-    return await (await tool_call_begin(exchange, params))()
 
 
 async def tool_call_begin(exchange: Exchange, params: dict[str, Any]) -> Finish:
@@ -148,16 +139,8 @@ async def _owned(subject: Subject, step: Callable[[], T]) -> T:
         return await asyncio.shield(future)
     except asyncio.CancelledError:
         with contextlib.suppress(Exception):  # the step's own error is moot now
-            outcome = await future
-            run_id = (
-                outcome.run_id
-                if isinstance(outcome, Run)
-                else outcome
-                if isinstance(outcome, str)
-                else outcome[0]
-                if isinstance(outcome, tuple)
-                else None
-            )
+            outcome = await future  # a new Run, a refusal (no run), or a continued (run_id, round)
+            run_id = outcome.run_id if isinstance(outcome, Run) else outcome[0] if isinstance(outcome, tuple) else None
             if run_id is not None:
                 await sync_to_async(_cancel_for_request)(subject, run_id)
         raise
@@ -200,9 +183,7 @@ def _call_start(exchange: Exchange, name: str, arguments: dict[str, Any]) -> Run
     return run
 
 
-async def _call_start_settled(
-    exchange: Exchange, name: str, arguments: dict[str, Any]
-) -> Run | dict[str, Any] | None:
+async def _call_start_settled(exchange: Exchange, name: str, arguments: dict[str, Any]) -> Run | dict[str, Any] | None:
     """`_call_start` on the event loop for a run that settles in memory: the workflow from the
     process cache, the run committed in one statement (`run_create_settled`). None: not a run
     this path takes (nothing was written); `_call_start` serves it."""
@@ -282,7 +263,7 @@ def _call_continue(
     """An MRTR retry: verify the state, resolve the interrupts it asked (one, or a parallel
     node's several) with the answers given and spend the state, in one transaction: an answer
     that fails (the database refusing it, say) leaves the state unspent, so the client can retry
-    it (issue 33 item 10). A retry that resolves nothing still spends it (single use)."""
+    it. A retry that resolves nothing still spends it (single use)."""
     subject = exchange.subject
     state = request_state_open(token=token, subject=subject, tool=name, arguments=arguments)
     try:
@@ -325,14 +306,9 @@ async def _answer(
             run = snapshot.run
             if run.is_terminal:
                 return snapshot_tool_result(snapshot)
-            return {
-                "resultType": "task",
-                **task_doc(
-                    run, open_interrupts=(), form=False, url=False, detailed=False,
-                    ttl_ms=await atask_ttl_ms(run.tenant_id),
-                ),
-                "_meta": server_meta({RUN_ID_META_KEY: run.run_id}),
-            }
+            ttl_ms = await atask_ttl_ms(run.tenant_id)
+            doc = task_doc(run, open_interrupts=(), form=False, url=False, detailed=False, ttl_ms=ttl_ms)
+            return {"resultType": "task", **doc, "_meta": server_meta({RUN_ID_META_KEY: run.run_id})}
         snapshot = await run_read(subject, run_id)
         if not _settled(snapshot):
             snapshot = await run_wait(subject=subject, run_id=run_id, settled=_settled)

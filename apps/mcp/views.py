@@ -29,7 +29,6 @@ Once the view has returned its response nothing it started can be cancelled by t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -42,7 +41,6 @@ from django.db import DataError
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.http.request import validate_host
 from django.views.decorators.csrf import csrf_exempt
-from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 
 from apps.core.db_threads import release_db_connection_if_used
@@ -59,13 +57,15 @@ from apps.mcp.handshake import (
     handshake_dispatch_begin,
     handshake_revisions_offered,
     initialize,
-    session_check,
-    session_exchange_open,
+    modern_envelope,
+    session_exchange,
+    session_of,
     session_unknown,
 )
 from apps.mcp.notifications import NotificationAsk, RunFinish, notification_ask, run_notifications
 from apps.mcp.sessions import session_end
 from apps.mcp.tools import Finish
+from apps.mcp.waiting import cancelled
 from apps.oauth.challenge import aoauth_door_state, scopes_missing
 from apps.tenants.selectors import asubject_from_authorization_cached
 from apps.tenants.subject import Subject
@@ -103,15 +103,9 @@ def origin_allowed(origin: str | None) -> bool:
     return validate_host(host, settings.ALLOWED_HOSTS)
 
 
-def _modern_envelope(body: dict[str, Any]) -> bool:
-    params = body.get("params")
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    return isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
-
-
 async def _session_path(body: dict[str, Any], headers: dict[str, str]) -> bool:
     """Is this a handshake-era request? Only when no 2026-07-28 envelope claims it."""
-    if _modern_envelope(body):
+    if modern_envelope(body.get("params")):
         return False
     if SESSION_HEADER.lower() in headers or headers.get("mcp-protocol-version") in HANDSHAKE_REVISIONS:
         return True
@@ -131,7 +125,7 @@ async def _authenticate(request: HttpRequest, request_id: Any) -> Subject | Http
         return _error(request_id, unauthenticated_error(exc, state=state, presented=presented))
 
 
-async def _scope_refusal(request: HttpRequest, subject: Subject, method: str) -> McpError | None:
+async def _scope_refusal(subject: Subject, method: str) -> McpError | None:
     """The 403 scope challenge when the caller's access token lacks a scope its issuer requires
     for the method's family; None otherwise (API keys carry no scopes: never refused here)."""
     if subject.scopes is None:
@@ -180,7 +174,7 @@ async def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
     subject = await _authenticate(request, request_id)
     if isinstance(subject, HttpResponse):
         return subject
-    refusal = await _scope_refusal(request, subject, body["method"])
+    refusal = await _scope_refusal(subject, body["method"])
     if refusal is not None:
         return _error(request_id, refusal)
     headers = {name.lower(): value for name, value in request.headers.items()}
@@ -190,14 +184,14 @@ async def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
         if "id" not in body:
             # A notification. On HTTP none asks anything of us: closing the stream is the cancel.
             if session_path and body["method"] != "initialize":
-                await session_check(subject=subject, headers=headers)
+                await sync_to_async(session_of)(subject, headers)
             return HttpResponse(status=202)
         params_check(body.get("params"))
         if session_path and body["method"] == "initialize":
-            result, session_id = await initialize(body=body, subject=subject, origin=origin)
+            result, session_id = await sync_to_async(initialize)(subject, body.get("params"), origin)
             return _json({"jsonrpc": "2.0", "id": request_id, "result": result}, headers={SESSION_HEADER: session_id})
         if session_path:
-            exchange = await session_exchange_open(body=body, subject=subject, headers=headers, origin=origin)
+            exchange = await sync_to_async(session_exchange)(subject, headers, body.get("params"), origin)
             finish = await handshake_dispatch_begin(exchange, body["method"], body.get("params"))
         else:
             exchange, recorded = await exchange_begin(body=body, subject=subject, headers=headers, origin=origin)
@@ -205,12 +199,8 @@ async def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
                 finish = await dispatch_begin(exchange, body["method"], body.get("params"))
             finally:
                 await asyncio.shield(recorded)
-    except McpError as exc:
-        return _error(request_id, exc)
-    except OpenWopError as exc:
-        return _error(request_id, mcp_error_from(exc))
-    except DataError as exc:  # a value the database refused that the parse step missed
-        return _error(request_id, mcp_error_from_data_error(exc))
+    except (McpError, OpenWopError, DataError) as exc:  # the host's refusals (_failed maps them)
+        return _json(*_failed(request_id, exc))
     # Only a tools/call's `_meta` may ask for its run's log or progress (notifications.py).
     ask = notification_ask(body.get("params")) if body["method"] == "tools/call" else None
     return await _respond(request, request_id, finish, ask)
@@ -219,18 +209,11 @@ async def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
 Outcome = tuple[dict[str, Any], int, dict[str, str]]  # (JSON-RPC message, HTTP status, headers)
 
 
-def _outcome(request_id: Any, task: asyncio.Future[dict[str, Any]]) -> Outcome:
-    """A finished step as (JSON-RPC message, HTTP status, headers)."""
+async def _outcome(request_id: Any, answer: Awaitable[dict[str, Any]]) -> Outcome:
+    """A step's answer (a finished task, or the step awaited in the request itself when it waits
+    for nothing) as (JSON-RPC message, HTTP status, headers)."""
     try:
-        return {"jsonrpc": "2.0", "id": request_id, "result": task.result()}, 200, {}
-    except Exception as exc:
-        return _failed(request_id, exc)
-
-
-async def _outcome_now(request_id: Any, finish: Finish) -> Outcome:
-    """`_outcome` of a step awaited in the request itself (one that waits for nothing)."""
-    try:
-        return {"jsonrpc": "2.0", "id": request_id, "result": await finish()}, 200, {}
+        return {"jsonrpc": "2.0", "id": request_id, "result": await answer}, 200, {}
     except Exception as exc:
         return _failed(request_id, exc)
 
@@ -241,7 +224,7 @@ def _failed(request_id: Any, exc: Exception) -> Outcome:
         error = exc
     elif isinstance(exc, OpenWopError):
         error = mcp_error_from(exc)
-    elif isinstance(exc, DataError):
+    elif isinstance(exc, DataError):  # a value the database refused that the parse step missed
         error = mcp_error_from_data_error(exc)
     elif is_overload(exc):  # saturated, not broken: retriable (apps/core/overload.py)
         error = McpError(
@@ -260,13 +243,6 @@ def _answered_at_once(finish: Finish) -> bool:
     return isinstance(finish, RunFinish) and finish.committed is not None and finish.committed.is_terminal
 
 
-async def _cancel(task: asyncio.Future[Any]) -> None:
-    """Cancel the step and let it finish cancelling (its run is cancelled with it)."""
-    task.cancel()
-    with contextlib.suppress(BaseException):
-        await task
-
-
 def _detached(step: Callable[[], Awaitable[T]]) -> asyncio.Future[T]:
     # The request's own thread context (the door's ThreadSensitiveContext, apps/doors/asgi.py)
     # lives until the answer, streamed or not, is sent: the step shares it.
@@ -277,38 +253,28 @@ async def _respond(
     request: HttpRequest, request_id: Any, finish: Finish, ask: NotificationAsk | None = None
 ) -> HttpResponseBase:
     if ask is None and _answered_at_once(finish):
-        return _json(*await _outcome_now(request_id, finish))
+        return _json(*await _outcome(request_id, finish()))
     task = _detached(finish)
     streamable = "text/event-stream" in request.headers.get("Accept", "")
     if ask is not None and streamable and isinstance(finish, RunFinish):
-        return await _respond_notified(request, request_id, finish, ask, task)
+        return await _respond_notified(request_id, finish, ask, task)
     try:
         await release_db_connection_if_used()
         await asyncio.wait({task}, timeout=SSE_AFTER_SECONDS if streamable else None)
     except asyncio.CancelledError:  # the client went away before any byte of the answer
-        await _cancel(task)
+        await cancelled(task)
         raise
     if task.done():
-        return _json(*_outcome(request_id, task))
+        return _json(*await _outcome(request_id, task))
+    return _stream(_sse(request_id, task))
+
+
+def _stream(events: AsyncIterator[bytes]) -> StreamingHttpResponse:
     return StreamingHttpResponse(
-        sse_counted(_sse(request_id, task)),  # openwop_sse_streams_open
+        sse_counted(events),  # openwop_sse_streams_open
         content_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
-
-
-async def _sse(request_id: Any, task: asyncio.Future[dict[str, Any]]) -> AsyncIterator[bytes]:
-    """Keep-alive comments while the run works, then the response; until that last event is out
-    the run still belongs to the request (a disconnect cancels the stream, and so the run)."""
-    try:
-        yield b": the tool is running\n\n"
-        while not (await asyncio.wait({task}, timeout=SSE_KEEPALIVE_SECONDS))[0]:
-            yield b": keep-alive\n\n"
-        message, _, _ = _outcome(request_id, task)
-        yield b"event: message\ndata: " + json.dumps(message, separators=(",", ":")).encode() + b"\n\n"
-    finally:
-        if not task.done():
-            await _cancel(task)
 
 
 def _sse_message(message: dict[str, Any]) -> bytes:
@@ -316,18 +282,17 @@ def _sse_message(message: dict[str, Any]) -> bytes:
 
 
 async def _respond_notified(
-    request: HttpRequest, request_id: Any, finish: RunFinish, ask: NotificationAsk, task: asyncio.Future[dict[str, Any]]
+    request_id: Any, finish: RunFinish, ask: NotificationAsk, task: asyncio.Future[dict[str, Any]]
 ) -> HttpResponseBase:
     """A tools/call that asked for its run's log or progress: an SSE stream at once, the run's
     notifications as its events commit, then the response (2026-07-28 streamable HTTP: only
     notifications related to the request, then its response)."""
     queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+
     async def pump() -> None:
         try:
             async for message in run_notifications(finish=finish, ask=ask, answered=task):
                 queue.put_nowait(message)
-        except asyncio.CancelledError:
-            raise
         except Exception:  # telling the run is best effort; the response is not
             logger.exception("MCP notifications of run %s failed", finish.run_id)
         finally:
@@ -337,26 +302,24 @@ async def _respond_notified(
     try:
         await release_db_connection_if_used()
     except asyncio.CancelledError:
-        await _cancel(task)
-        await _cancel(pumping)
+        await cancelled(task)
+        await cancelled(pumping)
         raise
-    return StreamingHttpResponse(
-        sse_counted(_sse_notified(request_id, task, pumping, queue)),  # openwop_sse_streams_open
-        content_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
+    return _stream(_sse(request_id, task, pumping, queue))
 
 
-async def _sse_notified(
+async def _sse(
     request_id: Any,
     task: asyncio.Future[dict[str, Any]],
-    pumping: asyncio.Future[Any],
-    queue: asyncio.Queue[dict[str, Any] | None],
+    pumping: asyncio.Future[Any] | None = None,
+    queue: asyncio.Queue[dict[str, Any] | None] | None = None,
 ) -> AsyncIterator[bytes]:
-    """As `_sse`, with the run's notifications before the response; a disconnect cancels both."""
+    """Keep-alive comments while the run works (after the run's notifications, when `queue`
+    carries them), then the response; until that last event is out the run still belongs to the
+    request (a disconnect cancels the stream, and so the run and the pump)."""
     try:
         yield b": the tool is running\n\n"
-        while True:
+        while queue is not None:
             try:
                 message = await asyncio.wait_for(queue.get(), SSE_KEEPALIVE_SECONDS)
             except TimeoutError:
@@ -367,10 +330,9 @@ async def _sse_notified(
             yield _sse_message(message)
         while not (await asyncio.wait({task}, timeout=SSE_KEEPALIVE_SECONDS))[0]:
             yield b": keep-alive\n\n"
-        response, _, _ = _outcome(request_id, task)
+        response, _, _ = await _outcome(request_id, task)
         yield _sse_message(response)
     finally:
-        if not task.done():
-            await _cancel(task)
-        if not pumping.done():
-            await _cancel(pumping)
+        for future in (task, pumping):
+            if future is not None and not future.done():
+                await cancelled(future)

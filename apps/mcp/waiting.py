@@ -9,7 +9,10 @@ layer) costs at most `DB_RECHECK_SECONDS`.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable
+from typing import Any
 
 from apps.core.sse import wake_waiter
 from apps.runs.log import run_wake_group
@@ -18,6 +21,13 @@ from apps.tenants.selectors import asubject_tenant_pk
 from apps.tenants.subject import Subject
 
 DB_RECHECK_SECONDS = 0.25
+
+
+async def cancelled(step: asyncio.Future[Any]) -> None:
+    """Cancel a step and let it finish cancelling (a request's step cancels its run with it)."""
+    step.cancel()
+    with contextlib.suppress(BaseException):
+        await step
 
 
 async def run_read(subject: Subject, run_id: str) -> RunSnapshot:

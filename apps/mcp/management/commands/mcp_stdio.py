@@ -21,21 +21,21 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core.management.base import BaseCommand, CommandError
-from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 
 from apps.core.errors import OpenWopError
 from apps.core.json_limits import json_loads_limited
-from apps.mcp.dispatch import dispatch, dispatch_begin, exchange_open
+from apps.mcp.dispatch import dispatch_begin, exchange_begin
 from apps.mcp.errors import McpError, mcp_error_from
-from apps.mcp.exchange import Exchange
 from apps.mcp.handshake import (
     connection_exchange,
     handshake_dispatch_begin,
     handshake_revisions_offered,
     initialize_decide,
+    modern_envelope,
 )
 from apps.mcp.notifications import NotificationAsk, RunFinish, notification_ask, run_notifications
+from apps.mcp.waiting import cancelled
 from apps.tenants.selectors import subject_from_api_key
 from apps.tenants.subject import Subject
 
@@ -94,9 +94,7 @@ class StdioServer:
         """The stateless ladder, or, on a connection opened with `initialize` (handshake-era
         revisions, apps/mcp/handshake.py), that revision: negotiated per request all the same."""
         method, params = message["method"], message.get("params")
-        modern = isinstance(params, dict) and isinstance(params.get("_meta"), dict) and (
-            PROTOCOL_VERSION_META_KEY in params["_meta"]
-        )
+        modern = modern_envelope(params)
         if not modern and method == "initialize" and await sync_to_async(handshake_revisions_offered)():
             result = await sync_to_async(initialize_decide)(self.subject, params, None)
             self.handshake_version = result["protocolVersion"]
@@ -105,18 +103,17 @@ class StdioServer:
             version = self.handshake_version
             exchange = await sync_to_async(connection_exchange)(self.subject, version, version, params, None)
             return await (await handshake_dispatch_begin(exchange, method, params))()
-        exchange = await exchange_open(body=message, subject=self.subject, headers=None, origin=None)
+        exchange, recorded = await exchange_begin(body=message, subject=self.subject, headers=None, origin=None)
+        await recorded
+        finish = await dispatch_begin(exchange, method, params)
         ask = notification_ask(params) if method == "tools/call" else None
-        if ask is not None:
-            return await self.answer_notified(exchange, params, ask)
-        return await dispatch(exchange, method, params)
+        if ask is None or not isinstance(finish, RunFinish):
+            return await finish()  # nothing asked, or refused before any run: nothing to tell
+        return await self.answer_notified(finish, ask)
 
-    async def answer_notified(self, exchange: Exchange, params: Any, ask: NotificationAsk) -> dict[str, Any]:
+    async def answer_notified(self, finish: RunFinish, ask: NotificationAsk) -> dict[str, Any]:
         """`tools/call` writing its run's notifications as they commit, all before its response;
         a cancelled request sends nothing more."""
-        finish = await dispatch_begin(exchange, "tools/call", params)
-        if not isinstance(finish, RunFinish):
-            return await finish()  # refused before any run: nothing to tell
         step = asyncio.ensure_future(finish())
 
         async def pump() -> None:
@@ -130,28 +127,23 @@ class StdioServer:
                 await pumping
         except asyncio.CancelledError:
             for future in (step, pumping):
-                future.cancel()
-                with contextlib.suppress(BaseException):
-                    await future
+                await cancelled(future)
             raise
         return step.result()
 
     async def handle(self, request_id: Any, message: dict[str, Any]) -> None:
         try:
-            result = await self.answer(message)
+            response = {"jsonrpc": "2.0", "id": request_id, "result": await self.answer(message)}
         except asyncio.CancelledError:
             return  # cancelled by the client: no response (2026-07-28 basic/patterns/cancellation)
         except McpError as exc:
-            await self.write(_error(request_id, exc))
-            return
+            response = _error(request_id, exc)
         except OpenWopError as exc:
-            await self.write(_error(request_id, mcp_error_from(exc)))
-            return
+            response = _error(request_id, mcp_error_from(exc))
         except Exception:  # a bug must not take the whole server down with it
             sys.stderr.write(f"mcp_stdio: request {request_id!r} failed\n")
-            await self.write(_error(request_id, McpError(INTERNAL_ERROR, "Internal error")))
-            return
-        await self.write({"jsonrpc": "2.0", "id": request_id, "result": result})
+            response = _error(request_id, McpError(INTERNAL_ERROR, "Internal error"))
+        await self.write(response)
 
 
 def _error(request_id: Any, error: McpError) -> dict[str, Any]:
