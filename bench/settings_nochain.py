@@ -13,8 +13,9 @@ What differs, and nothing else (the `NoChain` app's `ready()` swaps two module g
   before the chain (git show 3dc14ba:apps/audit/group_commit.py), without the recursive `chain`
   CTE, its two `sha256()` per record and the `last_digest` update: `prev_digest` and `digest` keep
   their column default "" (such a stream does not verify: the bench gives it an API key of its own).
-- `content_hash_of_texts` in both modules (Python's canonical JSON +
-  SHA-256 of the record, computed before the record is queued) return "" without computing anything.
+- `apps.audit.services.content_hash_of_texts` (Python's canonical JSON + SHA-256 of the record,
+  computed before the record is queued; both writers build their rows there) returns "" without
+  computing anything.
 """
 
 from __future__ import annotations
@@ -73,4 +74,4 @@ class NoChain(AppConfig):
         assert tables == ("audit_hostevent", "audit_hosteventstream"), tables
         for module in (group_commit, services):
             module.APPEND_SQL = NOCHAIN_SQL  # type: ignore[attr-defined]
-            module.content_hash_of_texts = _no_content_hash  # type: ignore[attr-defined]
+        services.content_hash_of_texts = _no_content_hash  # type: ignore[assignment]

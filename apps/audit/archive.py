@@ -128,9 +128,7 @@ def _s3_client() -> Any:
 
     endpoint = os.environ.get("AWS_ENDPOINT_URL") or None
     config = Config(s3={"addressing_style": "path"}) if endpoint else None
-    return boto3.client(
-        "s3", endpoint_url=endpoint, region_name=os.environ.get("AWS_REGION") or None, config=config
-    )
+    return boto3.client("s3", endpoint_url=endpoint, region_name=os.environ.get("AWS_REGION") or None, config=config)
 
 
 def archive_store(url: str) -> ArchiveStore:
@@ -278,64 +276,27 @@ def _stamp(at: datetime | None) -> str:
     return "start" if at is None else at.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
-@dataclass
-class _Stream:
-    count: int
-    first: int
-    last: int
-    head: str
-
-    def as_manifest(self, subject_id: str) -> dict[str, Any]:
-        return {
-            "subjectId": subject_id,
-            "count": self.count,
-            "firstSequence": self.first,
-            "lastSequence": self.last,
-            "head": self.head,
-        }
-
-
 @dataclass(frozen=True)
 class _Written:
     count: int
     size: int
     sha256: str
-    streams: dict[str, _Stream]
-
-
-class _HashingFile:
-    """The file under the gzip stream: hashes and counts the compressed bytes as they are written."""
-
-    def __init__(self, raw: IO[bytes]) -> None:
-        self.raw = raw
-        self.sha256 = hashlib.sha256()
-        self.size = 0
-
-    def write(self, data: bytes) -> int:
-        self.sha256.update(data)
-        self.size += len(data)
-        return self.raw.write(data)
-
-    def flush(self) -> None:
-        self.raw.flush()
+    streams: list[dict[str, Any]]  # per stream, its manifest entry
 
 
 def _write_records(path: Path, *, tenant: Tenant, since: datetime | None, until: datetime) -> _Written:
-    streams: dict[str, _Stream] = {}
+    streams: dict[str, dict[str, Any]] = {}
     count = 0
-    with path.open("wb") as raw:
-        hashing = _HashingFile(raw)
-        # No file name and time 0 in the gzip header: the same records make the same bytes.
-        with gzip.GzipFile(filename="", mode="wb", fileobj=hashing, mtime=0, compresslevel=6) as out:
-            for line, subject_id, sequence, digest in _record_lines(tenant=tenant, since=since, until=until):
-                out.write(line)
-                count += 1
-                stream = streams.get(subject_id)
-                if stream is None:
-                    streams[subject_id] = _Stream(count=1, first=sequence, last=sequence, head=digest)
-                else:
-                    stream.count, stream.last, stream.head = stream.count + 1, sequence, digest
-    return _Written(count=count, size=hashing.size, sha256=hashing.sha256.hexdigest(), streams=streams)
+    # No file name and time 0 in the gzip header: the same records make the same bytes.
+    with path.open("wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) as out:
+        for line, subject_id, sequence, digest in _record_lines(tenant=tenant, since=since, until=until):
+            out.write(line)
+            count += 1
+            stream = streams.setdefault(subject_id, {"subjectId": subject_id, "count": 0, "firstSequence": sequence})
+            stream.update(count=stream["count"] + 1, lastSequence=sequence, head=digest)
+    with path.open("rb") as written:
+        sha256 = hashlib.file_digest(written, "sha256").hexdigest()
+    return _Written(count=count, size=path.stat().st_size, sha256=sha256, streams=list(streams.values()))
 
 
 def _record_lines(*, tenant: Tenant, since: datetime | None, until: datetime) -> Iterator[tuple[bytes, str, int, str]]:
@@ -347,8 +308,14 @@ def _record_lines(*, tenant: Tenant, since: datetime | None, until: datetime) ->
             rows = cursor.fetchall()
         for subject_id, sequence, subject, event_id, type_, durable, at, payload, prev_digest, digest in rows:
             content = canonical_content(
-                tenant=tenant.slug, subject_id=subject_id, subject=json.loads(subject), event_id=event_id,
-                type=type_, durable=durable, at=at, payload=json.loads(payload),
+                tenant=tenant.slug,
+                subject_id=subject_id,
+                subject=json.loads(subject),
+                event_id=event_id,
+                type=type_,
+                durable=durable,
+                at=at,
+                payload=json.loads(payload),
             )
             # The canonical content with the chain's three keys spliced in before its closing brace.
             link = f',"sequence":{sequence},"prevDigest":"{prev_digest}","digest":"{digest}"}}\n'
@@ -370,5 +337,5 @@ def _manifest(
         "file": file,
         "bytes": written.size,
         "sha256": written.sha256,
-        "streams": [stream.as_manifest(subject_id) for subject_id, stream in written.streams.items()],
+        "streams": written.streams,
     }

@@ -32,19 +32,16 @@ from apps.core.downloads import attachment_disposition, csv_download
 
 PAGE_SIZE = 100
 CSV_COLUMNS = ("at", "tenant", "protocol", "outcome", "requested", "version", "reason", "floor", "peerDigest", "where")
+# The NegotiationRecord attribute each column after `at` shows.
+_ATTRS = ("tenant", "protocol", "outcome_class", "requested", "version", "reason", "floor", "peer_digest", "location")
 
 
 def is_auditor(user: Any) -> bool:
     return bool(user.is_active and (user.is_superuser or user.groups.filter(name="auditors").exists()))
 
 
-class NegotiationFilterForm(forms.Form):
-    protocol = forms.ChoiceField(required=False, choices=[("", "any"), ("a2a", "A2A"), ("mcp", "MCP")])
-    outcome = forms.ChoiceField(required=False, choices=[("", "any"), *((c, c) for c in OUTCOME_CLASSES)])
-    tenant = forms.CharField(required=False, max_length=128)
-    since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
-    until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
-    requested = forms.CharField(required=False, max_length=32, label="Requested version")
+class SinceUntilForm(forms.Form):
+    """A form's `since` and `until` dates, checked together."""
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -53,32 +50,23 @@ class NegotiationFilterForm(forms.Form):
             raise forms.ValidationError("'Since' must not be after 'until'.")
         return data
 
+
+class NegotiationFilterForm(SinceUntilForm):
+    protocol = forms.ChoiceField(required=False, choices=[("", "any"), ("a2a", "A2A"), ("mcp", "MCP")])
+    outcome = forms.ChoiceField(required=False, choices=[("", "any"), *((c, c) for c in OUTCOME_CLASSES)])
+    tenant = forms.CharField(required=False, max_length=128)
+    since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    requested = forms.CharField(required=False, max_length=32, label="Requested version")
+
     def filters(self) -> NegotiationFilters:
-        data = self.cleaned_data
-        return NegotiationFilters(
-            protocol=data.get("protocol") or None,
-            outcome=data.get("outcome") or None,
-            tenant=data.get("tenant") or None,
-            since=data.get("since"),
-            until=data.get("until"),
-            requested=data.get("requested") or None,
-        )
+        """The filters the valid form names (its fields are NegotiationFilters'); empty ones are None."""
+        return NegotiationFilters(**{name: value or None for name, value in self.cleaned_data.items()})
 
 
 def _csv_rows(filters: NegotiationFilters) -> Iterator[tuple[str | None, ...]]:
     for r in negotiation_records(filters=filters):
-        yield (
-            r.at.isoformat(),
-            r.tenant,
-            r.protocol,
-            r.outcome_class,
-            r.requested,
-            r.version,
-            r.reason,
-            r.floor,
-            r.peer_digest,
-            r.location,
-        )
+        yield (r.at.isoformat(), *(getattr(r, name) for name in _ATTRS))
 
 
 @require_GET

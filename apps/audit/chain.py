@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -32,8 +33,8 @@ from apps.audit.models import GENESIS, ArchiveExport, HostEvent, HostEventStream
 from apps.tenants.models import Tenant
 
 __all__ = [
-    "APPEND_SQL", "GENESIS", "ChainBreak", "ChainReport", "canonical_content", "canonical_json", "canonical_text",
-    "chain_verify", "content_hash", "content_hash_of_texts", "link",
+    "APPEND_SQL", "GENESIS", "AppendRow", "ChainBreak", "ChainReport", "append_params", "canonical_content",
+    "canonical_json", "canonical_text", "chain_verify", "content_hash", "content_hash_of_texts", "link",
 ]
 
 
@@ -119,6 +120,53 @@ def content_hash_of_texts(**fields: Any) -> str:
     """`content_hash` from `canonical_text`'s fields (the group commit's: the Subject's canonical
     JSON is kept per Subject, the payload's is the one the row stores)."""
     return hashlib.sha256(canonical_text(**fields).encode()).hexdigest()
+
+
+@dataclass(slots=True, eq=False)
+class AppendRow:
+    """One record for `APPEND_SQL`, serialised by its writer's caller (a bad payload fails its own
+    request only): the Subject's and the payload's canonical JSON, which the row stores and the
+    chain hashes, and `content`, their `content_hash_of_texts(**row.texts())`, which each writer
+    computes before its statement (the group commit: before queueing)."""
+
+    tenant: str
+    tenant_pk: int | None
+    subject_id: str
+    subject_text: str
+    event_id: str
+    type: str
+    payload_text: str
+    at: datetime
+    durable: bool = True
+    content: str = ""
+
+    def texts(self) -> dict[str, Any]:
+        """`canonical_text`'s fields."""
+        return {name: getattr(self, name) for name in _TEXT_FIELDS}
+
+
+_TEXT_FIELDS = ("tenant", "subject_id", "subject_text", "event_id", "type", "durable", "at", "payload_text")
+
+
+def append_params(rows: list[AppendRow]) -> dict[str, list[Any]]:
+    """`APPEND_SQL`'s parameters for `rows`: a stream's rows take its next sequences in their order."""
+    seen: Counter[tuple[int | None, str]] = Counter()
+    ordinal = []
+    for row in rows:
+        seen[row.tenant_pk, row.subject_id] += 1
+        ordinal.append(seen[row.tenant_pk, row.subject_id])
+    return {
+        "tenant_id": [r.tenant_pk for r in rows],
+        "subject_id": [r.subject_id for r in rows],
+        "subject": [r.subject_text for r in rows],
+        "event_id": [r.event_id for r in rows],
+        "type": [r.type for r in rows],
+        "payload": [r.payload_text for r in rows],
+        "durable": [r.durable for r in rows],
+        "ordinal": ordinal,
+        "at": [r.at for r in rows],
+        "content": [r.content for r in rows],
+    }
 
 
 def link(prev_digest: str, sequence: int, content: str) -> str:

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any, cast
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar, cast
 
 from django.db.models import Count, Max, Min, Q, QuerySet, Sum
 
@@ -139,90 +139,44 @@ def _order_key(protocol: str, requested: str) -> tuple[str, int, tuple[int, ...]
 
 _TENANTS = Count("tenant", distinct=True)
 _PEERS = Count("peer_digest", distinct=True, filter=_A_PEER)
+_AS_FIELD = {"tenant__slug": "tenant", "accepted_n": "accepted"}  # annotations may not reuse a field's name
+_Row = TypeVar("_Row", VersionRow, TenantRow, PeerRow, VersionUsage)
 
 
-def _usage(**distinct: Any) -> dict[str, Any]:
-    """The aggregates every table of the view shares (exchanges, accepted, first and last day),
-    plus the distinct counts it adds."""
-    return {
-        "exchanges": Sum("count"),
-        "accepted_n": Sum("accepted"),
-        "first_seen": Min("day"),
-        "last_seen": Max("day"),
-        **distinct,
-    }
+def _grouped(row: type[_Row], rows: QuerySet[Any], *group: str, **distinct: Any) -> list[_Row]:
+    """`rows` grouped by `group`, one `row` each: exchanges (and how many accepted), first and last
+    day seen, plus the distinct counts named. One grouped query over the rollup."""
+    grouped = (
+        rows.values(*group)
+        .annotate(
+            exchanges=Sum("count"), accepted_n=Sum("accepted"), first_seen=Min("day"), last_seen=Max("day"), **distinct
+        )
+        .order_by()
+    )
+    wanted = {f.name for f in fields(row)}
+    return [row(**{_AS_FIELD.get(k, k): v for k, v in g.items() if _AS_FIELD.get(k, k) in wanted}) for g in grouped]
 
 
 def version_table(*, window: Window, protocol: str | None = None) -> list[VersionRow]:
     """Per (protocol, requested version) over `window`: exchanges (and how many accepted),
-    distinct tenants and peers, first and last day seen. One grouped query over the rollup."""
-    grouped = (
-        _rows(window=window, protocol=protocol)
-        .values("protocol", "requested")
-        .annotate(**_usage(tenants=_TENANTS, peers=_PEERS))
-        .order_by()
-    )
-    rows = [
-        VersionRow(
-            protocol=g["protocol"],
-            requested=g["requested"],
-            exchanges=int(g["exchanges"]),
-            accepted=int(g["accepted_n"]),
-            tenants=g["tenants"],
-            peers=g["peers"],
-            first_seen=g["first_seen"],
-            last_seen=g["last_seen"],
-        )
-        for g in grouped
-    ]
-    return sorted(rows, key=lambda r: _order_key(r.protocol, r.requested))
+    distinct tenants and peers, first and last day seen."""
+    rows = _rows(window=window, protocol=protocol)
+    table = _grouped(VersionRow, rows, "protocol", "requested", tenants=_TENANTS, peers=_PEERS)
+    return sorted(table, key=lambda r: _order_key(r.protocol, r.requested))
 
 
 def version_tenants(*, window: Window, protocol: str, requested: str) -> list[TenantRow]:
     """The tenants that saw `requested` of `protocol` in `window`, most exchanges first."""
-    grouped = (
-        _rows(window=window, protocol=protocol)
-        .filter(requested=requested)
-        .values("tenant__slug")
-        .annotate(**_usage(peers=_PEERS))
-        .order_by()
-    )
-    rows = [
-        TenantRow(
-            tenant=g["tenant__slug"],
-            exchanges=int(g["exchanges"]),
-            accepted=int(g["accepted_n"]),
-            peers=g["peers"],
-            first_seen=g["first_seen"],
-            last_seen=g["last_seen"],
-        )
-        for g in grouped
-    ]
-    return sorted(rows, key=lambda r: (-r.exchanges, r.tenant))
+    rows = _rows(window=window, protocol=protocol).filter(requested=requested)
+    return sorted(_grouped(TenantRow, rows, "tenant__slug", peers=_PEERS), key=lambda r: (-r.exchanges, r.tenant))
 
 
 def version_peers(*, window: Window, protocol: str, requested: str) -> list[PeerRow]:
     """The peers that asked for `requested` of `protocol` in `window` (by digest), most exchanges
     first. Records without a peer digest are left out."""
-    grouped = (
-        _rows(window=window, protocol=protocol)
-        .filter(_A_PEER, requested=requested)
-        .values("peer_digest")
-        .annotate(**_usage(tenants=_TENANTS))
-        .order_by()
-    )
-    rows = [
-        PeerRow(
-            peer_digest=g["peer_digest"],
-            tenants=g["tenants"],
-            exchanges=int(g["exchanges"]),
-            accepted=int(g["accepted_n"]),
-            first_seen=g["first_seen"],
-            last_seen=g["last_seen"],
-        )
-        for g in grouped
-    ]
-    return sorted(rows, key=lambda r: (-r.exchanges, r.peer_digest))
+    rows = _rows(window=window, protocol=protocol).filter(_A_PEER, requested=requested)
+    peers = _grouped(PeerRow, rows, "peer_digest", tenants=_TENANTS)
+    return sorted(peers, key=lambda r: (-r.exchanges, r.peer_digest))
 
 
 def _versions_below(protocol: Protocol, floor: str, seen: Iterable[str]) -> list[str]:
@@ -247,26 +201,21 @@ def what_if(
     rows = _rows(window=window, protocol=checked)
     versions = _versions_below(checked, floor, rows.values_list("requested", flat=True).distinct().order_by())
     totals = rows.filter(requested__in=versions).aggregate(
-        exchanges=Sum("count"),
-        accepted_n=Sum("accepted"),
-        tenants=Count("tenant", distinct=True),
-        peers=Count("peer_digest", distinct=True, filter=_A_PEER),
+        exchanges=Sum("count"), accepted_n=Sum("accepted"), tenants=_TENANTS, peers=_PEERS
     )
     return WhatIf(
         protocol=checked,
         floor=floor,
         window=window,
         versions=tuple(versions),
-        exchanges=int(totals["exchanges"] or 0),
-        accepted=int(totals["accepted_n"] or 0),
+        exchanges=totals["exchanges"] or 0,
+        accepted=totals["accepted_n"] or 0,
         tenants=totals["tenants"],
         peers=totals["peers"],
     )
 
 
-def version_usage(
-    *, protocol: str, tenant_slug: str | None, versions_below: str, days: int = 30
-) -> list[VersionUsage]:
+def version_usage(*, protocol: str, tenant_slug: str | None, versions_below: str, days: int = 30) -> list[VersionUsage]:
     """The requested versions of `protocol` strictly below `versions_below` seen over the last
     `days` days (UTC, today included), for one tenant or (None) all: per version, exchanges,
     distinct tenants and peers, first and last day seen; oldest version first. Empty and
@@ -278,27 +227,5 @@ def version_usage(
     versions = _versions_below(checked, versions_below, rows.values_list("requested", flat=True).distinct().order_by())
     if not versions:
         return []
-    grouped = (
-        rows.filter(requested__in=versions)
-        .values("requested")
-        .annotate(
-            exchanges=Sum("count"),
-            tenants=Count("tenant", distinct=True),
-            peers=Count("peer_digest", distinct=True, filter=_A_PEER),
-            first_seen=Min("day"),
-            last_seen=Max("day"),
-        )
-        .order_by()
-    )
-    usage = [
-        VersionUsage(
-            requested=g["requested"],
-            exchanges=int(g["exchanges"]),
-            tenants=g["tenants"],
-            peers=g["peers"],
-            first_seen=g["first_seen"],
-            last_seen=g["last_seen"],
-        )
-        for g in grouped
-    ]
+    usage = _grouped(VersionUsage, rows.filter(requested__in=versions), "requested", tenants=_TENANTS, peers=_PEERS)
     return sorted(usage, key=lambda u: version_key(checked, u.requested))

@@ -10,18 +10,21 @@ per-peer rollup (`apps.audit.deprecation`), never from the record tables.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from functools import wraps
 from typing import Any, cast
+from urllib.parse import urlencode
 
 from django import forms
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponseBase, QueryDict
+from django.http import HttpRequest, HttpResponseBase
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
+from apps.audit.auditor_views import SinceUntilForm
 from apps.audit.deprecation import (
     Window,
     version_peers,
@@ -35,6 +38,11 @@ from apps.facets.versions import Protocol, is_valid_version
 STAFF_GROUPS = ("operators", "auditors")
 DEFAULT_DAYS = 30
 PROTOCOL_CHOICES = [("a2a", "A2A"), ("mcp", "MCP")]
+# The CSV exports' columns: attributes of the rows (apps.audit.deprecation), headed in camelCase.
+_SEEN = ("first_seen", "last_seen")
+VERSION_COLUMNS = ("protocol", "requested", "exchanges", "accepted", "refused", "tenants", "peers", *_SEEN)
+TENANT_COLUMNS = ("tenant", "exchanges", "accepted", "peers", *_SEEN)
+PEER_COLUMNS = ("peer_digest", "tenants", "exchanges", "accepted", *_SEEN)
 
 View = Callable[..., HttpResponseBase]
 
@@ -59,17 +67,10 @@ def _operators_and_auditors(view: View) -> View:
     return guarded
 
 
-class WindowForm(forms.Form):
+class WindowForm(SinceUntilForm):
     protocol = forms.ChoiceField(required=False, choices=[("", "any"), *PROTOCOL_CHOICES])
     since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
     until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}), label="Until (inclusive)")
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        since, until = data.get("since"), data.get("until")
-        if since and until and since > until:
-            raise forms.ValidationError("'Since' must not be after 'until'.")
-        return data
 
     def window(self) -> Window:
         """The chosen window; the last 30 days (UTC) where a bound is missing or the form is invalid."""
@@ -100,6 +101,12 @@ class WhatIfForm(forms.Form):
         return data
 
 
+def _csv(stem: str, rows: Iterable[Any], columns: tuple[str, ...]) -> HttpResponseBase:
+    """A table as CSV, one column per attribute (a date is written as its ISO form by `str`)."""
+    header = [re.sub(r"_([a-z])", lambda m: m[1].upper(), column) for column in columns]
+    return csv_download(stem=stem, header=header, rows=([getattr(r, c) for c in columns] for r in rows))
+
+
 @require_GET
 @_operators_and_auditors
 def deprecation_overview(request: HttpRequest) -> HttpResponseBase:
@@ -108,16 +115,7 @@ def deprecation_overview(request: HttpRequest) -> HttpResponseBase:
     protocol = (form.cleaned_data.get("protocol") or None) if form.is_valid() else None
     rows = version_table(window=window, protocol=protocol)
     if request.GET.get("format") == "csv":
-        return csv_download(
-            stem="deprecation",
-            header=("protocol", "requested", "exchanges", "accepted", "refused", "tenants", "peers", "firstSeen",
-                    "lastSeen"),
-            rows=(
-                (r.protocol, r.requested, r.exchanges, r.accepted, r.refused, r.tenants, r.peers,
-                 r.first_seen.isoformat(), r.last_seen.isoformat())
-                for r in rows
-            ),
-        )
+        return _csv("deprecation", rows, VERSION_COLUMNS)
     whatif_form = WhatIfForm(request.GET) if "floor" in request.GET else WhatIfForm()
     outcome = None
     if whatif_form.is_bound and whatif_form.is_valid():
@@ -134,9 +132,7 @@ def deprecation_overview(request: HttpRequest) -> HttpResponseBase:
         {
             "form": form,
             "window": window,
-            "rows": [
-                (r, _query({**window_query, "protocol": r.protocol, "requested": r.requested})) for r in rows
-            ],
+            "rows": [(r, urlencode({**window_query, "protocol": r.protocol, "requested": r.requested})) for r in rows],
             "drill_url": drill_url,
             "csv_query": query.urlencode(),
             "whatif_form": whatif_form,
@@ -144,12 +140,6 @@ def deprecation_overview(request: HttpRequest) -> HttpResponseBase:
             "keep": [(name, request.GET[name]) for name in ("protocol", "since", "until") if request.GET.get(name)],
         },
     )
-
-
-def _query(params: dict[str, str]) -> str:
-    q = QueryDict(mutable=True)
-    q.update(params)
-    return q.urlencode()
 
 
 @require_GET
@@ -162,23 +152,13 @@ def deprecation_version(request: HttpRequest) -> HttpResponseBase:
     protocol, requested = form.cleaned_data["protocol"], form.cleaned_data.get("requested") or ""
     tenants = version_tenants(window=window, protocol=protocol, requested=requested)
     peers = version_peers(window=window, protocol=protocol, requested=requested)
-    part = request.GET.get("table")
-    if request.GET.get("format") == "csv" and part == "peers":
-        return csv_download(  # the stem holds the caller's requested version: csv_download makes it safe
-            stem=f"deprecation-{protocol}-{requested or 'none'}-peers",
-            header=("peerDigest", "tenants", "exchanges", "accepted", "firstSeen", "lastSeen"),
-            rows=((p.peer_digest, p.tenants, p.exchanges, p.accepted, p.first_seen.isoformat(), p.last_seen.isoformat())
-             for p in peers),
-        )
     if request.GET.get("format") == "csv":
-        return csv_download(
-            stem=f"deprecation-{protocol}-{requested or 'none'}-tenants",
-            header=("tenant", "exchanges", "accepted", "peers", "firstSeen", "lastSeen"),
-            rows=((t.tenant, t.exchanges, t.accepted, t.peers, t.first_seen.isoformat(), t.last_seen.isoformat())
-             for t in tenants),
-        )
-    base = {"protocol": protocol, "requested": requested,
-            "since": window.since.isoformat(), "until": window.until.isoformat()}
+        stem = f"deprecation-{protocol}-{requested or 'none'}"  # a caller's string: csv_download makes it safe
+        if request.GET.get("table") == "peers":
+            return _csv(f"{stem}-peers", peers, PEER_COLUMNS)
+        return _csv(f"{stem}-tenants", tenants, TENANT_COLUMNS)
+    since, until = window.since.isoformat(), window.until.isoformat()
+    base = {"protocol": protocol, "requested": requested, "since": since, "until": until}
     return render(
         request,
         "audit/deprecation_version.html",
@@ -189,8 +169,8 @@ def deprecation_version(request: HttpRequest) -> HttpResponseBase:
             "requested": requested,
             "tenants": tenants,
             "peers": peers,
-            "back_query": _query({"protocol": protocol, "since": base["since"], "until": base["until"]}),
-            "tenants_csv": _query({**base, "format": "csv", "table": "tenants"}),
-            "peers_csv": _query({**base, "format": "csv", "table": "peers"}),
+            "back_query": urlencode({"protocol": protocol, "since": since, "until": until}),
+            "tenants_csv": urlencode({**base, "format": "csv", "table": "tenants"}),
+            "peers_csv": urlencode({**base, "format": "csv", "table": "peers"}),
         },
     )

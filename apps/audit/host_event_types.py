@@ -18,7 +18,7 @@ from django.conf import settings
 from apps.audit.errors import UnregisteredHostEventType
 
 # host-event.schema.json `type`: a protocol type `domain.verb-ed` or a vendor `org.name`.
-HOST_EVENT_TYPE_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+TYPE_PATTERN = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z][a-z0-9]*(-[a-z0-9]+)*$"  # also the table's CHECK
 
 # interop.md §The audit event: a runless negotiation is recorded as the caller's durable host event.
 NEGOTIATION_DECIDED = "negotiation.decided"
@@ -64,7 +64,7 @@ def register_host_event_type(
     type_name: str, *, delivery: Delivery, advertised: Callable[[], bool] | None = None
 ) -> HostEventType:
     """Register a type once; registering it again with the same class is a no-op (ready() may rerun)."""
-    if not HOST_EVENT_TYPE_RE.match(type_name):
+    if not re.match(TYPE_PATTERN, type_name):
         raise ValueError(f"{type_name!r} is not a host-event type (domain.verb-ed or org.name)")
     existing = _registry.get(type_name)
     if existing is not None:

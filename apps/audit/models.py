@@ -16,11 +16,10 @@ from typing import Any
 
 from django.db import models
 
-from apps.audit.host_event_types import Delivery
+from apps.audit.host_event_types import TYPE_PATTERN, Delivery
 from apps.tenants.models import Tenant, TenantOwnedModel
 
 EVENT_ID_PATTERN = r"^[A-Za-z0-9._~-]{16,128}$"  # ids.schema.json#/$defs/eventId
-TYPE_PATTERN = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z][a-z0-9]*(-[a-z0-9]+)*$"
 GENESIS = "0" * 64  # the `prev_digest` of a stream's first record (apps/audit/chain.py)
 
 

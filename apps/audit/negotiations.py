@@ -15,9 +15,11 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
+import heapq
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, Literal
 
 from django.db.models import Q, QuerySet, Sum
@@ -97,18 +99,30 @@ def outcome_class(payload: dict[str, Any]) -> OutcomeClass:
     return "downgraded" if requested is not None and payload.get("version") != requested else "accepted"
 
 
+# Each filter as a lookup on the records (their payload) and on the daily rollup; unset ones match all.
+_RECORD_LOOKUPS = {
+    "protocol": "payload__protocol",
+    "tenant": "tenant__slug",
+    "since": "at__date__gte",
+    "until": "at__date__lte",
+    "requested": "payload__requested",
+}
+_ROLLUP_LOOKUPS = {
+    "protocol": "protocol",
+    "outcome": "outcome",
+    "tenant": "tenant__slug",
+    "since": "day__gte",
+    "until": "day__lte",
+    "requested": "requested",
+}
+
+
+def _lookups(filters: NegotiationFilters, lookups: dict[str, str]) -> dict[str, Any]:
+    return {lookup: value for name, lookup in lookups.items() if (value := getattr(filters, name))}
+
+
 def _filtered(queryset: QuerySet[Any], filters: NegotiationFilters) -> QuerySet[Any]:
-    queryset = queryset.filter(type=NEGOTIATION_EVENT)
-    if filters.protocol:
-        queryset = queryset.filter(payload__protocol=filters.protocol)
-    if filters.tenant:
-        queryset = queryset.filter(tenant__slug=filters.tenant)
-    if filters.since:
-        queryset = queryset.filter(at__date__gte=filters.since)
-    if filters.until:
-        queryset = queryset.filter(at__date__lte=filters.until)
-    if filters.requested:
-        queryset = queryset.filter(payload__requested=filters.requested)
+    queryset = queryset.filter(type=NEGOTIATION_EVENT, **_lookups(filters, _RECORD_LOOKUPS))
     if filters.outcome == "refused":
         queryset = queryset.filter(payload__outcome="refused")
     elif filters.outcome in ("accepted", "downgraded"):
@@ -147,17 +161,8 @@ def negotiation_records(
         (_record(e) for e in _filtered(run_events, filters).iterator(chunk_size=500)),
         (_record(e) for e in _filtered(host_events, filters).iterator(chunk_size=500)),
     ]
-    heads: list[NegotiationRecord | None] = [next(s, None) for s in streams]
-    emitted = 0
-    while any(h is not None for h in heads) and (limit is None or emitted < limit):
-        index = max((i for i, h in enumerate(heads) if h is not None), key=lambda i: heads[i].position)  # type: ignore[union-attr]
-        record = heads[index]
-        heads[index] = next(streams[index], None)
-        assert record is not None
-        if filters.outcome and record.outcome_class != filters.outcome:
-            continue
-        emitted += 1
-        yield record
+    merged = heapq.merge(*streams, key=lambda record: record.position, reverse=True)
+    yield from islice((r for r in merged if not filters.outcome or r.outcome_class == filters.outcome), limit)
 
 
 def negotiation_page(
@@ -172,19 +177,7 @@ def negotiation_page(
 
 def negotiation_daily_query(*, filters: NegotiationFilters) -> QuerySet[Any]:
     """The charts' one query: (protocol, day, outcome, n) summed from the rollup, never the records."""
-    rows = NegotiationDailyCount.unscoped_all_tenants.all()
-    if filters.protocol:
-        rows = rows.filter(protocol=filters.protocol)
-    if filters.outcome:
-        rows = rows.filter(outcome=filters.outcome)
-    if filters.tenant:
-        rows = rows.filter(tenant__slug=filters.tenant)
-    if filters.since:
-        rows = rows.filter(day__gte=filters.since)
-    if filters.until:
-        rows = rows.filter(day__lte=filters.until)
-    if filters.requested:
-        rows = rows.filter(requested=filters.requested)
+    rows = NegotiationDailyCount.unscoped_all_tenants.filter(**_lookups(filters, _ROLLUP_LOOKUPS))
     return rows.values_list("protocol", "day", "outcome").annotate(n=Sum("count")).order_by()
 
 

@@ -31,6 +31,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import cache
 
 from django.conf import settings
 from django.db import OperationalError, connection, transaction
@@ -162,13 +163,7 @@ def records_expire(now: datetime, *, keep: Callable[[int], datetime | None]) -> 
     partitions by DETACH + DROP when all their tenants may lose them, the rest in bounded batches.
     Rollups are not touched (their triggers count inserts only), so the charts keep their numbers."""
     result = RecordsExpiry()
-    windows: dict[int, datetime | None] = {}
-
-    def window(tenant_pk: int) -> datetime | None:
-        if tenant_pk not in windows:
-            windows[tenant_pk] = keep(tenant_pk)
-        return windows[tenant_pk]
-
+    window = cache(keep)  # asked once per tenant
     remaining: list[tuple[str, datetime]] = []  # (partition, its lower bound) whose rows may still go
     for part in partitions():
         if part.lower >= now:
@@ -248,7 +243,7 @@ def _partition_heads_sql(name: str) -> str:
     ) AS h"""  # noqa: S608 (our own table names)
 
 
-def _drop(name: str, result: RecordsExpiry) -> bool:
+def _drop(name: str, result: RecordsExpiry) -> None:
     """Anchor the partition's streams, then DETACH and DROP it. The anchors commit first: if the
     DETACH then times out, the kept records still verify (audit_verify skips records at or before
     an anchor), and the next run tries again."""
@@ -262,12 +257,11 @@ def _drop(name: str, result: RecordsExpiry) -> bool:
     except OperationalError as exc:  # lock_not_available: writers were busy; try at the next run
         logger.warning("records: could not detach %s now (%s)", name, exc)
         result.busy.append(name)
-        return False
+        return
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(f"DROP TABLE {name}")
     result.dropped.append(name)
     logger.info("records: dropped partition %s", name)
-    return True
 
 
 def _delete_batched(table: str, tenant_pk: int, until: datetime, result: RecordsExpiry) -> bool:

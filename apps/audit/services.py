@@ -1,19 +1,19 @@
 """Writes of host events: append one to the caller's stream; emit an RFC 0241 test event.
 
 Code on the event loop (the protocol doors on PostgreSQL) appends durable events through
-`apps.audit.group_commit.host_event_append_batched` instead: concurrent appends share one statement
-and one commit, each caller awaiting its own row's commit. Both paths lock a stream's counter row
-until commit, so they interleave on one stream without gaps.
+`apps.audit.group_commit.host_event_append_batched` instead; the two interleave on one stream
+without gaps (see there).
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from django.db import connection, transaction
 from django.utils import timezone
 
-from apps.audit.chain import APPEND_SQL, canonical_json, content_hash_of_texts
+from apps.audit.chain import APPEND_SQL, AppendRow, append_params, canonical_json, content_hash_of_texts
 from apps.audit.errors import HostEventDeliveryMismatch
 from apps.audit.host_event_types import HOST_TEST_TYPES, Delivery, host_event_type
 from apps.audit.models import HostEvent, HostEventStream
@@ -32,34 +32,19 @@ def host_event_append(*, subject: Subject, type: str, payload: dict[str, Any], d
     decision and its `negotiation.decided` record atomically (interop.md §The audit event), so a
     rolled-back decision leaves no record and no gap in the stream.
     """
-    registered = host_event_type(type)
-    if registered.durable is not durable:
-        raise HostEventDeliveryMismatch(f"{type!r} is registered as {registered.delivery}")
-    if not isinstance(payload, dict):
-        raise TypeError("a host-event payload is a JSON object")
-    tenant_pk = subject_tenant_pk(subject)
-    wire_subject = subject.as_wire()
+    record = host_event_row(subject=subject, type=type, payload=payload, durable=durable)
+    record.tenant_pk = tenant_pk = subject_tenant_pk(subject)
     event = HostEvent(
         tenant_id=tenant_pk,
         subject_id=subject.subject_id,
-        subject=wire_subject,
-        event_id=mint_opaque(),
+        subject=subject.as_wire(),
+        event_id=record.event_id,
         type=type,
         payload=payload,
         durable=durable,
-        at=timezone.now(),
+        at=record.at,
     )
-    # Serialised once, as the group commit does: the row stores these texts and the chain hashes them.
-    subject_json, payload_json = canonical_json(wire_subject), canonical_json(payload)
-    content = content_hash_of_texts(
-        tenant=subject.tenant, subject_id=event.subject_id, subject_text=subject_json, event_id=event.event_id,
-        type=type, durable=durable, at=event.at, payload_text=payload_json,
-    )
-    params: dict[str, list[Any]] = {
-        "tenant_id": [tenant_pk], "subject_id": [event.subject_id], "subject": [subject_json],
-        "event_id": [event.event_id], "type": [type], "payload": [payload_json], "durable": [durable],
-        "ordinal": [1], "at": [event.at], "content": [content],
-    }  # fmt: skip
+    params = append_params([record])
     # No savepoint: any failure here propagates and rolls back the caller's whole transaction
     # (the decision with its record), which is what the record's atomicity asks for anyway.
     with transaction.atomic(savepoint=False):
@@ -81,11 +66,41 @@ def host_event_append(*, subject: Subject, type: str, payload: dict[str, Any], d
     return event
 
 
+@lru_cache(maxsize=1024)
+def _subject_json(subject: Subject) -> str:
+    """A Subject's wire JSON in canonical form (the row stores it, the chain hashes it), serialised
+    once per Subject: every exchange records one event, and a caller is the same Subject request
+    after request (its wire form is exactly what equality compares, so equal Subjects share it)."""
+    return canonical_json(subject.as_wire())
+
+
+def host_event_row(*, subject: Subject, type: str, payload: dict[str, Any], durable: bool) -> AppendRow:
+    """One event as both writers append it (`subject.tenant_pk` may still be None), its content
+    hashed. Refuses an unregistered type, a class other than the type's registered one, and a
+    payload that is not a JSON object."""
+    registered = host_event_type(type)
+    if registered.durable is not durable:
+        raise HostEventDeliveryMismatch(f"{type!r} is registered as {registered.delivery}")
+    if not isinstance(payload, dict):
+        raise TypeError("a host-event payload is a JSON object")
+    row = AppendRow(
+        tenant=subject.tenant,
+        tenant_pk=subject.tenant_pk,
+        subject_id=subject.subject_id,
+        subject_text=_subject_json(subject),
+        event_id=mint_opaque(),
+        type=type,
+        payload_text=canonical_json(payload),
+        at=timezone.now(),
+        durable=durable,
+    )
+    row.content = content_hash_of_texts(**row.texts())
+    return row
+
+
 def _append(params: dict[str, list[Any]]) -> tuple[Any, ...] | None:
-    """Run the chained append statement (apps/audit/chain.py) for one event: in one round trip it
-    advances the stream's counter and head, links the record and inserts it. Its row locks are
-    held to the caller's commit, so sequences are allocated one transaction at a time and commit in
-    order (HostEventStream). None when the stream has no counter row yet."""
+    """Run `APPEND_SQL` (apps/audit/chain.py) for one event in the caller's transaction, which holds
+    its row locks to commit; None when the stream has no counter row yet."""
     with connection.cursor() as cursor:
         cursor.execute(APPEND_SQL, params)
         return cursor.fetchone()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -78,6 +78,28 @@ class AppendOnlyAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Audit rows are read in the admin, never written or removed there."""
 
 
+def admin_actor(request: HttpRequest) -> str:
+    """Who changed it, for the services' audit rows."""
+    return f"admin:{request.user.get_username()}"
+
+
+class PolicyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
+    """A policy admin whose `delete_model` calls an audited service: a bulk delete goes through it
+    row by row, so each deletion has its audit row."""
+
+    list_select_related: ClassVar[tuple[str, ...]] = ()
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        for policy in queryset.select_related(*self.list_select_related):
+            self.delete_model(request, policy)
+
+
+def _edits(form: Any, protocol: str) -> dict[str, Any]:
+    """The facet fields the operator changed on the form."""
+    editable = EDITABLE_FIELDS[protocol]  # type: ignore[index]
+    return {field: form.cleaned_data[field] for field in form.changed_data if field in editable}
+
+
 @admin.register(Facet)
 class FacetAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
     list_display = ("protocol", "offered_versions", "preferred_version", "minimum_version", "refreshed_at", "freshness")
@@ -129,8 +151,7 @@ class FacetAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
         if not form.is_valid():
             errors = form.errors.get_json_data()
             return JsonResponse({"errors": {field: [e["message"] for e in errs] for field, errs in errors.items()}})
-        editable = EDITABLE_FIELDS[facet.protocol]
-        changes = {field: form.cleaned_data[field] for field in form.changed_data if field in editable}
+        changes = _edits(form, facet.protocol)
         try:
             documents = served_documents_after(facet.protocol, changes, f"admin-preview:{request.user.get_username()}")
         except ValidationFailed as exc:
@@ -149,11 +170,8 @@ class FacetAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
         return super().change_view(request, object_id, form_url, context)
 
     def save_model(self, request: HttpRequest, obj: Facet, form: Any, change: bool) -> None:
-        editable = EDITABLE_FIELDS[obj.protocol]  # type: ignore[index]
-        changes = {field: form.cleaned_data[field] for field in form.changed_data if field in editable}
         try:
-            actor = f"admin:{request.user.get_username()}"
-            facet_update(protocol=obj.protocol, changes=changes, actor=actor)  # type: ignore[arg-type]
+            facet_update(protocol=obj.protocol, changes=_edits(form, obj.protocol), actor=admin_actor(request))  # type: ignore[arg-type]
         except ValidationFailed as exc:  # instance_check ran the same rules; this is a race
             messages.error(request, f"{exc.message} {exc.details}")
 
@@ -192,8 +210,20 @@ class FacetRefreshAdmin(AppendOnlyAdmin):
         return ", ".join(obj.unknown) or "none"
 
 
+def _policy_values(policy: VersionPolicy) -> dict[str, Any]:
+    """The policy the form built, as the rules and the services take it."""
+    return {
+        "tenant": policy.tenant,
+        "agent": policy.agent if policy.agent_id is not None else None,
+        "protocol": policy.protocol,
+        "minimum": policy.minimum_version,
+        "scheduled_minimum": policy.scheduled_minimum_version,
+        "scheduled_at": policy.scheduled_at,
+    }
+
+
 @admin.register(VersionPolicy)
-class VersionPolicyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
+class VersionPolicyAdmin(PolicyAdmin):
     """A tenant's or an agent's floor (issue 24). The form runs the policy rules (instance_check:
     never looser than the host floor, an agent's never looser than its tenant's) and shows their
     messages on the fields; every save and delete goes through the services, audited in the same
@@ -211,32 +241,14 @@ class VersionPolicyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
     def instance_check(self, instance: VersionPolicy) -> None:
         if instance.tenant_id is None or instance.protocol not in ("a2a", "mcp"):
             return  # the field errors say so
-        errors = version_policy_errors(
-            tenant=instance.tenant,
-            agent=instance.agent if instance.agent_id is not None else None,
-            protocol=instance.protocol,  # type: ignore[arg-type]
-            minimum=instance.minimum_version,
-            scheduled_minimum=instance.scheduled_minimum_version,
-            scheduled_at=instance.scheduled_at,
-            host=facet_ensure(protocol=instance.protocol),  # type: ignore[arg-type]
-        )
+        host = facet_ensure(protocol=instance.protocol)  # type: ignore[arg-type]
+        errors = version_policy_errors(**_policy_values(instance), host=host)
         if errors:
             raise ValidationError(errors)
 
-    def _actor(self, request: HttpRequest) -> str:
-        return f"admin:{request.user.get_username()}"
-
     def save_model(self, request: HttpRequest, obj: VersionPolicy, form: Any, change: bool) -> None:
         try:
-            policy = version_policy_set(
-                tenant=obj.tenant,
-                agent=obj.agent if obj.agent_id is not None else None,
-                protocol=obj.protocol,  # type: ignore[arg-type]
-                minimum=obj.minimum_version,
-                scheduled_minimum=obj.scheduled_minimum_version,
-                scheduled_at=obj.scheduled_at,
-                actor=self._actor(request),
-            )
+            policy = version_policy_set(**_policy_values(obj), actor=admin_actor(request))
         except ValidationFailed as exc:  # instance_check ran the same rules; this is a race
             messages.error(request, exc.message)
             return
@@ -245,12 +257,8 @@ class VersionPolicyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
     def delete_model(self, request: HttpRequest, obj: VersionPolicy) -> None:
         version_policy_clear(
             tenant=obj.tenant, agent=obj.agent if obj.agent_id is not None else None,
-            protocol=obj.protocol, actor=self._actor(request),  # type: ignore[arg-type]
+            protocol=obj.protocol, actor=admin_actor(request),  # type: ignore[arg-type]
         )
-
-    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[VersionPolicy]) -> None:
-        for policy in queryset.select_related("tenant", "agent"):
-            self.delete_model(request, policy)
 
 
 @admin.register(VersionPolicyChange)

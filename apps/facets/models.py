@@ -8,6 +8,10 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 MAX_REFRESH_WINDOW_DAYS = 90  # interop.md §The refresh SLA
+# A scheduled floor is a version and the instant it takes effect, both or neither.
+SCHEDULE_COMPLETE = models.Q(scheduled_minimum_version="", scheduled_at__isnull=True) | (
+    ~models.Q(scheduled_minimum_version="") & models.Q(scheduled_at__isnull=False)
+)
 
 
 class FacetProtocol(models.TextChoices):
@@ -62,11 +66,7 @@ class Facet(models.Model):
     class Meta:
         ordering = ["protocol"]
         constraints = [
-            models.CheckConstraint(
-                condition=models.Q(scheduled_minimum_version="", scheduled_at__isnull=True)
-                | (~models.Q(scheduled_minimum_version="") & models.Q(scheduled_at__isnull=False)),
-                name="facet_schedule_complete",
-            ),
+            models.CheckConstraint(condition=SCHEDULE_COMPLETE, name="facet_schedule_complete"),
             models.CheckConstraint(
                 condition=models.Q(refresh_window_days__gte=1, refresh_window_days__lte=MAX_REFRESH_WINDOW_DAYS),
                 name="facet_refresh_window_at_most_90_days",
@@ -149,11 +149,7 @@ class VersionPolicy(models.Model):
                 fields=["tenant", "protocol"], condition=models.Q(agent__isnull=True),
                 name="version_policy_one_per_tenant",
             ),
-            models.CheckConstraint(
-                condition=models.Q(scheduled_minimum_version="", scheduled_at__isnull=True)
-                | (~models.Q(scheduled_minimum_version="") & models.Q(scheduled_at__isnull=False)),
-                name="version_policy_schedule_complete",
-            ),
+            models.CheckConstraint(condition=SCHEDULE_COMPLETE, name="version_policy_schedule_complete"),
         ]
 
     def __str__(self) -> str:

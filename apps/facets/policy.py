@@ -26,18 +26,16 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from apps.core.invalidation import TOPIC_FACET, acached, cached
-from apps.facets.versions import Protocol, is_valid_version, version_key
+from apps.facets.models import Facet, VersionPolicy
+from apps.facets.versions import GRAMMAR, NOUN, Protocol, is_valid_version, version_key
 
 if TYPE_CHECKING:
     from apps.agents.models import Agent
-    from apps.facets.models import Facet, VersionPolicy
     from apps.tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
 
 FLOOR_FIELD = {"a2a": "minimumVersion", "mcp": "minimumRevision"}
-NOUN = {"a2a": "version", "mcp": "revision"}
-GRAMMAR = {"a2a": "major.minor (e.g. 1.0)", "mcp": "a date YYYY-MM-DD (e.g. 2026-07-28)"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +78,6 @@ def effective_floor(*, protocol: Protocol, host_floor: str, floors: TenantFloors
 
 
 def tenant_floors_load(tenant_slug: str) -> TenantFloors:
-    from apps.facets.models import VersionPolicy
-
     tenant: dict[str, str] = {}
     agents: dict[tuple[str, int], str] = {}
     rows = VersionPolicy.objects.filter(tenant__slug=tenant_slug).exclude(minimum_version="")
@@ -120,15 +116,17 @@ def agent_floor(*, protocol: Protocol, agent: Agent, host_floor: str, tenant_slu
 # Validation: the service, the admin form (VersionPolicyAdmin.instance_check) and the command share it.
 
 
+def schedule_fields(row: Facet | VersionPolicy) -> dict[str, Any]:
+    """A facet's or a policy's scheduled floor as its audit rows record it (JSON)."""
+    at = row.scheduled_at
+    return {"scheduled_minimum_version": row.scheduled_minimum_version, "scheduled_at": at and at.isoformat()}
+
+
 def policy_fields(policy: VersionPolicy | None) -> dict[str, Any] | None:
     """A policy as its audit rows record it (JSON)."""
     if policy is None:
         return None
-    return {
-        "minimum_version": policy.minimum_version,
-        "scheduled_minimum_version": policy.scheduled_minimum_version,
-        "scheduled_at": policy.scheduled_at.isoformat() if policy.scheduled_at is not None else None,
-    }
+    return {"minimum_version": policy.minimum_version, **schedule_fields(policy)}
 
 
 def _looser(protocol: Protocol, floor: str, than: str) -> bool:
@@ -149,8 +147,6 @@ def version_policy_errors(
     """Every problem with a policy, keyed by model field name; empty when valid. Each message
     names the rule and the floors by name, e.g. "The tenant floor 2025-11-25 is looser than the
     host floor 2026-07-28 (mcp minimumRevision).\""""
-    from apps.facets.models import VersionPolicy
-
     errors: dict[str, list[str]] = defaultdict(list)
     level = "agent" if agent is not None else "tenant"
     noun, field_name = NOUN[protocol], f"{protocol} {FLOOR_FIELD[protocol]}"
@@ -163,14 +159,14 @@ def version_policy_errors(
         tenant_floor = tenant_policy.minimum_version if tenant_policy is not None else ""
     host_floor = host.minimum_version if is_valid_version(protocol, host.minimum_version) else ""
 
-    def check(field: str, value: str, label: str) -> bool:
+    def check(field: str, value: str, label: str) -> None:
         if not value:
-            return False
+            return
         if not is_valid_version(protocol, value):
             errors[field].append(
                 f"The {label} {value!r} is not a valid {protocol.upper()} {noun}: use {GRAMMAR[protocol]}."
             )
-            return False
+            return
         if _looser(protocol, value, host_floor):
             errors[field].append(f"The {label} {value} is looser than the host floor {host_floor} ({field_name}).")
         if _looser(protocol, value, tenant_floor):
@@ -182,7 +178,6 @@ def version_policy_errors(
                 f"The {label} {value} is above the host's preferred {noun} {preferred}: "
                 f"an exchange naming no {noun} would be refused."
             )
-        return True
 
     preferred = host.preferred_version if is_valid_version(protocol, host.preferred_version) else ""
     check("minimum_version", minimum, f"{level} floor")
@@ -218,16 +213,11 @@ def scheduled_floors_of_tenant(*, tenant: Tenant, now: dt.datetime | None = None
     """The floors scheduled after `now` that will raise what the tenant's exchanges are held to:
     the tenant's and its agents' scheduled policies, and a scheduled host floor above the tenant's
     current floor (below it, nothing changes for this tenant). Soonest first."""
-    from apps.facets.models import Facet, VersionPolicy
-
     now = now or timezone.now()
     found: list[ScheduledFloor] = []
-    tenant_floor = {
-        protocol: minimum
-        for protocol, minimum in VersionPolicy.objects.filter(tenant=tenant, agent__isnull=True).values_list(
-            "protocol", "minimum_version"
-        )
-    }
+    tenant_floor = dict(
+        VersionPolicy.objects.filter(tenant=tenant, agent__isnull=True).values_list("protocol", "minimum_version")
+    )
     for facet in Facet.objects.filter(scheduled_at__gt=now):
         protocol: Protocol = facet.protocol  # type: ignore[assignment]
         assert facet.scheduled_at is not None

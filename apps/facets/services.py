@@ -18,6 +18,7 @@ from django.utils import timezone
 from apps.core.errors import ValidationFailed
 from apps.core.invalidation import TOPIC_CARD, TOPIC_FACET, acached, cached, invalidate_on_commit
 from apps.facets.models import Facet, FacetChange, FacetRefresh, VersionPolicy, VersionPolicyChange
+from apps.facets.policy import errors_message, policy_fields, schedule_fields, strictest, version_policy_errors
 from apps.facets.validation import facet_errors
 from apps.facets.versions import Protocol
 
@@ -26,17 +27,6 @@ if TYPE_CHECKING:
     from apps.tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
-
-EDITABLE_FIELDS: dict[Protocol, tuple[str, ...]] = {
-    "a2a": (
-        "versions", "preferred_version", "minimum_version", "profiles", "refresh_window_days",
-        "agent_card_path", "streaming", "push_notifications", "durable_tasks", "agent_cards",
-    ),
-    "mcp": (
-        "versions", "preferred_version", "minimum_version", "profiles", "refresh_window_days",
-        "features", "server_paths", "transports", "mrtr_max_rounds",
-    ),
-}
 
 DEFAULTS: dict[Protocol, dict[str, Any]] = {
     "a2a": {
@@ -51,6 +41,8 @@ DEFAULTS: dict[Protocol, dict[str, Any]] = {
         "server_paths": ["/mcp"], "transports": ["streamable-http", "stdio"], "mrtr_max_rounds": 4,
     },
 }
+# What operators edit: every field with a default, in the order the admin shows them.
+EDITABLE_FIELDS: dict[Protocol, tuple[str, ...]] = {protocol: tuple(fields) for protocol, fields in DEFAULTS.items()}
 
 
 def facet_fields(facet: Facet) -> dict[str, Any]:
@@ -183,11 +175,7 @@ SCHEDULE_ACTOR = "system:schedule"
 
 def _facet_schedule_fields(facet: Facet) -> dict[str, Any]:
     """The facet as its audit rows record a floor schedule: its fields plus the schedule (JSON)."""
-    return {
-        **facet_fields(facet),
-        "scheduled_minimum_version": facet.scheduled_minimum_version,
-        "scheduled_at": facet.scheduled_at.isoformat() if facet.scheduled_at is not None else None,
-    }
+    return {**facet_fields(facet), **schedule_fields(facet)}
 
 
 def facet_floor_schedule(*, protocol: Protocol, minimum: str, at: dt.datetime | None, actor: str) -> Facet:
@@ -217,8 +205,11 @@ def facet_floor_schedule(*, protocol: Protocol, minimum: str, at: dt.datetime | 
     return facet
 
 
-def version_policy_get(*, tenant: Tenant, agent: Agent | None, protocol: Protocol) -> VersionPolicy | None:
-    return VersionPolicy.objects.filter(tenant=tenant, agent=agent, protocol=protocol).first()
+def version_policy_get(
+    *, tenant: Tenant, agent: Agent | None, protocol: Protocol, locked: bool = False
+) -> VersionPolicy | None:
+    rows = VersionPolicy.objects.select_for_update() if locked else VersionPolicy.objects.all()
+    return rows.filter(tenant=tenant, agent=agent, protocol=protocol).first()
 
 
 def version_policy_set(
@@ -234,14 +225,10 @@ def version_policy_set(
     """Set a tenant's (agent None) or an agent's policy to exactly these values, validated
     (apps/facets/policy.py) and audited in the same transaction. Raises ValidationFailed whose
     message names every broken rule."""
-    from apps.facets.policy import errors_message, policy_fields, version_policy_errors
-
     host = facet_ensure(protocol=protocol)
     # Not durable: the admin calls this inside its own change-form transaction.
     with transaction.atomic():
-        policy = (
-            VersionPolicy.objects.select_for_update().filter(tenant=tenant, agent=agent, protocol=protocol).first()
-        )
+        policy = version_policy_get(tenant=tenant, agent=agent, protocol=protocol, locked=True)
         errors = version_policy_errors(
             tenant=tenant, agent=agent, protocol=protocol, minimum=minimum, scheduled_minimum=scheduled_minimum,
             scheduled_at=scheduled_at, host=host,
@@ -270,21 +257,14 @@ def version_policy_clear(*, tenant: Tenant, agent: Agent | None, protocol: Proto
 
     Clearing a tenant's policy leaves its agents' policies as they are: each is still never looser
     than the host floor, which is all an agent's floor must respect once the tenant has none."""
-    from apps.facets.policy import policy_fields
-
     with transaction.atomic():
-        policy = (
-            VersionPolicy.objects.select_for_update().filter(tenant=tenant, agent=agent, protocol=protocol).first()
-        )
+        policy = version_policy_get(tenant=tenant, agent=agent, protocol=protocol, locked=True)
         if policy is None:
             return False
         before = policy_fields(policy)
         policy.delete()
         policy.tenant, policy.agent = tenant, agent
-        _policy_audit(
-            policy, actor=actor, before=before,
-            after={"minimum_version": "", "scheduled_minimum_version": "", "scheduled_at": None},
-        )
+        _policy_audit(policy, actor=actor, before=before, after=policy_fields(VersionPolicy()))  # no floor, no schedule
     return True
 
 
@@ -309,16 +289,16 @@ def scheduled_floors_apply(*, now: dt.datetime) -> int:
     is applied as the strictest of it and the floors above it (host, tenant); a host floor that is
     no longer an offered version is dropped, its audit row saying why. Returns the rows changed."""
     changed = 0
-    for protocol in Facet.objects.filter(scheduled_at__lte=now).values_list("protocol", flat=True):
-        try:
-            changed += _facet_schedule_apply(protocol, now)  # type: ignore[arg-type]
-        except Exception:  # one bad row never stops the others (the next run retries it)
-            logger.exception("applying the scheduled %s host floor failed", protocol)
-    for pk in VersionPolicy.objects.filter(scheduled_at__lte=now).values_list("pk", flat=True):
-        try:
-            changed += _policy_schedule_apply(pk, now)
-        except Exception:
-            logger.exception("applying the scheduled floor of version policy %s failed", pk)
+    kinds = (
+        (Facet, _facet_schedule_apply, "applying the scheduled %s host floor failed"),
+        (VersionPolicy, _policy_schedule_apply, "applying the scheduled floor of version policy %s failed"),
+    )
+    for model, apply, failed in kinds:
+        for pk in model.objects.filter(scheduled_at__lte=now).values_list("pk", flat=True):
+            try:
+                changed += apply(pk, now)  # type: ignore[arg-type]
+            except Exception:  # one bad row never stops the others (the next run retries it)
+                logger.exception(failed, pk)
     return changed
 
 
@@ -344,8 +324,6 @@ def _facet_schedule_apply(protocol: Protocol, now: dt.datetime) -> bool:
 
 
 def _policy_schedule_apply(pk: int, now: dt.datetime) -> bool:
-    from apps.facets.policy import policy_fields, strictest
-
     with transaction.atomic():
         locked = VersionPolicy.objects.select_for_update(of=("self",)).select_related("tenant", "agent")
         policy = locked.filter(pk=pk).first()

@@ -12,6 +12,12 @@ from apps.facets.services import facet_ensure, facet_refresh, scheduled_floors_a
 from apps.facets.versions import PROTOCOLS
 
 
+def task_instant(now: str | None) -> dt.datetime:
+    """A beat task's instant: `now` (ISO 8601, UTC without an offset) for a replay, else the current one."""
+    instant = dt.datetime.fromisoformat(now) if now else timezone.now()
+    return timezone.make_aware(instant, dt.UTC) if timezone.is_naive(instant) else instant
+
+
 @shared_task(bind=True, name="facets.refresh")
 def facets_refresh(self) -> list[bool]:
     results = []
@@ -24,8 +30,5 @@ def facets_refresh(self) -> list[bool]:
 @shared_task(bind=True, name="facets.apply_scheduled_floors")
 def facets_apply_scheduled_floors(self, now: str | None = None) -> int:
     """Every scheduled host and policy floor whose date has come, applied and audited (idempotent:
-    beat may run it twice). `now` (ISO 8601) only for a replay; by default the current instant."""
-    instant = dt.datetime.fromisoformat(now) if now else timezone.now()
-    if timezone.is_naive(instant):
-        instant = timezone.make_aware(instant, dt.UTC)
-    return scheduled_floors_apply(now=instant)
+    beat may run it twice)."""
+    return scheduled_floors_apply(now=task_instant(now))

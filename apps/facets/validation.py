@@ -16,7 +16,7 @@ from django.urls import Resolver404, resolve
 
 from apps.core.door_request import door_route_match
 from apps.facets.servable import is_servable, servable_versions
-from apps.facets.versions import Protocol, is_valid_version, profile_version, version_key
+from apps.facets.versions import GRAMMAR, NOUN, Protocol, is_valid_version, profile_version, version_key
 
 MCP_TRANSPORTS = ("streamable-http", "stdio")
 # The routes that serve the agent card: the default path, the /a2a catch-all (a moved path under
@@ -50,8 +50,7 @@ def card_path_taken(path: str) -> str | None:
 def facet_errors(protocol: Protocol, data: dict[str, Any]) -> dict[str, list[str]]:
     """Every problem with a facet's fields, keyed by model field name. Empty when valid."""
     errors: dict[str, list[str]] = defaultdict(list)
-    noun = "version" if protocol == "a2a" else "revision"
-    grammar = "major.minor (e.g. 1.0)" if protocol == "a2a" else "a date YYYY-MM-DD (e.g. 2026-07-28)"
+    noun, grammar = NOUN[protocol], GRAMMAR[protocol]
 
     versions = data.get("versions")
     if not isinstance(versions, list) or not versions:
@@ -112,11 +111,9 @@ def facet_errors(protocol: Protocol, data: dict[str, Any]) -> dict[str, list[str
         elif (taken := card_path_taken(path)) is not None:
             errors["agent_card_path"].append(taken)
     else:
-        for field, allowed in (("transports", MCP_TRANSPORTS),):
-            values = data.get(field) or []
-            for value in values:
-                if value not in allowed:
-                    errors[field].append(f"{value!r} is not an MCP server transport ({', '.join(allowed)}).")
+        for value in data.get("transports") or []:
+            if value not in MCP_TRANSPORTS:
+                errors["transports"].append(f"{value!r} is not an MCP server transport ({', '.join(MCP_TRANSPORTS)}).")
         for path in data.get("server_paths") or []:
             if not isinstance(path, str) or not path.startswith("/"):
                 errors["server_paths"].append(f"{path!r}: mount paths are absolute paths on this host.")

@@ -14,6 +14,8 @@ PROTOCOLS: tuple[Protocol, ...] = ("a2a", "mcp")
 
 A2A_VERSION_RE = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)$")
 MCP_REVISION_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+NOUN = {"a2a": "version", "mcp": "revision"}
+GRAMMAR = {"a2a": "major.minor (e.g. 1.0)", "mcp": "a date YYYY-MM-DD (e.g. 2026-07-28)"}
 PROFILE_RE = {
     "a2a": re.compile(r"^a2a-(0|[1-9]\d*)\.(0|[1-9]\d*)$"),
     "mcp": re.compile(r"^mcp-(\d{4}-\d{2}-\d{2})$"),
@@ -40,10 +42,6 @@ def version_key(protocol: Protocol, value: str) -> tuple[int, ...]:
         raise ValueError(f"{value!r} is not an {protocol.upper()} version")
     sep = "." if protocol == "a2a" else "-"
     return tuple(int(part) for part in value.split(sep))
-
-
-def profile_for(protocol: Protocol, version: str) -> str:
-    return f"{protocol}-{version}"
 
 
 def profile_version(protocol: Protocol, profile: str) -> str | None:

@@ -7,18 +7,16 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
-from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from apps.core.admin_service_writes import ServiceWritesAdminMixin
 from apps.core.errors import ValidationFailed
-from apps.facets.admin import AppendOnlyAdmin
+from apps.facets.admin import AppendOnlyAdmin, PolicyAdmin, admin_actor
 from apps.retention.models import RetentionChange, RetentionPolicy
 from apps.retention.services import host_retention, retention_clear, retention_of, retention_set
 
 
 @admin.register(RetentionPolicy)
-class RetentionPolicyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
+class RetentionPolicyAdmin(PolicyAdmin):
     """A tenant's overrides of the host's windows (empty: the host's) and its legal hold. Every
     save and delete goes through the services, audited in the same transaction (RetentionChange);
     deleting the row gives the tenant the host's windows again."""
@@ -48,13 +46,10 @@ class RetentionPolicyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
         if instance.tenant_id is not None and taken:
             raise ValidationError({"tenant": "This tenant has a policy already: change that one."})
 
-    def _actor(self, request: HttpRequest) -> str:
-        return f"admin:{request.user.get_username()}"
-
     def save_model(self, request: HttpRequest, obj: RetentionPolicy, form: Any, change: bool) -> None:
         try:
             policy = retention_set(
-                tenant=obj.tenant, actor=self._actor(request), runs_days=obj.runs_days,
+                tenant=obj.tenant, actor=admin_actor(request), runs_days=obj.runs_days,
                 records_days=obj.records_days, legal_hold=obj.legal_hold,
             )
         except ValidationFailed as exc:  # the form's field checks ran the same rules; this is a race
@@ -63,11 +58,7 @@ class RetentionPolicyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
         obj.pk, obj.updated_at = policy.pk, policy.updated_at
 
     def delete_model(self, request: HttpRequest, obj: RetentionPolicy) -> None:
-        retention_clear(tenant=obj.tenant, actor=self._actor(request))
-
-    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[RetentionPolicy]) -> None:
-        for policy in queryset.select_related("tenant"):
-            self.delete_model(request, policy)
+        retention_clear(tenant=obj.tenant, actor=admin_actor(request))
 
 
 @admin.register(RetentionChange)

@@ -124,33 +124,28 @@ def retention_of(tenant: Tenant | int) -> Retention:
     return _effective(RetentionPolicy.objects.filter(tenant_id=tenant_pk).first(), host_retention())
 
 
+def _policies() -> dict[int, RetentionPolicy]:
+    return {p.tenant_id: p for p in RetentionPolicy.objects.all()}
+
+
 def retentions_by_tenant() -> dict[int, Retention]:
     """Every tenant's effective retention, one query."""
-    host = host_retention()
-    policies = {p.tenant_id: p for p in RetentionPolicy.objects.all()}
+    host, policies = host_retention(), _policies()
     return {pk: _effective(policies.get(pk), host) for pk in Tenant.objects.values_list("pk", flat=True)}
-
-
-def _overrides() -> dict[int, tuple[int | None, bool]]:
-    return {p.tenant_id: (p.runs_days, p.legal_hold) for p in RetentionPolicy.objects.all()}
-
-
-def _ttl_ms(overrides: dict[int, tuple[int | None, bool]], tenant_pk: int) -> int | None:
-    runs_days, hold = overrides.get(tenant_pk, (None, False))
-    host = host_retention()
-    return Retention(runs_days=runs_days or host.runs_days, records_days=host.records_days, legal_hold=hold).run_ttl_ms
 
 
 def run_ttl_ms(tenant_pk: int) -> int | None:
     """`ttlMs` of an MCP task of this tenant (its run retention; null under a legal hold), from this
     process's cache of the (few) policy rows, which every write to the policy table empties in
     every process (its trigger notifies the `facet` topic, the per-tenant policies', migration 0002)."""
-    return _ttl_ms(cached(TOPIC_FACET, _POLICIES_CACHE_KEY, _overrides), tenant_pk)
+    policies = cached(TOPIC_FACET, _POLICIES_CACHE_KEY, _policies)
+    return _effective(policies.get(tenant_pk), host_retention()).run_ttl_ms
 
 
 async def arun_ttl_ms(tenant_pk: int) -> int | None:
     """`run_ttl_ms` from the event loop: a hit awaits nothing; a miss reads on a thread."""
-    return _ttl_ms(await acached(TOPIC_FACET, _POLICIES_CACHE_KEY, sync_to_async(_overrides)), tenant_pk)
+    policies = await acached(TOPIC_FACET, _POLICIES_CACHE_KEY, sync_to_async(_policies))
+    return _effective(policies.get(tenant_pk), host_retention()).run_ttl_ms
 
 
 # --- policy writes (audited) -------------------------------------------------------------------
@@ -158,17 +153,15 @@ async def arun_ttl_ms(tenant_pk: int) -> int | None:
 
 def policy_fields(policy: RetentionPolicy | None) -> dict[str, Any]:
     """The audited shape of a tenant's policy; no row is the host's windows and no hold."""
-    if policy is None:
-        return {"runs_days": None, "records_days": None, "legal_hold": False}
+    policy = policy or RetentionPolicy()  # a new row's fields: the host's windows, no hold
     return {"runs_days": policy.runs_days, "records_days": policy.records_days, "legal_hold": policy.legal_hold}
 
 
-def _days_errors(name: str, value: Any) -> list[str]:
+def _days_valid(value: Any) -> bool:
+    """A window in days: None is the host's, UNCHANGED leaves it; otherwise a whole number >= 1."""
     if value is None or value is UNCHANGED:
-        return []
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        return [f"{name} is a whole number of days, at least 1 (or empty for the host's)."]
-    return []
+        return True
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def retention_set(
@@ -182,10 +175,11 @@ def retention_set(
     """Change the named fields of a tenant's policy (None days: back to the host's), audited in the
     same transaction. Raises ValidationFailed naming every broken rule; a change to nothing writes
     nothing."""
+    wanted = {"runs_days": runs_days, "records_days": records_days, "legal_hold": legal_hold}
     errors = {
-        name: messages
-        for name, value in (("runs_days", runs_days), ("records_days", records_days))
-        if (messages := _days_errors(name, value))
+        name: [f"{name} is a whole number of days, at least 1 (or empty for the host's)."]
+        for name in ("runs_days", "records_days")
+        if not _days_valid(wanted[name])
     }
     if errors:
         raise ValidationFailed(" ".join(m for ms in errors.values() for m in ms), details={"fields": errors})
@@ -195,12 +189,9 @@ def retention_set(
         before = policy_fields(policy)
         if policy is None:
             policy = RetentionPolicy(tenant=tenant)
-        if runs_days is not UNCHANGED:
-            policy.runs_days = runs_days
-        if records_days is not UNCHANGED:
-            policy.records_days = records_days
-        if legal_hold is not UNCHANGED:
-            policy.legal_hold = bool(legal_hold)
+        for name, value in wanted.items():
+            if value is not UNCHANGED:
+                setattr(policy, name, bool(value) if name == "legal_hold" else value)
         after = policy_fields(policy)
         if after == before:
             return policy
@@ -299,10 +290,8 @@ def _records_pass(
 def _export_first(
     cutoffs: dict[int, dt.datetime | None], slugs: dict[int, str], report: RetentionReport
 ) -> dict[int, dt.datetime | None]:
-    """Export what would expire and no export holds yet (from the end of the tenant's exports, or
-    from its first record, to the UTC midnight at or before its cutoff: one export a day per
-    tenant, however often the job runs); the cutoffs, clipped to what the exports now hold. Any
-    failed export refuses the pass before a record has expired."""
+    """Step 2 of the module docstring (up to a UTC midnight: one export a day per tenant, however
+    often the job runs); the cutoffs, clipped to what the exports now hold."""
     clipped: dict[int, dt.datetime | None] = {}
     for tenant_pk, cutoff in cutoffs.items():
         if cutoff is None:

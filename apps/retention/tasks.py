@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 
 from celery import shared_task
-from django.utils import timezone
 
+from apps.facets.tasks import task_instant
 from apps.retention.services import RetentionRefused, retention_apply
 
 logger = logging.getLogger(__name__)
@@ -15,14 +14,10 @@ logger = logging.getLogger(__name__)
 
 @shared_task(bind=True, name="retention.apply")
 def retention_apply_task(self, now: str | None = None) -> list[str]:
-    """One pass as of `now` (ISO 8601, only for a replay; by default the current instant). A refused
-    pass (another one under way, a failed export) is logged and left to the next hour: nothing
-    expired, so nothing is lost by waiting."""
-    instant = dt.datetime.fromisoformat(now) if now else timezone.now()
-    if timezone.is_naive(instant):
-        instant = timezone.make_aware(instant, dt.UTC)
+    """One pass as of `now` (`task_instant`). A refused pass (another one under way, a failed
+    export) is logged and left to the next hour: nothing expired, so nothing is lost by waiting."""
     try:
-        return retention_apply(instant).lines()
+        return retention_apply(task_instant(now)).lines()
     except RetentionRefused as exc:
         logger.warning("retention pass refused: %s", exc)
         return [f"refused: {exc}"]

@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from django.db import connection, transaction
 
-from apps.audit import group_commit
+from apps.audit import group_commit, services
 from apps.audit.errors import HostEventDeliveryMismatch, UnregisteredHostEventType
 from apps.audit.group_commit import host_event_append_batched, host_event_batcher
 from apps.audit.host_event_types import HOST_TEST_TYPES, NEGOTIATION_DECIDED, Delivery
@@ -224,7 +224,7 @@ def test_the_orm_path_appends_to_the_same_streams_concurrently_without_gaps(subj
 
 def test_a_failing_batch_fails_every_waiter_and_leaves_no_gap(subjects, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     alice = subjects()
-    real_mint = group_commit.mint_opaque
+    real_mint = services.mint_opaque  # the one that mints every appended event's id
     minted = 0
 
     def mint_one_bad() -> str:
@@ -234,12 +234,12 @@ def test_a_failing_batch_fails_every_waiter_and_leaves_no_gap(subjects, monkeypa
 
     async def scenario() -> list[Any]:
         await host_event_append_batched(subject=alice, type=NEGOTIATION_DECIDED, payload={"before": True})
-        monkeypatch.setattr(group_commit, "mint_opaque", mint_one_bad)
+        monkeypatch.setattr(services, "mint_opaque", mint_one_bad)
         outcomes = await asyncio.gather(
             *(host_event_append_batched(subject=alice, type=NEGOTIATION_DECIDED, payload={"i": i}) for i in range(10)),
             return_exceptions=True,
         )
-        monkeypatch.setattr(group_commit, "mint_opaque", real_mint)
+        monkeypatch.setattr(services, "mint_opaque", real_mint)
         await host_event_append_batched(subject=alice, type=NEGOTIATION_DECIDED, payload={"after": True})
         return outcomes
 

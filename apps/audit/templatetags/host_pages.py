@@ -22,23 +22,23 @@ class HostPage:
     description: str
 
 
+# (who may see it, title, URL name, description), in the order the index lists them.
+_PAGES = (
+    (
+        lambda user: user.is_authenticated and is_auditor(user),
+        "Negotiation records",
+        "negotiation-audit",
+        "Every version negotiation the host decided: filters, charts, CSV.",
+    ),
+    (
+        may_see_deprecation,
+        "Version deprecation",
+        "deprecation",
+        "Who still asks for which version, and who a new floor would refuse.",
+    ),
+)
+
+
 @register.simple_tag
 def host_pages_for(user: Any) -> list[HostPage]:
-    pages = []
-    if user.is_authenticated and is_auditor(user):
-        pages.append(
-            HostPage(
-                "Negotiation records",
-                reverse("negotiation-audit"),
-                "Every version negotiation the host decided: filters, charts, CSV.",
-            )
-        )
-    if may_see_deprecation(user):
-        pages.append(
-            HostPage(
-                "Version deprecation",
-                reverse("deprecation"),
-                "Who still asks for which version, and who a new floor would refuse.",
-            )
-        )
-    return pages
+    return [HostPage(title, reverse(name), about) for may_see, title, name, about in _PAGES if may_see(user)]

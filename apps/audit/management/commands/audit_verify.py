@@ -13,10 +13,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.audit.chain import chain_verify
+from apps.core.command_args import REFUSED_STATUS
 from apps.tenants.models import Tenant
 
 BROKEN_STATUS = 1
-REFUSED_STATUS = 2
 
 
 class Command(BaseCommand):

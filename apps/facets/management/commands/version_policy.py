@@ -55,9 +55,7 @@ class Command(BaseCommand):
         if options["agent"] is not None:
             agent = Agent.objects.for_tenant(tenant).filter(agent_id=options["agent"]).first()
             if agent is None:
-                raise CommandError(
-                    f"No agent {options['agent']!r} in tenant {tenant.slug}.", returncode=REFUSED_STATUS
-                )
+                raise CommandError(f"No agent {options['agent']!r} in tenant {tenant.slug}.", returncode=REFUSED_STATUS)
         protocol = options["protocol"]
         actor = options["actor"] or f"cli:{getpass.getuser()}"
         at = instant_option("--at", options["at"]) if options["at"] is not None else None
@@ -73,10 +71,8 @@ class Command(BaseCommand):
             else:
                 if options["minimum"] is None:
                     raise CommandError("set needs --minimum.", returncode=REFUSED_STATUS)
-                minimum = current.minimum_version if current is not None else ""
-                scheduled, scheduled_at = (
-                    (current.scheduled_minimum_version, current.scheduled_at) if current is not None else ("", None)
-                )
+                was = current or VersionPolicy()  # a new policy: no floor, nothing scheduled
+                minimum, scheduled, scheduled_at = was.minimum_version, was.scheduled_minimum_version, was.scheduled_at
                 if at is None:
                     minimum = options["minimum"]
                 else:
