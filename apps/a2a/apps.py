@@ -10,14 +10,14 @@ class A2AConfig(AppConfig):
         from apps.a2a import tck  # noqa: F401  registers the TCK fixture agent's node kind
         from apps.facets import surfaces
 
-        # What discovery may advertise (capabilities.md: the record is the claim). Push (issue 6)
-        # registers itself when it exists.
+        # What discovery may advertise (capabilities.md: the record is the claim).
         surfaces.register_surface(surfaces.A2A)
         surfaces.register_surface(surfaces.A2A_STREAMING)
         surfaces.register_surface(surfaces.A2A_DURABLE_TASKS)
         surfaces.register_surface(surfaces.A2A_PUSH)  # push configs (interop.md §A2A push delivery)
         surfaces.register_surface(surfaces.A2A_AGENT_CARDS)  # tenant: R (interop.md §Per-agent cards)
-        from apps.facets.servable import register_servable_versions  # this door serves A2A 1.0 only (h8)
+        from apps.facets.servable import register_servable_versions  # this door serves A2A 1.0 only
+
         register_servable_versions("a2a", ["1.0"])
 
         from apps.a2a.refusals import a2a_refusal
@@ -33,7 +33,7 @@ class A2AConfig(AppConfig):
         from apps.a2a.signing import card_signing_advertised
         from apps.core.discovery import register_extension
 
-        register_extension("openwop-host.cardSigning", card_signing_advertised)  # are the cards signed (issue 21)
+        register_extension("openwop-host.cardSigning", card_signing_advertised)  # are the cards signed
 
         from apps.a2a.previews import agent_card_preview, served_card_wire
         from apps.agents import admin as agents_admin

@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -163,9 +163,7 @@ def security_of(issuers: Sequence[TrustedIssuer]) -> tuple[dict[str, Any], list[
     return schemes, requirements
 
 
-def public_card(
-    *, features: A2AFeatures, routes: list[SkillRoute], issuers: Sequence[TrustedIssuer] = ()
-) -> AgentCard:
+def public_card(*, features: A2AFeatures, routes: list[SkillRoute], issuers: Sequence[TrustedIssuer] = ()) -> AgentCard:
     base = settings.OPENWOP_PUBLIC_URL
     security_schemes, security_requirements = security_of(issuers)
     interfaces = [
@@ -210,7 +208,7 @@ def public_card(
 def agent_card(*, host_card: AgentCard, entry: InventoryEntry) -> AgentCard:
     """The agent's card, projected from the host card and its inventory entry only: nothing the
     entry may not carry (no prompt, no handoff schema; `degraded[]` stays on the entry). Its
-    interfaces are the host card's at or above the agent's effective floor (issue 24)."""
+    interfaces are the host card's at or above the agent's effective floor."""
     assert entry.a2a_tenant is not None  # only routed agents have an R
     agent = entry.agent
     card = AgentCard()
@@ -220,7 +218,7 @@ def agent_card(*, host_card: AgentCard, entry: InventoryEntry) -> AgentCard:
     card.description = agent.description or agent.label or agent.persona
     for interface in card.supported_interfaces:
         interface.tenant = entry.a2a_tenant
-    _interfaces_at_or_above(card, _agent_floor(entry))
+    _interfaces_at_or_above_floor(card, entry)
     del card.skills[:]
     for workflow in entry.workflows:
         card.skills.add(
@@ -232,29 +230,19 @@ def agent_card(*, host_card: AgentCard, entry: InventoryEntry) -> AgentCard:
     return card
 
 
-def _agent_floor(entry: InventoryEntry) -> str:
-    """The agent's effective a2a floor (host, tenant and agent policies; apps/facets/policy.py)."""
+def _interfaces_at_or_above_floor(card: AgentCard, entry: InventoryEntry) -> None:
+    """An agent's card lists only the versions the agent accepts: its interfaces below its
+    effective a2a floor (host, tenant and agent policies; apps/facets/policy.py) are dropped. The
+    host's public card keeps every offered version."""
     host_floor = facet_cached(protocol="a2a").minimum_version
-    return agent_floor(protocol="a2a", agent=entry.agent, host_floor=host_floor, tenant_slug=entry.agent.tenant.slug)
-
-
-def _interfaces_at_or_above(card: AgentCard, floor: str) -> None:
-    """An agent's card lists only the versions the agent accepts (issue 24): its interfaces below
-    its effective floor are dropped. The host's public card keeps every offered version."""
+    floor = agent_floor(protocol="a2a", agent=entry.agent, host_floor=host_floor, tenant_slug=entry.agent.tenant.slug)
     if not is_valid_version("a2a", floor):
         return
-    kept = [
-        interface
-        for interface in card.supported_interfaces
-        if not is_valid_version("a2a", interface.protocol_version)
-        or version_key("a2a", interface.protocol_version) >= version_key("a2a", floor)
-    ]
-    if len(kept) != len(card.supported_interfaces):
-        copies = [type(interface)() for interface in kept]
-        for copy, interface in zip(copies, kept, strict=True):
-            copy.CopyFrom(interface)
-        del card.supported_interfaces[:]
-        card.supported_interfaces.extend(copies)
+    interfaces = card.supported_interfaces
+    for index in reversed(range(len(interfaces))):
+        version = interfaces[index].protocol_version
+        if is_valid_version("a2a", version) and version_key("a2a", version) < version_key("a2a", floor):
+            del interfaces[index]
 
 
 def public_card_current() -> tuple[AgentCard, list[SkillRoute], Facet]:
@@ -314,15 +302,17 @@ async def acard_document_cached() -> CardDocument:
     return await acached(TOPIC_CARD, _card_key("document"), sync_to_async(_card_document_build))
 
 
-def _copy(card: AgentCard) -> AgentCard:
+def _cached_card(build: Callable[[], AgentCard], kind: str, *parts: Hashable) -> AgentCard:
+    """The card kept under (`kind`, `parts`), built once per change. Each caller gets its own copy:
+    callers may change their card, the cached one stays as built."""
     private = AgentCard()
-    private.CopyFrom(card)  # callers may change their card; the cached one stays as built
+    private.CopyFrom(cached(TOPIC_CARD, _card_key(kind, *parts), build))
     return private
 
 
 def public_card_cached() -> AgentCard:
-    """`public_card_current()`'s card, built once per change (each caller gets its own copy)."""
-    return _copy(cached(TOPIC_CARD, _card_key("public"), lambda: public_card_current()[0]))
+    """`public_card_current()`'s card, built once per change."""
+    return _cached_card(lambda: public_card_current()[0], "public")
 
 
 class _NoSuchAgent(Exception):
@@ -341,10 +331,9 @@ def agent_card_cached(*, subject: Subject, a2a_tenant: str) -> AgentCard | None:
         return agent_card(host_card=public_card_cached(), entry=entry)
 
     try:
-        card = cached(TOPIC_CARD, _card_key("agent", subject.tenant, a2a_tenant), build)
+        return _cached_card(build, "agent", subject.tenant, a2a_tenant)
     except _NoSuchAgent:
         return None
-    return _copy(card)
 
 
 def served_card_cached(*, subject: Subject, entry: InventoryEntry | None) -> AgentCard:
@@ -352,12 +341,10 @@ def served_card_cached(*, subject: Subject, entry: InventoryEntry | None) -> Age
     agent's card for the entry the caller's `tenant: R` resolved to, else the host card. Keyed by
     the caller's tenant and R, as `agent_card_cached` (the entry is resolved in that inventory)."""
     if entry is None:
-        host = cached(TOPIC_CARD, _card_key("served-host"), lambda: card_sign(public_card_cached()))
-        return _copy(host)
+        return _cached_card(lambda: card_sign(public_card_cached()), "served-host")
     assert entry.a2a_tenant is not None  # only routed agents have an R
-    card = cached(
-        TOPIC_CARD,
-        _card_key("served-agent", subject.tenant, entry.a2a_tenant),
-        lambda: card_sign(agent_card(host_card=public_card_cached(), entry=entry)),
-    )
-    return _copy(card)
+
+    def signed() -> AgentCard:
+        return card_sign(agent_card(host_card=public_card_cached(), entry=entry))
+
+    return _cached_card(signed, "served-agent", subject.tenant, entry.a2a_tenant)

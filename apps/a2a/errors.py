@@ -55,7 +55,7 @@ class AuthenticationRequired(A2AError):
 
 class InsufficientScope(A2AError):
     """The caller's access token lacks a scope its issuer requires for the `a2a` method family
-    (issue 25; identity.md §2.5): HTTP 403 with the scope challenge (apps/oauth/challenge.py), gRPC
+    (identity.md §2.5): HTTP 403 with the scope challenge (apps/oauth/challenge.py), gRPC
     PERMISSION_DENIED; ErrorInfo metadata `requiredScopes` lists them (space separated)."""
 
     message = "The access token lacks a scope this interface requires."
@@ -126,28 +126,19 @@ def error_message(error: A2AError) -> str:
     return refusal.message if refusal is not None else error.message
 
 
-def _string_metadata(error: A2AError) -> dict[str, str]:
+def error_details(error: A2AError) -> list[dict[str, Any]]:
+    """The typed-details array: exactly one ErrorInfo (string metadata only), then a BadRequest
+    for field violations."""
     data = error.data if isinstance(error.data, dict) else {}
     metadata = {str(k): v for k, v in data.items() if isinstance(v, str)}
     refusal = identity_refusal(error)
     if refusal is not None:
         metadata["openwopError"] = refusal.code
-    return metadata
-
-
-def error_details(error: A2AError) -> list[dict[str, Any]]:
-    """The typed-details array: exactly one ErrorInfo, then a BadRequest for field violations."""
     details: list[dict[str, Any]] = [
-        {
-            "@type": ERROR_INFO_TYPE,
-            "reason": error_row(error).reason,
-            "domain": A2A_DOMAIN,
-            "metadata": _string_metadata(error),
-        }
+        {"@type": ERROR_INFO_TYPE, "reason": error_row(error).reason, "domain": A2A_DOMAIN, "metadata": metadata}
     ]
-    violations = error.data.get("fieldViolations") if isinstance(error.data, dict) else None
-    if violations:
-        details.append({"@type": BAD_REQUEST_TYPE, "fieldViolations": violations})
+    if data.get("fieldViolations"):
+        details.append({"@type": BAD_REQUEST_TYPE, "fieldViolations": data["fieldViolations"]})
     return details
 
 

@@ -19,49 +19,21 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeAlias, TypeVar
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeAlias
 
 import grpc
-from a2a.types import (
-    AgentCard,
-    CancelTaskRequest,
-    DeleteTaskPushNotificationConfigRequest,
-    GetExtendedAgentCardRequest,
-    GetTaskPushNotificationConfigRequest,
-    GetTaskRequest,
-    ListTaskPushNotificationConfigsRequest,
-    ListTaskPushNotificationConfigsResponse,
-    ListTasksRequest,
-    ListTasksResponse,
-    SendMessageRequest,
-    SendMessageResponse,
-    StreamResponse,
-    SubscribeToTaskRequest,
-    Task,
-    TaskPushNotificationConfig,
-    a2a_pb2_grpc,
-)
+from a2a.types import StreamResponse, a2a_pb2_grpc
 from a2a.utils.errors import A2AError, InternalError
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.db import DataError
 from google.protobuf import json_format
-from google.protobuf.empty_pb2 import Empty
-from google.protobuf.message import Message as ProtoMessage
-from google.rpc import error_details_pb2, status_pb2
+from google.rpc import error_details_pb2, status_pb2  # noqa: F401  (error_details_pb2: the details' types)
 
 from apps.a2a import operations
-from apps.a2a.errors import (
-    A2A_DOMAIN,
-    ERROR_INFO_TYPE,
-    AuthenticationRequired,
-    error_details,
-    error_message,
-    error_row,
-    invalid_input,
-)
-from apps.a2a.operations import Call, StreamPlan
-from apps.a2a.refusals import REFUSAL_ROWS
+from apps.a2a.errors import AuthenticationRequired, error_details, error_message, error_row, invalid_input
+from apps.a2a.operations import Operation, StreamPlan
+from apps.a2a.refusals import REFUSAL_ROWS, refusal_info
 from apps.a2a.streams import task_responses
 from apps.a2a.wire import request_check
 from apps.core import metrics
@@ -77,7 +49,6 @@ from apps.tenants.stream_credential import credential_check
 logger = logging.getLogger(__name__)
 
 DETAILS_KEY = "grpc-status-details-bin"
-T = TypeVar("T")
 Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
 
 
@@ -94,17 +65,9 @@ class GrpcRefused(Exception):
 
 
 def _status_bytes(code: grpc.StatusCode, message: str, details: list[dict[str, Any]]) -> bytes:
-    status = status_pb2.Status(code=code.value[0], message=message)
-    for detail in details:
-        if detail["@type"] == ERROR_INFO_TYPE:
-            info = error_details_pb2.ErrorInfo(
-                reason=detail["reason"], domain=detail["domain"], metadata=detail["metadata"]
-            )
-            status.details.add().Pack(info)
-        else:
-            violations = {"fieldViolations": detail["fieldViolations"]}
-            bad_request = json_format.ParseDict(violations, error_details_pb2.BadRequest(), ignore_unknown_fields=True)
-            status.details.add().Pack(bad_request)
+    # Each detail's `@type` names its google.rpc message (error_details_pb2, imported for them).
+    doc = {"code": code.value[0], "message": message, "details": details}
+    status = json_format.ParseDict(doc, status_pb2.Status(), ignore_unknown_fields=True)
     return status.SerializeToString(deterministic=True)
 
 
@@ -116,13 +79,9 @@ def refused_for_error(error: A2AError) -> GrpcRefused:
 
 def refused_for_limit(refusal: Refusal) -> GrpcRefused:
     """A refusal before dispatch (rate, streams) or an overloaded host: refusals.py's gRPC column."""
-    _, _, status_name, reason = REFUSAL_ROWS[refusal.kind]
-    code = grpc.StatusCode[status_name]
-    metadata = {} if refusal.kind == "overloaded" else {"limit": str(refusal.limit)}
-    if refusal.retry_after is not None:
-        metadata["retryAfterSeconds"] = str(refusal.retry_after)
-    details = [{"@type": ERROR_INFO_TYPE, "reason": reason, "domain": A2A_DOMAIN, "metadata": metadata}]
-    return GrpcRefused(code, refusal.message, _status_bytes(code, refusal.message, details))
+    code = grpc.StatusCode[REFUSAL_ROWS[refusal.kind][2]]
+    retry = {} if refusal.retry_after is None else {"retryAfterSeconds": str(refusal.retry_after)}
+    return GrpcRefused(code, refusal.message, _status_bytes(code, refusal.message, [refusal_info(refusal, **retry)]))
 
 
 def _refused_for(exc: BaseException) -> GrpcRefused:
@@ -172,43 +131,44 @@ async def _admitted(authorization: str | None, *, stream: bool) -> str | None:
     return bucket
 
 
-async def _call_of(context: Context, a2a_tenant: str | None = None) -> Call:
-    """`a2a_tenant`: a routed operation's `tenant` (its agent's floor is part of the one decision)."""
+async def _run(operation: Operation, request: Any, context: Context) -> Any:
+    """Authenticate and negotiate (a routed operation's `tenant` included: its agent's floor is part
+    of the one decision), then the parse step the HTTP bindings run on their JSON: a request
+    holding what no column or wire type can (a NUL, a messageId past 512, NaN in a Struct, an
+    unknown enum value) is INVALID_ARGUMENT (wire.request_check). Then the operation."""
     requested = (_metadata(context, "a2a-version") or "").strip()
-    return await operations.call_open(
+    call = await operations.call_open(
         authorization=_metadata(context, "authorization"),
         requested=requested or None,
         origin=_metadata(context, "origin"),
-        a2a_tenant=a2a_tenant,
+        a2a_tenant=request.tenant if operation.routed else None,
     )
+    try:
+        request_check(request)
+    except ValidationFailed as exc:
+        raise invalid_input(exc) from None
+    return await operation.run(call, request)
 
 
 def _observed(method: str, started: float, refused: GrpcRefused | None) -> None:
     """The RPC in `/metrics` (door `a2a-grpc`, operation the RPC's name): `ok`, or the refusal as
     `client_error` / `server_error` by its status. grpc_serve is its own process: with
     PROMETHEUS_MULTIPROC_DIR shared, the web process's `/metrics` includes it."""
-    if refused is None:
-        outcome = "ok"
-    elif refused.code in _SERVER_FAULTS:
-        outcome = "server_error"
-    else:
-        outcome = "client_error"
+    outcome = "ok" if refused is None else "server_error" if refused.code in _SERVER_FAULTS else "client_error"
     metrics.request_observed("a2a-grpc", method, outcome, started)
 
 
 _SERVER_FAULTS = frozenset({grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN, grpc.StatusCode.DATA_LOSS})
 
 
-async def _unary(
-    method: str, context: Context, operation: Callable[[Call], Awaitable[T]], a2a_tenant: str | None = None
-) -> T:
+async def _unary(method: str, operation: Operation, request: Any, context: Context) -> Any:
     refused: GrpcRefused | None = None
     started = time.perf_counter()
     token = metrics.request_begun()
     async with ThreadSensitiveContext():
         try:
             await _admitted(_metadata(context, "authorization"), stream=False)
-            answer = await operation(await _call_of(context, a2a_tenant))
+            answer = await _run(operation, request, context)
             _observed(method, started, None)
             return answer
         except Exception as exc:  # a client gone away (CancelledError) is not answered
@@ -222,13 +182,10 @@ async def _unary(
     raise AssertionError("unreachable: abort raises")  # pragma: no cover
 
 
-async def _streamed(
-    method: str, context: Context, operation: Callable[[Call], Awaitable[Any]], a2a_tenant: str | None = None
-) -> AsyncIterator[StreamResponse]:
+async def _streamed(method: str, operation: Operation, request: Any, context: Context) -> AsyncIterator[StreamResponse]:
     """A server-streaming RPC from the same StreamPlan and log reader as the SSE bindings (its
     duration in `/metrics` is the stream's, to its end)."""
     refused: GrpcRefused | None = None
-    bucket: str | None = None
     started = time.perf_counter()
     authorization = _metadata(context, "authorization")
     async with ThreadSensitiveContext():
@@ -236,22 +193,19 @@ async def _streamed(
             bucket = await _admitted(authorization, stream=True)
             # The slot goes back however the RPC ends, a cancellation included (apps.core.stream_lease).
             async with stream_slot_held(bucket):
-                plan = await operation(await _call_of(context, a2a_tenant))
+                plan = await _run(operation, request, context)
                 await release_db_connection()  # nothing is held while the stream waits on the log
-                if isinstance(plan, StreamPlan):
-                    stream = task_responses(
-                        run=plan.run, first=plan.first, position=plan.position,
-                        end_when_interrupted=plan.end_when_interrupted,
-                    )  # fmt: skip
-                    # Authorized when it opened; ends UNAUTHENTICATED once the credential lapses.
-                    guarded = items_while_allowed(stream, credential_check(authorization, door="a2a"))
-                    async with contextlib.aclosing(guarded):
-                        async for response in guarded:
-                            yield response
-                elif isinstance(plan, Task):  # an operation that answered without a stream: its one event
-                    yield StreamResponse(task=plan)
-                else:
+                if not isinstance(plan, StreamPlan):
                     raise InternalError()
+                stream = task_responses(
+                    run=plan.run, first=plan.first, position=plan.position,
+                    end_when_interrupted=plan.end_when_interrupted,
+                )  # fmt: skip
+                # Authorized when it opened; ends UNAUTHENTICATED once the credential lapses.
+                guarded = items_while_allowed(stream, credential_check(authorization, door="a2a"))
+                async with contextlib.aclosing(guarded):
+                    async for response in guarded:
+                        yield response
         except CredentialLapsed:
             refused = refused_for_error(AuthenticationRequired())
         except Exception as exc:
@@ -267,100 +221,29 @@ async def _streamed(
 # The service
 
 
-def _parsed(request: ProtoMessage, operation: Callable[[Call], Awaitable[T]]) -> Callable[[Call], Awaitable[T]]:
-    """The operation behind the unary parse step the HTTP bindings run on their JSON: a request
-    holding what no column or wire type can (a NUL, a messageId past 512, NaN in a Struct, an
-    unknown enum value) is INVALID_ARGUMENT, once the caller is authenticated (wire.request_check)."""
+def _rpc(name: str, operation: Operation) -> Callable[..., Any]:
+    """The servicer method of one row of operations.OPERATIONS: admitted, authenticated and
+    negotiated, parse-checked and run (`_run`), or ended with the mapped status."""
+    if operation.streaming:
 
-    async def checked(call: Call) -> T:
-        try:
-            request_check(request)
-        except ValidationFailed as exc:
-            raise invalid_input(exc) from None
-        return await operation(call)
+        async def streamed(self: Any, request: Any, context: Context) -> AsyncIterator[StreamResponse]:
+            async for response in _streamed(name, operation, request, context):
+                yield response
 
-    return checked
+        return streamed
 
+    async def unary(self: Any, request: Any, context: Context) -> Any:
+        return await _unary(name, operation, request, context)
 
-async def _send(call: Call, request: SendMessageRequest) -> SendMessageResponse:
-    result = await operations.send_message(call, request, streaming=False)
-    assert isinstance(result, Task)
-    return SendMessageResponse(task=result)
-
+    return unary
 
 
 class A2AGrpcService(a2a_pb2_grpc.A2AServiceServicer):
-    """Every method: admit, authenticate + negotiate, the parse check, the operation, or the mapped status."""
+    """The a2a-sdk's generated service, every RPC one row of operations.OPERATIONS (`_rpc`)."""
 
-    async def SendMessage(self, request: SendMessageRequest, context: Context) -> SendMessageResponse:
-        return await _unary("SendMessage", context, _parsed(request, lambda call: _send(call, request)), request.tenant)
 
-    async def SendStreamingMessage(
-        self, request: SendMessageRequest, context: Context
-    ) -> AsyncIterator[StreamResponse]:
-        operation: Callable[[Call], Awaitable[Any]] = _parsed(
-            request, lambda call: operations.send_message(call, request, streaming=True)
-        )
-        async for response in _streamed("SendStreamingMessage", context, operation, request.tenant):
-            yield response
-
-    async def GetTask(self, request: GetTaskRequest, context: Context) -> Task:
-        return await _unary("GetTask", context, _parsed(request, lambda call: operations.get_task(call, request)))
-
-    async def ListTasks(self, request: ListTasksRequest, context: Context) -> ListTasksResponse:
-        return await _unary("ListTasks", context, _parsed(request, lambda call: operations.list_tasks(call, request)))
-
-    async def CancelTask(self, request: CancelTaskRequest, context: Context) -> Task:
-        return await _unary("CancelTask", context, _parsed(request, lambda call: operations.cancel_task(call, request)))
-
-    async def SubscribeToTask(self, request: SubscribeToTaskRequest, context: Context) -> AsyncIterator[StreamResponse]:
-        subscribe: Callable[[Call], Awaitable[Any]] = _parsed(request, lambda call: operations.subscribe(call, request))
-        async for response in _streamed("SubscribeToTask", context, subscribe):
-            yield response
-
-    async def CreateTaskPushNotificationConfig(
-        self, request: TaskPushNotificationConfig, context: Context
-    ) -> TaskPushNotificationConfig:
-        return await _unary(
-            "CreateTaskPushNotificationConfig",
-            context,
-            _parsed(request, lambda call: operations.push_config_create(call, request)),
-        )
-
-    async def GetTaskPushNotificationConfig(
-        self, request: GetTaskPushNotificationConfigRequest, context: Context
-    ) -> TaskPushNotificationConfig:
-        return await _unary(
-            "GetTaskPushNotificationConfig",
-            context,
-            _parsed(request, lambda call: operations.push_config_get(call, request)),
-        )
-
-    async def ListTaskPushNotificationConfigs(
-        self, request: ListTaskPushNotificationConfigsRequest, context: Context
-    ) -> ListTaskPushNotificationConfigsResponse:
-        return await _unary(
-            "ListTaskPushNotificationConfigs",
-            context,
-            _parsed(request, lambda call: operations.push_config_list(call, request)),
-        )
-
-    async def GetExtendedAgentCard(self, request: GetExtendedAgentCardRequest, context: Context) -> AgentCard:
-        return await _unary(
-            "GetExtendedAgentCard",
-            context,
-            _parsed(request, lambda call: operations.get_extended_card(call, request)),
-            request.tenant,
-        )
-
-    async def DeleteTaskPushNotificationConfig(
-        self, request: DeleteTaskPushNotificationConfigRequest, context: Context
-    ) -> Empty:
-        return await _unary(
-            "DeleteTaskPushNotificationConfig",
-            context,
-            _parsed(request, lambda call: operations.push_config_delete(call, request)),
-        )
+for _name, _operation in operations.OPERATIONS.items():
+    setattr(A2AGrpcService, _name, _rpc(_name, _operation))
 
 
 def grpc_server_build(*, bind: str, port: int, tls: tuple[bytes, bytes] | None) -> tuple[grpc.aio.Server, int]:

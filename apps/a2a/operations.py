@@ -2,16 +2,17 @@
 
 Each is the interop map's row for it (openwop-v2 reference (c).1): SendMessage -> createRun or
 resolveInterruptByRun, GetTask -> getRun, ListTasks -> listRuns' visibility, CancelTask ->
-cancelRun, SubscribeToTask -> streamRunEvents. Both bindings (views.py) call these and differ only
-in how they parse and render. Writes run in `sync_to_async` calls that end before any wait or
-stream begins; a task is read by one statement on the event loop (selectors.task_read).
+cancelRun, SubscribeToTask -> streamRunEvents. Every binding (views.py, grpc_server.py) calls these
+through `OPERATIONS` and differs only in how it parses and renders. Writes run in `sync_to_async`
+calls that end before any wait or stream begins; a task is read by one statement on the event
+loop (selectors.task_read).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from types import ModuleType
@@ -30,6 +31,7 @@ from a2a.types import (
     ListTasksResponse,
     Message,
     SendMessageRequest,
+    SendMessageResponse,
     SubscribeToTaskRequest,
     Task,
     TaskPushNotificationConfig,
@@ -60,7 +62,7 @@ from apps.a2a.services import (
     skill_workflow_cached,
     task_cancel,
 )
-from apps.a2a.streams import run_wait_settled
+from apps.a2a.streams import SETTLED_STATUSES, run_wait_settled
 from apps.a2a.tck import TCK_WORKFLOW_ID, tck_route, tck_scenario
 from apps.a2a.wire import TERMINAL_STATES, task_from_view, to_wire
 from apps.agents.selectors import InventoryEntry, agent_by_a2a_tenant
@@ -70,14 +72,14 @@ from apps.facets.negotiation import Decision, inbound_peer_origin, negotiation_d
 from apps.facets.policy import TenantFloors, atenant_floors_cached
 from apps.facets.services import afacet_cached
 from apps.oauth.challenge import OAuthDoorState, aoauth_door_state, insufficient_scope_challenge, scopes_missing
-from apps.runs.models import TERMINAL_STATUSES, WAITING_STATUSES, Run, RunStatus
+from apps.runs.models import Run, RunStatus
 from apps.runs.reads import RunRow, RunSnapshot
 from apps.runs.services import run_resend_unclaimed
 from apps.tenants.selectors import asubject_from_authorization_cached
 from apps.tenants.subject import Subject
 
 CONTEXT_ID_MAX = 256
-SETTLED_STATUSES = TERMINAL_STATUSES | WAITING_STATUSES  # what a blocking send waits for
+
 
 # A2A's push configs are kept and delivered by apps/push, a floor above this one: it hands over its
 # services module and its backlog check in its ready() (apps/push/apps.py).
@@ -108,8 +110,8 @@ def version_accepted(decision: Decision) -> None:
 
 
 def scopes_granted(subject: Subject, state: OAuthDoorState) -> None:
-    """The `a2a` method family's scopes (issue 25): an access token lacking one its issuer
-    requires is refused with InsufficientScope (403 and the scope challenge; gRPC PERMISSION_DENIED)."""
+    """The `a2a` method family's scopes: an access token lacking one its issuer requires is refused
+    with InsufficientScope (403 and the scope challenge; gRPC PERMISSION_DENIED)."""
     missing = scopes_missing(state, subject, "a2a")
     if missing:
         challenge = insufficient_scope_challenge(metadata_url=state.host_metadata_url, scopes=missing)
@@ -117,11 +119,9 @@ def scopes_granted(subject: Subject, state: OAuthDoorState) -> None:
 
 
 def agent_floor_may_apply(facet: Any, floors: TenantFloors) -> bool:
-    """Whether a routed operation's `tenant: R` must be resolved before negotiating (issue 24):
-    per-agent cards served and some agent of the caller's tenant holds a floor of its own. Every
-    binding passes R for the routed operations (SendMessage, SendStreamingMessage,
-    GetExtendedAgentCard), so the exchange's one `negotiation.decided` record applies the agent's
-    floor. The common case (no agent floor) reads nothing."""
+    """Whether a routed operation's `tenant: R` must be resolved before negotiating, so that the
+    exchange's one `negotiation.decided` record applies the agent's floor: per-agent cards served
+    and some agent of the caller's tenant holds a floor of its own. The common case reads nothing."""
     return bool(facet.agent_cards) and bool(floors.agents)
 
 
@@ -139,11 +139,8 @@ async def call_open(
     the facet read once (the decision and the features agree), the decision and its
     `negotiation.decided` record (the caller's host event: an inbound exchange is no run's). Nothing
     leaves the event loop when the caches hit (the Subject, the facet, the tenant's floors); the
-    record is group-committed.
-
-    `a2a_tenant`: a routed operation's `tenant: R` (SendMessage, SendStreamingMessage,
-    GetExtendedAgentCard), None for the others: when R names an agent with a floor of its own, the
-    one decision applies it (`agent_floor_may_apply`)."""
+    record is group-committed. `a2a_tenant`: a routed operation's `tenant: R` (`Operation.routed`),
+    else None; an agent floor of R's is applied by the one decision (`agent_floor_may_apply`)."""
     try:
         subject = await asubject_from_authorization_cached(authorization, door="a2a")
     except OpenWopError:
@@ -171,19 +168,13 @@ UNKNOWN_TENANT_MESSAGE = "The tenant names no agent of the caller."
 
 
 def call_routed(call: Call, tenant: str) -> Call:
-    """Resolve a request's `tenant` (interop.md §Per-agent cards, Non-disclosure).
-
-    Only the operations an agent changes resolve it: SendMessage / SendStreamingMessage (which
-    workflow starts) and GetExtendedAgentCard (which card). They run after the binding has
-    authenticated and negotiated, with R's agent floor already in the decision (the binding passed
-    R to `call_open`: `agent_floor_may_apply`). R never selects a tenant: it is
-    looked up in the caller's own inventory, and every R outside it (another tenant's, an
-    unpublished agent's, malformed, never minted) takes this one path and gets the same -32602,
-    which does not echo R. Every other
-    operation treats `tenant` as the opaque hint interop.md §Isolation makes it: ignored, for a
-    valid R and an unknown one alike, so they answer identically there too. While per-agent cards
-    are not served, `tenant` is ignored everywhere.
-    """
+    """Resolve a routed operation's `tenant: R` (interop.md §Per-agent cards, Non-disclosure): which
+    workflow SendMessage starts, which card GetExtendedAgentCard answers; R's agent floor is
+    already in `call_open`'s decision. R never selects a tenant: it is looked up in the caller's own
+    inventory, and every R outside it (another tenant's, an unpublished agent's, malformed, never
+    minted) takes this one path and gets the same -32602, which does not echo R. Every other
+    operation ignores `tenant`, the opaque hint interop.md §Isolation makes it, for a valid R and an
+    unknown one alike; while per-agent cards are not served, every operation ignores it."""
     if not tenant or not call.features.agent_cards:
         return call
     entry = agent_by_a2a_tenant(subject=call.subject, a2a_tenant=tenant)
@@ -290,25 +281,6 @@ async def _snapshot(subject: Subject, run_id: str, history_length: int | None) -
     return snapshot, task_from_view(snapshot, history_length=history_length)
 
 
-def _send_sync(
-    call: Call, request: SendMessageRequest, *, inline: bool = False, records: Callable[[Run], None] | None = None
-) -> Run:
-    """Start or continue the task; a retry (a messageId already sent) answers the run it created,
-    and re-sends it to the workers when none ever claimed it (issue 32 item 8: a run accepted while
-    the broker was down starts when the client retries)."""
-    written: list[Run] = []
-
-    def recorded(run: Run) -> None:  # called only for a run this request writes
-        written.append(run)
-        if records is not None:
-            records(run)
-
-    run = _send_or_replay(call, request, inline=inline, records=recorded)
-    if not any(run is w for w in written):
-        run = run_resend_unclaimed(run=run)
-    return run
-
-
 def _send_or_replay(call: Call, request: SendMessageRequest, *, inline: bool, records: Callable[[Run], None]) -> Run:
     message = request.message
     if message.task_id:
@@ -351,29 +323,35 @@ def _send_or_replay(call: Call, request: SendMessageRequest, *, inline: bool, re
 def _start_sync(call: Call, request: SendMessageRequest, *, inline: bool) -> Run:
     """Create or continue the task (`inline`: settled, run_create), with the request's push config
     registered in the same transaction, before the run's events: its receiver hears every one of
-    them, the end of a run settled at once included. One thread step: a client that leaves midway
+    them, the end of a run settled at once included. A retry (a messageId already sent) answers the
+    run it created, re-sent to the workers when none ever claimed it (a run accepted while the
+    broker was down starts when the client retries). One thread step: a client that leaves midway
     cancels the await, not the thread."""
-    records = None
+    config = None
     if request.configuration.HasField("task_push_notification_config"):
         config = request.configuration.task_push_notification_config
-        records = partial(_push_attach_sync, call, config)
-    return _send_sync(call, request, inline=inline, records=records)
+    written: list[Run] = []
+
+    def records(run: Run) -> None:  # called only for a run this request writes
+        written.append(run)
+        if config is not None:
+            _push_call(
+                push_services.push_config_attach,
+                run=run,
+                url=config.url,
+                token=config.token or None,
+                authentication=_authentication_of(config),
+            )
+
+    run = _send_or_replay(call, request, inline=inline, records=records)
+    if not any(run is w for w in written):
+        run = run_resend_unclaimed(run=run)
+    return run
 
 
-def _push_attach_sync(call: Call, config: TaskPushNotificationConfig, run: Run) -> None:
-    authentication = None
-    if config.HasField("authentication"):
-        authentication = {"scheme": config.authentication.scheme, "credentials": config.authentication.credentials}
-    _push_call(
-        push_services.push_config_attach,
-        run=run,
-        url=config.url,
-        token=config.token or None,
-        authentication=authentication,
-    )
-
-
-async def send_message(call: Call, request: SendMessageRequest, *, streaming: bool) -> Task | StreamPlan:
+async def send_message(
+    call: Call, request: SendMessageRequest, *, streaming: bool = False
+) -> SendMessageResponse | StreamPlan:
     _validated(request)
     if request.tenant:  # without one, call_routed has nothing to look up (no thread hop for it)
         call = await sync_to_async(call_routed)(call, request.tenant)
@@ -397,17 +375,15 @@ async def send_message(call: Call, request: SendMessageRequest, *, streaming: bo
     inline = not streaming and not immediate
     # One thread step starts the run; the run comes back as committed (settled, usually).
     run = await sync_to_async(_start_sync)(call, request, inline=inline)
-    if streaming:
-        snapshot, task = await _snapshot(call.subject, run.run_id, history_length)
-        position = snapshot.run.last_sequence
-        return StreamPlan(run=snapshot.run, first=task, position=position, end_when_interrupted=True)
-    # No message reached the workers (the broker is down: runs.services.advance_send): nothing
-    # advances the run before the sweeper or a retry sends it, so answer it as committed now.
-    waits = not (inline and run.status in SETTLED_STATUSES) and not (run.enqueued_at is None and not run.lease_owner)
-    if not immediate and waits:
+    # A blocking send waits for an unsettled run, unless no message reached the workers (the broker
+    # is down: runs.services.advance_send): nothing advances the run before the sweeper or a retry
+    # sends it, so answer it as committed now.
+    if inline and run.status not in SETTLED_STATUSES and not (run.enqueued_at is None and not run.lease_owner):
         await run_wait_settled(run)
-    _, task = await _snapshot(call.subject, run.run_id, history_length)
-    return task
+    snapshot, task = await _snapshot(call.subject, run.run_id, history_length)
+    if streaming:
+        return StreamPlan(run=snapshot.run, first=task, position=snapshot.run.last_sequence, end_when_interrupted=True)
+    return SendMessageResponse(task=task)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -464,7 +440,7 @@ def _history_length(request: GetTaskRequest | ListTasksRequest) -> int | None:
 
 async def list_tasks(call: Call, request: ListTasksRequest) -> ListTasksResponse:
     history_length = _history_length(request)
-    include_artifacts = request.include_artifacts if request.HasField("include_artifacts") else False
+    include_artifacts = request.include_artifacts  # unset: False
     status_after = (
         request.status_timestamp_after.ToDatetime(tzinfo=dt.UTC) if request.HasField("status_timestamp_after") else None
     )
@@ -486,12 +462,11 @@ async def list_tasks(call: Call, request: ListTasksRequest) -> ListTasksResponse
 
 
 async def cancel_task(call: Call, request: CancelTaskRequest) -> Task:
-    """CancelTask answers the task cancelled (issue 32 item 1): a running run only moves to
-    `cancelling` here, and its worker commits the cancel at its next check (~100 ms from inside a
-    waiting node), so the answer waits for that, on the run's wake-ups, at most
-    OPENWOP_A2A_CANCEL_WAIT_SECONDS. Past the bound it answers what is true then (WORKING, the
-    cancel still pending: a worker busy in a node that does not check, or none alive); every
-    binding calls this one operation."""
+    """CancelTask answers the task cancelled: a running run only moves to `cancelling` here, and
+    its worker commits the cancel at its next check (~100 ms from inside a waiting node), so the
+    answer waits for that, on the run's wake-ups, at most OPENWOP_A2A_CANCEL_WAIT_SECONDS. Past the
+    bound it answers what is true then (WORKING, the cancel still pending: a worker busy in a node
+    that does not check, or none alive)."""
     run = await sync_to_async(task_cancel)(subject=call.subject, task_id=request.id)
     if run.status == RunStatus.CANCELLING:
         await run_wait_settled(run, timeout=settings.OPENWOP_A2A_CANCEL_WAIT_SECONDS)
@@ -509,19 +484,14 @@ async def subscribe(call: Call, request: SubscribeToTaskRequest) -> StreamPlan:
     return StreamPlan(run=snapshot.run, first=first, position=snapshot.run.last_sequence, end_when_interrupted=False)
 
 
-def _extended_card_sync(call: Call) -> AgentCard:
-    # No `tenant`: the authenticated host card, equal to the public one. Signed once per card
-    # version and kept per process (apps/a2a/card.py), never signed per request.
-    return served_card_cached(subject=call.subject, entry=call.agent)
-
-
 async def get_extended_card(call: Call, request: GetExtendedAgentCardRequest) -> AgentCard:
-    """`tenant: R` -> the agent's card; no tenant -> the host card. -32007 while per-agent cards
-    are not served (capabilities.extendedAgentCard is then false on the public card)."""
+    """`tenant: R` -> the agent's card; no tenant -> the host card, equal to the public one.
+    -32007 while per-agent cards are not served (capabilities.extendedAgentCard is then false on
+    the public card). Signed once per card version and kept per process (apps/a2a/card.py)."""
     if not call.features.agent_cards:
         raise ExtendedAgentCardNotConfiguredError()
     call = await sync_to_async(call_routed)(call, request.tenant)
-    return await sync_to_async(_extended_card_sync)(call)
+    return await sync_to_async(served_card_cached)(subject=call.subject, entry=call.agent)
 
 
 # --- push-config methods: translation to apps.push services (interop.md §A2A push delivery) ---
@@ -546,36 +516,34 @@ def _push_call(operation: Any, **kwargs: Any) -> Any:
         raise invalid_params(exc.message, field="authentication") from None
 
 
-def _push_create_sync(call: Call, config: TaskPushNotificationConfig) -> TaskPushNotificationConfig:
-    authentication = None
-    if config.HasField("authentication"):
-        authentication = {"scheme": config.authentication.scheme, "credentials": config.authentication.credentials}
-    created = _push_call(
-        push_services.push_config_create,
-        subject=call.subject,
-        task_id=config.task_id,
-        url=config.url,
-        token=config.token or None,
-        authentication=authentication,
-    )
-    return push_services.push_config_wire(created)
+def _authentication_of(config: TaskPushNotificationConfig) -> dict[str, Any] | None:
+    if not config.HasField("authentication"):
+        return None
+    return {"scheme": config.authentication.scheme, "credentials": config.authentication.credentials}
+
+
+def _push_wire(operation: Any, **kwargs: Any) -> TaskPushNotificationConfig:
+    """One push service's config in its wire form, on the service's thread (the form reads its run)."""
+    return push_services.push_config_wire(_push_call(operation, **kwargs))
 
 
 async def push_config_create(call: Call, request: TaskPushNotificationConfig) -> TaskPushNotificationConfig:
     _push_features(call)
-    return await sync_to_async(_push_create_sync)(call, request)
+    return await sync_to_async(_push_wire)(
+        push_services.push_config_create,
+        subject=call.subject,
+        task_id=request.task_id,
+        url=request.url,
+        token=request.token or None,
+        authentication=_authentication_of(request),
+    )
 
 
 async def push_config_get(call: Call, request: GetTaskPushNotificationConfigRequest) -> TaskPushNotificationConfig:
     _push_features(call)
-
-    def get() -> TaskPushNotificationConfig:
-        config = _push_call(
-            push_services.push_config_get, subject=call.subject, task_id=request.task_id, config_id=request.id
-        )
-        return push_services.push_config_wire(config)
-
-    return await sync_to_async(get)()
+    return await sync_to_async(_push_wire)(
+        push_services.push_config_get, subject=call.subject, task_id=request.task_id, config_id=request.id
+    )
 
 
 async def push_config_list(
@@ -596,3 +564,33 @@ async def push_config_delete(call: Call, request: DeleteTaskPushNotificationConf
         push_services.push_config_delete, subject=call.subject, task_id=request.task_id, config_id=request.id
     )
     return Empty()
+
+
+# ---------------------------------------------------------------------------------------------
+# The operations by A2A method name: every binding dispatches through this one table (views.py's
+# JSON-RPC by `method`, grpc_server.py's servicer by RPC name; HTTP+JSON routes by path).
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    request: type[ProtoMessage]
+    run: Callable[[Call, Any], Awaitable[Any]]
+    streaming: bool = False  # answers a StreamPlan: SSE, or a gRPC server stream
+    routed: bool = False  # its `tenant: R` selects an agent (call_routed), so call_open is given R
+
+
+OPERATIONS: dict[str, Operation] = {
+    "SendMessage": Operation(SendMessageRequest, send_message, routed=True),
+    "SendStreamingMessage": Operation(
+        SendMessageRequest, partial(send_message, streaming=True), streaming=True, routed=True
+    ),
+    "GetTask": Operation(GetTaskRequest, get_task),
+    "ListTasks": Operation(ListTasksRequest, list_tasks),
+    "CancelTask": Operation(CancelTaskRequest, cancel_task),
+    "SubscribeToTask": Operation(SubscribeToTaskRequest, subscribe, streaming=True),
+    "CreateTaskPushNotificationConfig": Operation(TaskPushNotificationConfig, push_config_create),
+    "GetTaskPushNotificationConfig": Operation(GetTaskPushNotificationConfigRequest, push_config_get),
+    "ListTaskPushNotificationConfigs": Operation(ListTaskPushNotificationConfigsRequest, push_config_list),
+    "DeleteTaskPushNotificationConfig": Operation(DeleteTaskPushNotificationConfigRequest, push_config_delete),
+    "GetExtendedAgentCard": Operation(GetExtendedAgentCardRequest, get_extended_card, routed=True),
+}

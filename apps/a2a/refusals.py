@@ -28,16 +28,16 @@ REFUSAL_ROWS: dict[str, tuple[int, int, str, str]] = {
 }
 
 
+def refusal_info(refusal: Refusal, **metadata: str) -> dict[str, Any]:
+    """The refusal's one ErrorInfo: its row's reason, and the limit it hit (none when overloaded)."""
+    limit = {} if refusal.kind == "overloaded" else {"limit": str(refusal.limit)}
+    reason = REFUSAL_ROWS[refusal.kind][3]
+    return {"@type": ERROR_INFO_TYPE, "reason": reason, "domain": A2A_DOMAIN, "metadata": {**limit, **metadata}}
+
+
 def a2a_refusal(request: HttpRequest, refusal: Refusal) -> HttpResponseBase:
-    code, http_status, grpc_status, reason = REFUSAL_ROWS[refusal.kind]
-    details: list[dict[str, Any]] = [
-        {
-            "@type": ERROR_INFO_TYPE,
-            "reason": reason,
-            "domain": A2A_DOMAIN,
-            "metadata": {} if refusal.kind == "overloaded" else {"limit": str(refusal.limit)},
-        }
-    ]
+    code, http_status, grpc_status, _ = REFUSAL_ROWS[refusal.kind]
+    details = [refusal_info(refusal)]
     if request.path.rstrip("/") == "/a2a/jsonrpc":
         body: dict[str, Any] = {
             "jsonrpc": "2.0",

@@ -9,7 +9,7 @@ returns exactly what listRuns returns to the same Subject (interop.md §Isolatio
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from a2a.types import TaskState
@@ -49,8 +49,6 @@ async def task_read(*, subject: Subject, task_id: str) -> RunSnapshot:
         raise TaskNotFoundError() from None
 
 
-
-
 def task_message_find(*, subject: Subject, message_id: str) -> TaskMessage | None:
     """The first Message this principal sent with `message_id` (its de-duplication record)."""
     return (
@@ -86,39 +84,22 @@ class TaskPage:
 
 _WAITING = (RunStatus.WAITING_APPROVAL, RunStatus.WAITING_INPUT, RunStatus.WAITING_EXTERNAL)
 
-
-def _state_filters(state: int, context_id: str | None, status_after: datetime | None) -> RunFilters | None:
-    """The inverse task-state projection (map `a2a.ops` ListTasks: status filter) with the other
-    filters; None for a state the forward projection never produces (REJECTED)."""
-    by_state: dict[int, RunFilters] = {
-        TaskState.TASK_STATE_SUBMITTED: RunFilters(statuses=(RunStatus.PENDING,)),
-        TaskState.TASK_STATE_WORKING: RunFilters(statuses=(RunStatus.RUNNING, RunStatus.CANCELLING)),
-        TaskState.TASK_STATE_INPUT_REQUIRED: RunFilters(
-            statuses=_WAITING, exclude_open_interrupt_kind=InterruptKind.CREDENTIAL
-        ),
-        TaskState.TASK_STATE_AUTH_REQUIRED: RunFilters(
-            statuses=(RunStatus.WAITING_INPUT,), open_interrupt_kind=InterruptKind.CREDENTIAL
-        ),
-        TaskState.TASK_STATE_COMPLETED: RunFilters(statuses=(RunStatus.COMPLETED,)),
-        TaskState.TASK_STATE_FAILED: RunFilters(statuses=(RunStatus.FAILED,)),
-        TaskState.TASK_STATE_CANCELED: RunFilters(statuses=(RunStatus.CANCELLED,)),
-        TaskState.TASK_STATE_UNSPECIFIED: RunFilters(),
-    }
-    filters = by_state.get(state)
-    if filters is None:
-        return None
-    return RunFilters(
-        statuses=filters.statuses, context_id=context_id, updated_after=status_after,
-        open_interrupt_kind=filters.open_interrupt_kind,
-        exclude_open_interrupt_kind=filters.exclude_open_interrupt_kind,
-    )  # fmt: skip
-
-
-def task_page_size(page_size: int | None) -> int:
-    size = LIST_DEFAULT_PAGE_SIZE if page_size is None else page_size
-    if not 1 <= size <= LIST_MAX_PAGE_SIZE:
-        raise invalid_params(f"pageSize must be 1-{LIST_MAX_PAGE_SIZE}.", field="pageSize")
-    return size
+# The inverse task-state projection (map `a2a.ops` ListTasks: status filter). A state the forward
+# projection never produces (REJECTED) has no row: it lists nothing.
+STATE_FILTERS: dict[int, RunFilters] = {
+    TaskState.TASK_STATE_SUBMITTED: RunFilters(statuses=(RunStatus.PENDING,)),
+    TaskState.TASK_STATE_WORKING: RunFilters(statuses=(RunStatus.RUNNING, RunStatus.CANCELLING)),
+    TaskState.TASK_STATE_INPUT_REQUIRED: RunFilters(
+        statuses=_WAITING, exclude_open_interrupt_kind=InterruptKind.CREDENTIAL
+    ),
+    TaskState.TASK_STATE_AUTH_REQUIRED: RunFilters(
+        statuses=(RunStatus.WAITING_INPUT,), open_interrupt_kind=InterruptKind.CREDENTIAL
+    ),
+    TaskState.TASK_STATE_COMPLETED: RunFilters(statuses=(RunStatus.COMPLETED,)),
+    TaskState.TASK_STATE_FAILED: RunFilters(statuses=(RunStatus.FAILED,)),
+    TaskState.TASK_STATE_CANCELED: RunFilters(statuses=(RunStatus.CANCELLED,)),
+    TaskState.TASK_STATE_UNSPECIFIED: RunFilters(),
+}
 
 
 async def task_page(
@@ -133,13 +114,16 @@ async def task_page(
 ) -> TaskPage:
     """One page of the caller's tasks (the listRuns read): newest status first, keyset-paginated;
     its cursor is the nextPageToken, its errors this binding's -32602."""
-    size = task_page_size(page_size)
-    filters = _state_filters(state or TaskState.TASK_STATE_UNSPECIFIED, context_id, status_after)
+    size = LIST_DEFAULT_PAGE_SIZE if page_size is None else page_size
+    if not 1 <= size <= LIST_MAX_PAGE_SIZE:
+        raise invalid_params(f"pageSize must be 1-{LIST_MAX_PAGE_SIZE}.", field="pageSize")
+    filters = STATE_FILTERS.get(state or TaskState.TASK_STATE_UNSPECIFIED)
     if filters is None:
         return TaskPage(views=[], next_page_token="", page_size=size, total_size=0)
     try:
         page = await page_read(
-            tenant_pk=await asubject_tenant_pk(subject), tenant=subject.tenant, filters=filters, order=RunOrder.UPDATED,
+            tenant_pk=await asubject_tenant_pk(subject), tenant=subject.tenant, order=RunOrder.UPDATED,
+            filters=replace(filters, context_id=context_id, updated_after=status_after),
             limit=size, cursor=page_token or None, count_total=True, artifacts=include_artifacts,
             documents=TASK_MESSAGES,
         )  # fmt: skip

@@ -14,7 +14,6 @@ from typing import Any
 
 from a2a.types import Message
 from a2a.utils.errors import (
-    A2AError,
     InternalError,
     TaskNotCancelableError,
     TaskNotFoundError,
@@ -37,7 +36,7 @@ from apps.a2a.signing import key_material_generate
 from apps.a2a.wire import context_id_of, to_wire
 from apps.agents.fixtures import FIXTURE_WORKFLOWS
 from apps.agents.selectors import InventoryEntry
-from apps.core.errors import Conflict, Forbidden, NotFound, OpenWopError, ValidationFailed
+from apps.core.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from apps.core.invalidation import TOPIC_CARD, cached, invalidate_on_commit
 from apps.runs.models import Run
 from apps.runs.selectors import run_open_interrupt
@@ -120,27 +119,23 @@ def agent_skill_resolve(*, entry: InventoryEntry, skill_id: str | None) -> str:
 # Messages
 
 
-def _message_insert(*, subject: Subject, run: Run, message: Message) -> None:
-    """The Message record (history, and the messageId de-duplication record), written in the
-    transaction that starts or resumes the run: unique per (tenant, principal, messageId)."""
-    document = to_wire(message)
-    document["taskId"] = run.run_id
-    document["contextId"] = context_id_of(run)
-    TaskMessage.objects.create(
-        tenant_id=run.tenant_id,
-        run=run,
-        principal=subject.subject_id,
-        message_id=message.message_id,
-        document=document,
-    )
-
-
 Records = Callable[[Run], None]
 
 
 def _with_message(subject: Subject, message: Message, records: Records | None) -> Records:
+    """`records` after the Message record (history, and the messageId de-duplication record),
+    written in the transaction that starts or resumes the run: unique per (tenant, principal,
+    messageId)."""
+
     def write(run: Run) -> None:
-        _message_insert(subject=subject, run=run, message=message)
+        document = {**to_wire(message), "taskId": run.run_id, "contextId": context_id_of(run)}
+        TaskMessage.objects.create(
+            tenant_id=run.tenant_id,
+            run=run,
+            principal=subject.subject_id,
+            message_id=message.message_id,
+            document=document,
+        )
         if records is not None:
             records(run)
 
@@ -206,10 +201,7 @@ def message_continue(
     """SendMessage with taskId -> resolveInterruptByRun, under the map's multi-turn rules. The
     Message record commits with the resume; `inline` and `records` as in `message_start`."""
     run = task_run_readable(subject=subject, task_id=task_id)
-    seen = task_message_find(subject=subject, message_id=message.message_id)
-    if seen is not None:
-        if seen.run_id != run.pk:
-            raise invalid_params("This messageId was already sent to another task.", field="message.messageId")
+    if _sent_before(subject, message, run):
         return run  # a repeat: it resumed the task once already
     if message.context_id and message.context_id != context_id_of(run):
         raise invalid_params("The message's contextId is not its task's contextId.", field="message.contextId")
@@ -243,14 +235,18 @@ def message_continue(
         raise UnsupportedOperationError(exc.message) from None
     except IntegrityError:
         # The same messageId was recorded meanwhile (the Message record's unique constraint).
-        seen = task_message_find(subject=subject, message_id=message.message_id)
-        if seen is None:
+        if not _sent_before(subject, message, run):
             raise
-        if seen.run_id != run.pk:
-            raise invalid_params(
-                "This messageId was already sent to another task.", field="message.messageId"
-            ) from None
         return task_run_readable(subject=subject, task_id=task_id)
+
+
+def _sent_before(subject: Subject, message: Message, run: Run) -> bool:
+    """Whether this principal already sent the messageId: to `run` (a repeat), or to another task
+    (-32602)."""
+    seen = task_message_find(subject=subject, message_id=message.message_id)
+    if seen is not None and seen.run_id != run.pk:
+        raise invalid_params("This messageId was already sent to another task.", field="message.messageId")
+    return seen is not None
 
 
 def task_cancel(*, subject: Subject, task_id: str) -> Run:
@@ -263,16 +259,12 @@ def task_cancel(*, subject: Subject, task_id: str) -> Run:
     except Conflict as exc:
         if exc.code == "run_terminal":
             raise TaskNotCancelableError(f"The task is already {run.status}.") from None
-        raise _unexpected(exc) from None
-
-
-def _unexpected(exc: OpenWopError) -> A2AError:
-    logger.warning("a2a: unexpected run error %s", exc.code)
-    return InternalError()
+        logger.warning("a2a: unexpected run error %s", exc.code)
+        raise InternalError() from None
 
 
 # ---------------------------------------------------------------------------------------------
-# Card signing keys (issue 21). Each change and its audit row commit together (STYLE.md habit 6);
+# Card signing keys. Each change and its audit row commit together (STYLE.md habit 6);
 # the key table's trigger empties every process's card caches, this process's on commit already.
 
 

@@ -103,9 +103,7 @@ def key_material_generate(*, algorithm: str) -> KeyMaterial:
     pem = private.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     ).decode("ascii")
-    return KeyMaterial(
-        kid=jwk_thumbprint(jwk), public_jwk=jwk, private_key_sealed=seal(pem, purpose=CARD_SIGNING_KEYS)
-    )
+    return KeyMaterial(kid=jwk_thumbprint(jwk), public_jwk=jwk, private_key_sealed=seal(pem, purpose=CARD_SIGNING_KEYS))
 
 
 def public_jwk_of(key: CardSigningKey) -> dict[str, str]:

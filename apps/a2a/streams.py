@@ -28,22 +28,19 @@ SSE_HEARTBEAT_SECONDS = 15.0  # a comment line on a quiet SSE stream (as apps.co
 # A blocking SendMessage answers when the run is terminal or interrupted, or after this long with
 # the task as it is then (map SendMessage row: "or host timeout").
 BLOCKING_WAIT_SECONDS = 60.0
+SETTLED_STATUSES = TERMINAL_STATUSES | WAITING_STATUSES  # terminal, or suspended on an interrupt
 
 Frame = Callable[[StreamResponse], dict[str, Any]]
 
 
-async def _status_of(run: Run | RunRow) -> str:
-    return (await snapshot_read(tenant_pk=run.tenant_id, run_id=run.run_id, artifacts=False)).run.status
-
-
 async def run_wait_settled(run: Run | RunRow, *, timeout: float = BLOCKING_WAIT_SECONDS) -> None:
     """Return once the run is terminal or suspended on an interrupt, or after `timeout`."""
-    settled = TERMINAL_STATUSES | WAITING_STATUSES
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     async with wake_waiter(run_wake_group(run.run_id)) as wait:
         while True:
-            if await _status_of(run) in settled:
+            snapshot = await snapshot_read(tenant_pk=run.tenant_id, run_id=run.run_id, artifacts=False)
+            if snapshot.run.status in SETTLED_STATUSES:
                 return
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -132,5 +129,4 @@ def jsonrpc_frame(request_id: Any) -> Frame:
     return lambda response: {"jsonrpc": "2.0", "id": request_id, "result": to_wire(response)}
 
 
-def rest_frame(response: StreamResponse) -> dict[str, Any]:
-    return to_wire(response)
+rest_frame: Frame = to_wire

@@ -10,6 +10,7 @@ appears here (interop.md §A2A error details), and these paths are outside its m
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import re
@@ -26,9 +27,7 @@ from a2a.types import (
     ListTasksRequest,
     ListTasksResponse,
     SendMessageRequest,
-    SendMessageResponse,
     SubscribeToTaskRequest,
-    Task,
     TaskPushNotificationConfig,
 )
 from a2a.utils.errors import (
@@ -56,15 +55,16 @@ from apps.a2a.errors import (
     AUTHENTICATE_HEADER,
     AuthenticationRequired,
     InsufficientScope,
+    error_row,
     invalid_input,
     invalid_params,
     jsonrpc_error_body,
     rest_error_body,
 )
-from apps.a2a.operations import Call, StreamPlan, TaskDoc
+from apps.a2a.operations import OPERATIONS, Call, StreamPlan, TaskDoc
 from apps.a2a.selectors import card_path_configured
 from apps.a2a.signing import jwks_document
-from apps.a2a.streams import jsonrpc_frame, rest_frame, task_stream
+from apps.a2a.streams import Frame, jsonrpc_frame, rest_frame, task_stream
 from apps.a2a.wire import request_check, request_doc_check, to_wire
 from apps.core.api_errors import data_error_refusal
 from apps.core.caller_input import caller_text_check
@@ -101,88 +101,32 @@ async def _call_of(request: HttpRequest, a2a_tenant: str | None = None) -> Call:
     )
 
 
-# The operations whose `tenant` selects an agent (operations.call_routed), by binding.
-ROUTED_RPC_METHODS = frozenset({"SendMessage", "SendStreamingMessage", "GetExtendedAgentCard"})
-
-
-def _rpc_routed_tenant(body: Any) -> str | None:
-    """A routed JSON-RPC call's `params.tenant` ("" when it names none), else None."""
-    if not isinstance(body, dict) or body.get("method") not in ROUTED_RPC_METHODS:
-        return None
-    params = body.get("params")
-    tenant = params.get("tenant") if isinstance(params, dict) else None
-    return tenant if isinstance(tenant, str) else ""
-
-
 def _media_type_ok(request: HttpRequest) -> bool:
     content_type = request.content_type or ""
     return not request.body or content_type in JSON_MEDIA_TYPES or content_type.endswith("+json")
 
 
-# ---------------------------------------------------------------------------------------------
-# JSON-RPC
-
-
-Handler = Callable[[Call, Any], Awaitable[Any]]
-
-
-async def _rpc_send(call: Call, params: SendMessageRequest) -> Any:
-    result = await operations.send_message(call, params, streaming=False)
-    assert isinstance(result, Task)
-    return SendMessageResponse(task=result)
-
-
-async def _rpc_stream(call: Call, params: SendMessageRequest) -> Any:
-    return await operations.send_message(call, params, streaming=True)
-
-
-async def _rpc_get_task(call: Call, params: GetTaskRequest) -> Any:
-    return await operations.get_task_doc(call, params)
-
-
-async def _rpc_extended_card(call: Call, params: GetExtendedAgentCardRequest) -> Any:
-    return await operations.get_extended_card(call, params)
-
-
-RPC_METHODS: dict[str, tuple[type[ProtoMessage], Handler]] = {
-    "SendMessage": (SendMessageRequest, _rpc_send),
-    "SendStreamingMessage": (SendMessageRequest, _rpc_stream),
-    "GetTask": (GetTaskRequest, _rpc_get_task),
-    "ListTasks": (ListTasksRequest, operations.list_tasks),
-    "CancelTask": (CancelTaskRequest, operations.cancel_task),
-    "SubscribeToTask": (SubscribeToTaskRequest, operations.subscribe),
-    "CreateTaskPushNotificationConfig": (TaskPushNotificationConfig, operations.push_config_create),
-    "GetTaskPushNotificationConfig": (GetTaskPushNotificationConfigRequest, operations.push_config_get),
-    "ListTaskPushNotificationConfigs": (ListTaskPushNotificationConfigsRequest, operations.push_config_list),
-    "DeleteTaskPushNotificationConfig": (DeleteTaskPushNotificationConfigRequest, operations.push_config_delete),
-    "GetExtendedAgentCard": (GetExtendedAgentCardRequest, _rpc_extended_card),
-}
-
-
-def _rpc_id(body: Any) -> Any:
-    """The request id to echo: a string or integer (never a bool), else null."""
-    if isinstance(body, dict):
-        value = body.get("id")
-        if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
-            return value
-    return None
-
-
-def _rpc_error(error: A2AError, request_id: Any) -> JsonResponse:
-    status = 401 if isinstance(error, AuthenticationRequired) else 200
-    if isinstance(error, InsufficientScope):
-        status = 403  # RFC 6750 §3.1, as the HTTP+JSON binding (issue 25)
-    response = JsonResponse(jsonrpc_error_body(error, request_id), status=status)
-    if status == 401:
-        response["WWW-Authenticate"] = AUTHENTICATE_HEADER
-    elif isinstance(error, InsufficientScope):
-        response["WWW-Authenticate"] = error.challenge
+async def _challenged(request: HttpRequest, response: JsonResponse) -> JsonResponse:
+    """A 401 on a host with an OAuth lane names the host's RFC 9728 metadata (identity.md §2.5),
+    with `error="invalid_token"` when a credential was presented."""
+    if response.status_code != 401:
+        return response
+    state = await aoauth_door_state()
+    if state.enabled:
+        presented = bool((request.headers.get("Authorization") or "").strip())
+        response["WWW-Authenticate"] = bearer_challenge(
+            metadata_url=state.host_metadata_url, presented=presented, scopes=state.scopes_of("a2a")
+        )
     return response
+
+
+# ---------------------------------------------------------------------------------------------
+# Parse and answer: the steps both bindings share
 
 
 def _parse_params(message_type: type[ProtoMessage], params: Any) -> ProtoMessage:
     """The request's proto, with what no column or wire type can hold refused as invalid params
-    (wire.request_doc_check / request_check; issue 33 items 10, 11, 13)."""
+    (wire.request_doc_check / request_check)."""
     if params is None:
         params = {}
     if not isinstance(params, dict):
@@ -198,24 +142,98 @@ def _parse_params(message_type: type[ProtoMessage], params: Any) -> ProtoMessage
     return message
 
 
-def _list_result(response: ListTasksResponse) -> dict[str, Any]:
-    """nextPageToken, pageSize and totalSize are always present ("" on the last page)."""
-    doc = to_wire(response)
-    doc.setdefault("tasks", [])
-    doc.setdefault("nextPageToken", "")
-    doc.setdefault("pageSize", response.page_size)
-    doc.setdefault("totalSize", response.total_size)
+def _result_doc(result: Any) -> Any:
+    if isinstance(result, TaskDoc):
+        return result.doc
+    doc = to_wire(result)
+    if isinstance(result, ListTasksResponse):
+        # nextPageToken, pageSize and totalSize are always present ("" on the last page).
+        doc.setdefault("tasks", [])
+        doc.setdefault("nextPageToken", "")
+        doc.setdefault("pageSize", result.page_size)
+        doc.setdefault("totalSize", result.total_size)
     return doc
 
 
-def _result_doc(result: Any) -> Any:
-    if result is None:
+def _error_response(error: A2AError, body: dict[str, Any], status: int) -> JsonResponse:
+    response = JsonResponse(body, status=status)
+    if isinstance(error, AuthenticationRequired):
+        response["WWW-Authenticate"] = AUTHENTICATE_HEADER
+    elif isinstance(error, InsufficientScope):
+        response["WWW-Authenticate"] = error.challenge
+    return response
+
+
+def _rpc_error(error: A2AError, request_id: Any) -> JsonResponse:
+    # 200 for every error but a refused credential's 401 (or 403, RFC 6750 §3.1), as on HTTP+JSON.
+    status = error_row(error).http_status if isinstance(error, AuthenticationRequired | InsufficientScope) else 200
+    return _error_response(error, jsonrpc_error_body(error, request_id), status)
+
+
+def _rest_error(error: A2AError) -> JsonResponse:
+    status, body = rest_error_body(error)
+    return _error_response(error, body, status)
+
+
+async def _answer(
+    request: HttpRequest,
+    dispatch: Callable[[], Awaitable[Any]],
+    *,
+    binding: str,
+    refused: Callable[[A2AError], JsonResponse],
+    answered: Callable[[Any], HttpResponseBase],
+    frame: Frame,
+) -> HttpResponseBase:
+    """The dispatched exchange's answer in the binding's wire: its result (a stream plan as SSE
+    framed by `frame`), or its error."""
+    try:
+        result = await dispatch()
+    except A2AError as error:
+        return await _challenged(request, refused(error))
+    except DataError as exc:  # a value the database refused that no parse step caught
+        return refused(invalid_input(data_error_refusal(exc)))
+    except Exception as exc:
+        if is_overload(exc):
+            raise  # 503 + Retry-After in this binding's wire (RequestLimitsMiddleware.process_exception)
+        logger.exception("a2a %s: unhandled error", binding)
+        return refused(InternalError())
+    if not isinstance(result, StreamPlan):
+        return answered(_result_doc(result))
+    return sse_response(
+        task_stream(
+            run=result.run,
+            first=result.first,
+            position=result.position,
+            frame=frame,
+            end_when_interrupted=result.end_when_interrupted,
+        )
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON-RPC
+
+# The operations whose `tenant` selects an agent (operations.call_routed).
+ROUTED_RPC_METHODS = frozenset(name for name, operation in OPERATIONS.items() if operation.routed)
+
+
+def _rpc_routed_tenant(body: Any) -> str | None:
+    """A routed JSON-RPC call's `params.tenant` ("" when it names none), else None."""
+    method = body.get("method") if isinstance(body, dict) else None
+    if not isinstance(method, str) or method not in ROUTED_RPC_METHODS:  # a list is not hashable
         return None
-    if isinstance(result, TaskDoc):
-        return result.doc
-    if isinstance(result, ListTasksResponse):
-        return _list_result(result)
-    return to_wire(result)
+    params = body.get("params")
+    tenant = params.get("tenant") if isinstance(params, dict) else None
+    return tenant if isinstance(tenant, str) else ""
+
+
+def _rpc_id(body: Any) -> Any:
+    """The request id to echo: a string or integer (never a bool), else null."""
+    if isinstance(body, dict):
+        value = body.get("id")
+        if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+    return None
 
 
 @csrf_exempt
@@ -228,7 +246,8 @@ async def jsonrpc_endpoint(request: HttpRequest) -> HttpResponseBase:
     except (ValueError, UnicodeDecodeError):
         parse_failed = True
     request_id = _rpc_id(body)
-    try:
+
+    async def dispatch() -> Any:
         call = await _call_of(request, _rpc_routed_tenant(body))
         if request.method != "POST":
             raise InvalidRequestError("JSON-RPC requests are POSTed.")
@@ -245,67 +264,26 @@ async def jsonrpc_endpoint(request: HttpRequest) -> HttpResponseBase:
             raise InvalidRequestError("'method' must be a string.")
         if "id" in body and body["id"] is not None and request_id is None:
             raise InvalidRequestError("'id' must be a string, a number or null.")
-        if method not in RPC_METHODS:
+        if method not in OPERATIONS:
             # 0.3 names (message/send, tasks/get, ...) included: this interface serves 1.0 only.
             raise MethodNotFoundError(f"Method {method[:100]!r} is not served.")
-        message_type, handler = RPC_METHODS[method]
-        result = await handler(call, _parse_params(message_type, body.get("params")))
-    except A2AError as error:
-        return await _challenged(request, _rpc_error(error, request_id))
-    except DataError as exc:  # a value the database refused that no parse step caught
-        return _rpc_error(invalid_input(data_error_refusal(exc)), request_id)
-    except Exception as exc:
-        if is_overload(exc):
-            raise  # 503 + Retry-After in this binding's wire (RequestLimitsMiddleware.process_exception)
-        logger.exception("a2a jsonrpc: unhandled error")
-        return _rpc_error(InternalError(), request_id)
-    if isinstance(result, StreamPlan):
-        return _sse(result, jsonrpc_frame(request_id))
-    return JsonResponse({"jsonrpc": "2.0", "id": request_id, "result": _result_doc(result)})
+        operation = OPERATIONS[method]
+        # GetTask answers its kept wire form (operations.get_task_doc), not a proto to project.
+        run = operations.get_task_doc if method == "GetTask" else operation.run
+        return await run(call, _parse_params(operation.request, body.get("params")))
 
-
-def _sse(plan: StreamPlan, frame: Callable[[Any], dict[str, Any]]) -> HttpResponseBase:
-    return sse_response(
-        task_stream(
-            run=plan.run,
-            first=plan.first,
-            position=plan.position,
-            frame=frame,
-            end_when_interrupted=plan.end_when_interrupted,
-        )
+    return await _answer(
+        request,
+        dispatch,
+        binding="jsonrpc",
+        refused=lambda error: _rpc_error(error, request_id),
+        answered=lambda doc: JsonResponse({"jsonrpc": "2.0", "id": request_id, "result": doc}),
+        frame=jsonrpc_frame(request_id),
     )
 
 
 # ---------------------------------------------------------------------------------------------
 # HTTP+JSON
-
-
-async def _challenged(request: HttpRequest, response: JsonResponse) -> JsonResponse:
-    """A 401 on a host with an OAuth lane names the host's RFC 9728 metadata (identity.md §2.5),
-    with `error="invalid_token"` when a credential was presented (issue 25)."""
-    if response.status_code != 401:
-        return response
-    state = await aoauth_door_state()
-    if state.enabled:
-        presented = bool((request.headers.get("Authorization") or "").strip())
-        response["WWW-Authenticate"] = bearer_challenge(
-            metadata_url=state.host_metadata_url, presented=presented, scopes=state.scopes_of("a2a")
-        )
-    return response
-
-
-def _rest_error(error: A2AError) -> JsonResponse:
-    status, body = rest_error_body(error)
-    response = JsonResponse(body, status=status)
-    if isinstance(error, AuthenticationRequired):
-        response["WWW-Authenticate"] = AUTHENTICATE_HEADER
-    elif isinstance(error, InsufficientScope):
-        response["WWW-Authenticate"] = error.challenge
-    return response
-
-
-def _rest_ok(doc: Any) -> HttpResponse:
-    return HttpResponse(json.dumps(doc, separators=(",", ":")), content_type=REST_MEDIA_TYPE)
 
 
 def _task_id(raw: str) -> str:
@@ -354,18 +332,14 @@ def _query(request: HttpRequest, message: ProtoMessage) -> ProtoMessage:
 RestHandler = Callable[[Call, HttpRequest, str, str], Awaitable[Any]]
 
 
-async def _rest_send(call: Call, request: HttpRequest, task_ref: str, tenant: str) -> Any:
+async def _rest_send(call: Call, request: HttpRequest, task_ref: str, tenant: str, *, streaming: bool = False) -> Any:
     params = _parse_params(SendMessageRequest, _body(request))
     params.tenant = tenant or params.tenant
-    result = await operations.send_message(call, params, streaming=False)
-    assert isinstance(result, Task)
-    return SendMessageResponse(task=result)
+    return await operations.send_message(call, params, streaming=streaming)
 
 
 async def _rest_stream(call: Call, request: HttpRequest, task_ref: str, tenant: str) -> Any:
-    params = _parse_params(SendMessageRequest, _body(request))
-    params.tenant = tenant or params.tenant
-    return await operations.send_message(call, params, streaming=True)
+    return await _rest_send(call, request, task_ref, tenant, streaming=True)
 
 
 async def _rest_list(call: Call, request: HttpRequest, task_ref: str, tenant: str) -> Any:
@@ -432,33 +406,23 @@ REST_ROUTES: list[tuple[frozenset[str], re.Pattern[str], RestHandler]] = [
 ]
 
 
-def _rest_match(method: str, route: str) -> tuple[RestHandler, str] | None:
-    for methods, pattern, handler in REST_ROUTES:
-        match = pattern.match(route)
-        if match and method in methods:
-            return handler, match.groupdict().get("task") or ""
-    return None
-
-
 def _rest_route(method: str, route: str) -> tuple[RestHandler, str, str]:
     """(handler, task ref, tenant). The HTTP+JSON binding carries `tenant` as a leading path
     segment (`/{tenant}/message:send`, A2A §11). A route without one is matched first; otherwise
     the shortest prefix that leaves a known route is the tenant, so a malformed tenant holding a
     decoded `/` still reaches the operation and gets the same answer as any unknown tenant."""
-    found = _rest_match(method, route)
-    if found is not None:
-        return found[0], found[1], ""
-    for position, char in enumerate(route):
-        if char == "/" and position > 0:
-            found = _rest_match(method, route[position + 1 :])
-            if found is not None:
-                return found[0], found[1], route[:position]
+    prefixed = ((route[:at], route[at + 1 :]) for at, char in enumerate(route) if char == "/" and at > 0)
+    for tenant, rest in itertools.chain([("", route)], prefixed):
+        for methods, pattern, handler in REST_ROUTES:
+            match = pattern.match(rest)
+            if match and method in methods:
+                return handler, match.groupdict().get("task") or "", tenant
     raise MethodNotFoundError(f"No A2A operation at {method} {route[:100]!r}.")
 
 
 def _rest_routed_tenant(method: str, route: str) -> str | None:
     """A routed HTTP+JSON operation's tenant segment ("" when none), else None (an unknown route
-    too: it is answered after authentication, as before)."""
+    too: it is answered after authentication)."""
     try:
         handler, _, tenant = _rest_route(method, route)
     except MethodNotFoundError:
@@ -469,23 +433,21 @@ def _rest_routed_tenant(method: str, route: str) -> str | None:
 @csrf_exempt
 async def rest_endpoint(request: HttpRequest, route: str) -> HttpResponseBase:
     """Everything under the card's HTTP+JSON url; errors are google.rpc.Status (A2A §11.6)."""
-    try:
+
+    async def dispatch() -> Any:
         call = await _call_of(request, _rest_routed_tenant(request.method or "GET", route))
         handler, task_ref, tenant = _rest_route(request.method or "GET", route)
         request._openwop_rest_operation = handler.__name__  # type: ignore[attr-defined]  # metrics' label
-        result = await handler(call, request, task_ref, tenant)
-    except A2AError as error:
-        return await _challenged(request, _rest_error(error))
-    except DataError as exc:  # a value the database refused that no parse step caught
-        return _rest_error(invalid_input(data_error_refusal(exc)))
-    except Exception as exc:
-        if is_overload(exc):
-            raise  # 503 + Retry-After in this binding's wire (RequestLimitsMiddleware.process_exception)
-        logger.exception("a2a rest: unhandled error")
-        return _rest_error(InternalError())
-    if isinstance(result, StreamPlan):
-        return _sse(result, rest_frame)
-    return _rest_ok(_result_doc(result))
+        return await handler(call, request, task_ref, tenant)
+
+    return await _answer(
+        request,
+        dispatch,
+        binding="rest",
+        refused=_rest_error,
+        answered=lambda doc: HttpResponse(json.dumps(doc, separators=(",", ":")), content_type=REST_MEDIA_TYPE),
+        frame=rest_frame,
+    )
 
 
 @csrf_exempt
@@ -501,10 +463,19 @@ async def a2a_unknown(request: HttpRequest, rest: str = "") -> HttpResponseBase:
 # The public agent card
 
 
-def _etag_hit(header: str | None, etag: str) -> bool:
-    if not header:
-        return False
-    return header.strip() == "*" or etag in [c.strip().removeprefix("W/") for c in header.split(",")]
+def _cacheable(
+    request: HttpRequest, body: bytes, etag: str, content_type: str, last_modified: float | None = None
+) -> HttpResponse:
+    """The public document, or a 304 when `If-None-Match` names its ETag (or `*`); cacheable as
+    briefly as the card (a client refetches the JWKS when a card names an unknown kid)."""
+    header = request.headers.get("If-None-Match") or ""
+    hit = header.strip() == "*" or etag in [c.strip().removeprefix("W/") for c in header.split(",")]
+    response = HttpResponse(status=304) if hit else HttpResponse(body, content_type=content_type)
+    response["ETag"] = etag
+    if last_modified is not None:
+        response["Last-Modified"] = http_date(last_modified)
+    response["Cache-Control"] = f"public, max-age={CARD_MAX_AGE}"
+    return response
 
 
 @csrf_exempt  # it changes nothing; an unrouted POST stays the plain 404 it was, not a CSRF 403
@@ -528,14 +499,7 @@ async def agent_card(request: HttpRequest) -> HttpResponseBase:
         return refusal
     # Built once per change of its sources and kept per process (apps/core/invalidation.py).
     body, etag, changed = await acard_document_cached()
-    if _etag_hit(request.headers.get("If-None-Match"), etag):
-        response = HttpResponse(status=304)
-    else:
-        response = HttpResponse(body, content_type="application/json")
-    response["ETag"] = etag
-    response["Last-Modified"] = http_date(changed)
-    response["Cache-Control"] = f"public, max-age={CARD_MAX_AGE}"
-    return response
+    return _cacheable(request, body, etag, "application/json", changed)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -545,14 +509,6 @@ async def agent_card(request: HttpRequest) -> HttpResponseBase:
 @require_safe
 def card_jwks(request: HttpRequest) -> HttpResponseBase:
     """`GET /.well-known/jwks.json`: public, the active key and the retired keys within grace.
-
-    Cacheable as briefly as the card (a client refetches it when a card names an unknown kid).
     A REST-wire path like `/.well-known/openwop`: its 405 is the OpenWOP envelope's."""
     body, etag = jwks_document()
-    if _etag_hit(request.headers.get("If-None-Match"), etag):
-        response = HttpResponse(status=304)
-    else:
-        response = HttpResponse(body, content_type="application/jwk-set+json")
-    response["ETag"] = etag
-    response["Cache-Control"] = f"public, max-age={CARD_MAX_AGE}"
-    return response
+    return _cacheable(request, body, etag, "application/jwk-set+json")

@@ -66,7 +66,7 @@ def to_wire(message: ProtoMessage) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Requests: what every binding's parse step checks (issue 33 items 10, 11, 13)
+# Requests: what every binding's parse step checks
 
 # The request strings a column stores, by (message, field): the column's length (a2a.TaskMessage,
 # runs.Run, push.PushConfig). Longer is invalid params, never a DataError.
@@ -172,10 +172,7 @@ def _stable_id(*parts: str) -> str:
 def interrupt_metadata(interrupt: OpenInterrupt) -> dict[str, Any]:
     """`metadata.openwop.interrupt`, the carrier the map names for INPUT/AUTH_REQUIRED."""
     doc: dict[str, Any] = {"interruptId": interrupt.interrupt_id, "nodeId": interrupt.node_id, "kind": interrupt.kind}
-    if "data" in interrupt.payload:
-        doc["data"] = interrupt.payload["data"]
-    if "resumeSchema" in interrupt.payload:
-        doc["resumeSchema"] = interrupt.payload["resumeSchema"]
+    doc.update({key: interrupt.payload[key] for key in ("data", "resumeSchema") if key in interrupt.payload})
     return {"openwop": {"interrupt": doc}}
 
 
@@ -232,15 +229,14 @@ def outputs_artifact(outputs: Any) -> Artifact | None:
     an artifact's parts are content, and an empty Part `{}` is no Part of A2A 1.0's oneof."""
     if outputs is None or outputs == {}:
         return None
-    value = outputs
-    if not isinstance(value, dict):
+    if not isinstance(outputs, dict):
         return json_format.ParseDict(
-            {"artifactId": OUTPUTS_ARTIFACT_ID, "name": "outputs", "parts": [{"data": value}]}, Artifact()
+            {"artifactId": OUTPUTS_ARTIFACT_ID, "name": "outputs", "parts": [{"data": outputs}]}, Artifact()
         )
     # The same message ParseDict builds (Struct.update converts as it does), at a quarter of its
     # cost: every completed Task carries it, on every GetTask.
     artifact = Artifact(artifact_id=OUTPUTS_ARTIFACT_ID, name="outputs")
-    artifact.parts.add().data.struct_value.update(value)
+    artifact.parts.add().data.struct_value.update(outputs)
     return artifact
 
 
@@ -248,15 +244,10 @@ def outputs_artifact(outputs: Any) -> Artifact | None:
 # The Task
 
 
-def task_state(run: RunRow, interrupt: OpenInterrupt | None) -> int:
+def task_status(run: RunRow, interrupt: OpenInterrupt | None) -> TaskStatus:
     state = STATE_BY_STATUS[run.status]
     if state == TaskState.TASK_STATE_INPUT_REQUIRED:
-        return interrupted_state(interrupt)
-    return state
-
-
-def task_status(run: RunRow, interrupt: OpenInterrupt | None) -> TaskStatus:
-    state = task_state(run, interrupt)
+        state = interrupted_state(interrupt)
     status = TaskStatus(state=state)  # type: ignore[arg-type]
     status.timestamp.FromDatetime(run.updated_at)
     context_id = context_id_of(run)
@@ -305,10 +296,7 @@ class StreamProjection:
     interrupted: bool = False  # the newest status is INPUT/AUTH_REQUIRED
 
     def project(self, events: Iterable[RunEvent]) -> list[StreamResponse]:
-        out: list[StreamResponse] = []
-        for event in events:
-            out.extend(self._one(event))
-        return out
+        return [response for event in events for response in self._one(event)]
 
     def _status(
         self, state: int, at: datetime, *, message: Message | None = None, metadata: Any = None

@@ -17,6 +17,7 @@ ever printed: the private half is sealed at generation.
 from __future__ import annotations
 
 import getpass
+import itertools
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -42,15 +43,14 @@ class ActionParser(CommandParser):
         if self.takes_kid and args is not None and "--" not in args:
             options: list[str] = []
             kids: list[str] = []
-            rest = list(args)
-            while rest:
-                word = rest.pop(0)
+            words = iter(args)
+            for word in words:
                 if word == "--actor":
-                    options += [word, *rest[:1]]
-                    del rest[:1]
+                    options += [word, *itertools.islice(words, 1)]  # and its value
+                elif word in ("-h", "--help") or word.startswith("--actor="):
+                    options.append(word)
                 else:
-                    is_option = word in ("-h", "--help") or word.startswith("--actor=")
-                    (options if is_option else kids).append(word)
+                    kids.append(word)
             args = [*options, "--", *kids]
         return super().parse_known_args(args, namespace)
 
