@@ -147,7 +147,8 @@ def is_stream_request(request: HttpRequest) -> bool:
             body = request_json(request)
         except (ValueError, UnicodeDecodeError):
             return False
-        return isinstance(body, dict) and body.get("method") in _JSONRPC_STREAM_METHODS
+        method = body.get("method") if isinstance(body, dict) else None
+        return isinstance(method, str) and method in _JSONRPC_STREAM_METHODS
     return False
 
 

@@ -56,6 +56,14 @@ def test_bad_json_wrong_jsonrpc_unknown_and_legacy_methods(acme: Caller) -> None
         _assert_rpc_error(acme.rpc(legacy, {}), -32601, "METHOD_NOT_FOUND")
 
 
+@pytest.mark.parametrize("method", [["SendMessage"], {"name": "SendMessage"}, 7, None])
+def test_a_method_that_is_not_a_string_is_an_invalid_request(acme: Caller, method: object) -> None:
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": {}})
+    response = _post_raw(acme.client, body, **acme.headers())
+    assert response.status_code == 200
+    assert _assert_rpc_error(response, -32600, "INVALID_REQUEST")["error"]["message"] == "'method' must be a string."
+
+
 def test_trailing_slash_is_the_same_interface_without_redirect(acme: Caller) -> None:
     response = acme.client.post(
         JSONRPC + "/",
