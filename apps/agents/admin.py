@@ -34,12 +34,10 @@ from apps.core.errors import ValidationFailed
 card_previews: list[Callable[[Agent], str | None]] = []
 
 
-def agent_card_preview(agent: Agent) -> str | None:
-    return card_previews[0](agent) if card_previews else None
-
-
 @admin.register(Workflow)
-class WorkflowAdmin(admin.ModelAdmin):
+class WorkflowAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Read-only; never deleted, as runs keep a PROTECT reference to their workflow."""
+
     list_display = ("workflow_id", "tenant", "name", "updated_at")
     list_filter = ("tenant",)
     list_select_related = ("tenant",)
@@ -55,15 +53,6 @@ class WorkflowAdmin(admin.ModelAdmin):
         "updated_at",
     )
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Workflow | None = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Workflow | None = None) -> bool:
-        return False  # runs keep a PROTECT reference to their workflow
-
 
 @admin.register(Agent)
 class AgentAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
@@ -78,13 +67,11 @@ class AgentAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
     actions = ("publish_agents", "unpublish_agents")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Agent | None = None) -> tuple[str, ...]:
-        if obj is None:
-            return ("published", "created_at", "updated_at")
-        return ("tenant", "agent_id", "published", "created_at", "updated_at", "card_preview")
+        return self.readonly_fields if obj is None else ("tenant", "agent_id", *self.readonly_fields, "card_preview")
 
     @admin.display(description="A2A card (as served)")
     def card_preview(self, obj: Agent) -> str:
-        card = agent_card_preview(obj)
+        card = card_previews[0](obj) if card_previews else None
         if card is None:
             return "No card is served: the agent is unpublished, has no routed workflow, or per-agent cards are off."
         return format_html('<pre class="agent-card-preview" tabindex="0">{}</pre>', card)
@@ -101,30 +88,27 @@ class AgentAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
             tenant=obj.tenant,
             actor=request.user.get_username(),
             agent_id=obj.agent_id,
-            persona=obj.persona,
-            roster=obj.roster,
-            label=obj.label,
-            description=obj.description,
-            pack_version=obj.pack_version,
-            degraded=obj.degraded,
-            memory_degraded=obj.memory_degraded,
+            **{field: getattr(obj, field) for field in AGENT_EDITABLE_FIELDS},
         )
         obj.pk = created.pk
 
     def has_delete_permission(self, request: HttpRequest, obj: Agent | None = None) -> bool:
         return False
 
+    def _change_each(
+        self, request: HttpRequest, queryset: QuerySet[Agent], change: Callable[..., Agent], done: str
+    ) -> None:
+        for agent in queryset:
+            change(agent=agent, actor=request.user.get_username())
+        self.message_user(request, f"{done} {queryset.count()} agent(s).", messages.SUCCESS)
+
     @admin.action(description="Publish selected agents")
     def publish_agents(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
-        for agent in queryset:
-            agent_publish(agent=agent, actor=request.user.get_username())
-        self.message_user(request, f"Published {queryset.count()} agent(s).", messages.SUCCESS)
+        self._change_each(request, queryset, agent_publish, "Published")
 
     @admin.action(description="Unpublish selected agents")
     def unpublish_agents(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
-        for agent in queryset:
-            agent_unpublish(agent=agent, actor=request.user.get_username())
-        self.message_user(request, f"Unpublished {queryset.count()} agent(s).", messages.SUCCESS)
+        self._change_each(request, queryset, agent_unpublish, "Unpublished")
 
 
 @admin.register(AgentChange)
@@ -150,9 +134,7 @@ class PromptAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
     readonly_fields = ("created_at", "updated_at")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Prompt | None = None) -> tuple[str, ...]:
-        if obj is None:
-            return ("created_at", "updated_at")
-        return ("tenant", "name", "created_at", "updated_at")
+        return self.readonly_fields if obj is None else ("tenant", "name", *self.readonly_fields)
 
     def instance_check(self, instance: Prompt) -> None:
         """The services' own checks, as errors on the offending field."""
@@ -172,13 +154,6 @@ class PromptAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
             )
             return
         created = prompt_create(
-            tenant=obj.tenant,
-            name=obj.name,
-            title=obj.title,
-            description=obj.description,
-            arguments=obj.arguments,
-            messages=obj.messages,
-            workflow=obj.workflow,
-            agent=obj.agent,
+            tenant=obj.tenant, name=obj.name, **{field: getattr(obj, field) for field in PROMPT_EDITABLE_FIELDS}
         )
         obj.pk = created.pk

@@ -15,13 +15,13 @@ class AgentsConfig(AppConfig):
 
     def ready(self) -> None:
         from apps.agents.fixtures import fixture_workflow_ids
-        from apps.agents.services import agent_demo_seed_for_tenant_pk, workflow_fixtures_seed_for_tenant_pk
+        from apps.agents.services import agent_demo_seed, workflow_fixtures_seed
         from apps.core.discovery import register_capability, register_fixture_source
         from apps.tenants.hooks import on_tenant_created
 
         # Every tenant gets the fixture workflows and the demo agent: on creation, and again
         # (idempotently) on seed_demo.
-        on_tenant_created(workflow_fixtures_seed_for_tenant_pk)
-        on_tenant_created(agent_demo_seed_for_tenant_pk)
+        on_tenant_created(workflow_fixtures_seed)
+        on_tenant_created(agent_demo_seed)
         register_fixture_source(fixture_workflow_ids)
         register_capability("agents", agents_capability)

@@ -21,10 +21,7 @@ A2A_TENANT_LENGTH = 32
 A2A_TENANT_RE = re.compile(rf"^[A-Za-z0-9_-]{{{A2A_TENANT_LENGTH}}}$")
 
 
-def host_version() -> str:
-    return str(settings.SPECTACULAR_SETTINGS["VERSION"])
-
-
 def a2a_tenant_of(*, agent_pk: int) -> str:
-    mac = salted_hmac(A2A_TENANT_PURPOSE, f"{agent_pk}:{host_version()}", algorithm="sha256").digest()
+    host_version = settings.SPECTACULAR_SETTINGS["VERSION"]
+    mac = salted_hmac(A2A_TENANT_PURPOSE, f"{agent_pk}:{host_version}", algorithm="sha256").digest()
     return base64.urlsafe_b64encode(mac).decode("ascii").rstrip("=")[:A2A_TENANT_LENGTH]

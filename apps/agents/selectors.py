@@ -60,10 +60,6 @@ class InventoryEntry:
     workflows: list[Workflow]
     a2a_tenant: str | None
 
-    @property
-    def default_workflow(self) -> Workflow | None:
-        return self.workflows[0] if self.workflows else None
-
 
 def _entry(agent: Agent, workflows_by_id: dict[str, Workflow]) -> InventoryEntry:
     roster = [w for w in agent.roster if isinstance(w, str)] if isinstance(agent.roster, list) else []

@@ -60,32 +60,31 @@ def workflow_fixtures_seed(*, tenant: Tenant) -> list[Workflow]:
     Not durable: tenant-creation hooks call it, and a caller may run those inside its own
     transaction (seed_demo, tests).
     """
-    seeded: list[Workflow] = []
-    with transaction.atomic():
-        for workflow_id, fixture in FIXTURE_WORKFLOWS.items():
-            workflow_definition_check(definition=fixture["definition"], input_schema=fixture["input_schema"])
-            fields = {
-                "name": fixture["name"],
-                "description": fixture["description"],
-                "definition": fixture["definition"],
-                "input_schema": fixture["input_schema"],
-                "task_support": fixture.get("task_support", TaskSupport.OPTIONAL),
-            }
-            workflow, created = Workflow.objects.for_tenant(tenant).get_or_create(
-                workflow_id=workflow_id, defaults={"tenant": tenant, **fields}
-            )
-            if not created and any(getattr(workflow, k) != v for k, v in fields.items()):
-                for key, value in fields.items():
-                    setattr(workflow, key, value)
-                workflow.save(update_fields=[*fields, "updated_at"])
-            seeded.append(workflow)
+    for fixture in FIXTURE_WORKFLOWS.values():
+        workflow_definition_check(definition=fixture["definition"], input_schema=fixture["input_schema"])
+    fixtures = {
+        workflow_id: {"task_support": TaskSupport.OPTIONAL, **fixture}
+        for workflow_id, fixture in FIXTURE_WORKFLOWS.items()
+    }
+    seeded = _fixtures_refresh(Workflow, tenant, "workflow_id", fixtures)
     prompt_fixtures_seed(tenant=tenant)
     return seeded
 
 
-def workflow_fixtures_seed_for_tenant_pk(tenant_pk: int) -> None:
-    """The tenant-created hook (apps.tenants.hooks)."""
-    workflow_fixtures_seed(tenant=Tenant.objects.get(pk=tenant_pk))
+def _fixtures_refresh(model: Any, tenant: Tenant, key: str, fixtures: dict[str, dict[str, Any]]) -> list[Any]:
+    """One row per fixture (`key` names it), created, or refreshed when its fields changed in code."""
+    seeded = []
+    with transaction.atomic():
+        for name, fields in fixtures.items():
+            row, created = model.objects.for_tenant(tenant).get_or_create(
+                **{key: name}, defaults={"tenant": tenant, **fields}
+            )
+            if not created and any(getattr(row, k) != v for k, v in fields.items()):
+                for field, value in fields.items():
+                    setattr(row, field, value)
+                row.save(update_fields=[*fields, "updated_at"])
+            seeded.append(row)
+    return seeded
 
 
 # ---------------------------------------------------------------------------------------------
@@ -224,11 +223,6 @@ def agent_demo_seed(*, tenant: Tenant) -> Agent:
         )
     except (Conflict, IntegrityError):  # seeded concurrently
         return Agent.objects.for_tenant(tenant).get(agent_id=DEMO_AGENT_ID)
-
-
-def agent_demo_seed_for_tenant_pk(tenant_pk: int) -> None:
-    """The tenant-created hook (apps.tenants.hooks)."""
-    agent_demo_seed(tenant=Tenant.objects.get(pk=tenant_pk))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -415,17 +409,6 @@ def prompt_update(*, prompt: Prompt, changes: dict[str, Any]) -> Prompt:
 def prompt_fixtures_seed(*, tenant: Tenant) -> list[Prompt]:
     """Create or refresh the fixture prompts of `tenant` (the MCP conformance suite asks for them
     by name). Idempotent, and not durable, like `workflow_fixtures_seed` that calls it."""
-    seeded: list[Prompt] = []
-    with transaction.atomic():
-        for name, fixture in FIXTURE_PROMPTS.items():
-            prompt_definition_check(arguments=fixture["arguments"], messages=fixture["messages"])
-            fields = {key: fixture[key] for key in ("title", "description", "arguments", "messages")}
-            prompt, created = Prompt.objects.for_tenant(tenant).get_or_create(
-                name=name, defaults={"tenant": tenant, **fields}
-            )
-            if not created and any(getattr(prompt, k) != v for k, v in fields.items()):
-                for key, value in fields.items():
-                    setattr(prompt, key, value)
-                prompt.save(update_fields=[*fields, "updated_at"])
-            seeded.append(prompt)
-    return seeded
+    for fixture in FIXTURE_PROMPTS.values():
+        prompt_definition_check(arguments=fixture["arguments"], messages=fixture["messages"])
+    return _fixtures_refresh(Prompt, tenant, "name", FIXTURE_PROMPTS)

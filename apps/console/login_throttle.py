@@ -9,7 +9,7 @@ owner out from their own address. The count is shared by both doors: the console
 password before refusing the account, so a second door must not mean more guesses.
 
 The username is keyed as authenticate() receives it (the form's UsernameField: stripped, NFKC),
-then casefolded, so " probe_t", "probe_t\\t" and its full-width form are one username (issue 33). An IPv6
+then casefolded, so " probe_t", "probe_t\\t" and its full-width form are one username. An IPv6
 address counts as its /64, the block one subscriber usually holds.
 
 Each refusal is counted in /metrics (`openwop_sign_ins_total`, by door and outcome, no username or
@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 
 from django import forms
 from django.conf import settings
+from django.contrib import admin
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.cache import cache
@@ -169,6 +170,4 @@ def sign_in_answer(response: HttpResponseBase) -> HttpResponseBase:
 def staff_sign_in(request: HttpRequest) -> HttpResponseBase:
     """/admin/login/: the admin's own login view (its StaffAuthenticationForm set as the site's
     login_form in openwop_host/urls.py), answering 429 when throttled like the console."""
-    from django.contrib import admin
-
     return sign_in_answer(admin.site.login(request))

@@ -140,7 +140,7 @@ FLOOR_NOTICE_DAYS = 30
 
 
 def floor_notices(*, tenant: Tenant) -> list[FloorNotice]:
-    """The console's notice (issue 24): each floor scheduled to bind the tenant's exchanges, with
+    """The console's notice: each floor scheduled to bind the tenant's exchanges, with
     the versions below it its callers requested (apps.audit.deprecation rollups: which, since when,
     from how many peers)."""
     notices = []

@@ -1,4 +1,4 @@
-"""Does a console stream's sign-in still hold? (apps.core.stream_lease, issue 33 item 6)
+"""Does a console stream's sign-in still hold? (apps.core.stream_lease)
 
 The console's run stream is authorized by the session when it opens; while it lasts it asks again
 every `OPENWOP_STREAM_RECHECK_SECONDS`, as a new request of that session would be answered: the

@@ -49,10 +49,6 @@ def not_found(request: HttpRequest) -> HttpResponse:
     return render(request, "console/not_found.html", status=404)
 
 
-def _refused(request: HttpRequest) -> HttpResponse:
-    return render(request, "console/refused.html", status=403)
-
-
 def member_required(view: ConsoleView) -> ConsoleView:
     @wraps(view)
     def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
@@ -60,7 +56,7 @@ def member_required(view: ConsoleView) -> ConsoleView:
             return redirect(f"{reverse('console:login')}?next={request.path}")
         membership = selectors.membership_of(request.user)
         if membership is None:
-            return _refused(request)
+            return render(request, "console/refused.html", status=403)
         try:
             return view(request, membership, *args, **kwargs)
         except NotFound:
@@ -89,10 +85,7 @@ class ConsoleLoginView(auth_views.LoginView):
 
     template_name = "console/login.html"
     authentication_form = ConsoleLoginForm
-    redirect_authenticated_user = False
-
-    def get_default_redirect_url(self) -> str:
-        return reverse("console:home")
+    next_page = "console:home"
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         return sign_in_answer(super().post(request, *args, **kwargs))  # type: ignore[return-value]

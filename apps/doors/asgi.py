@@ -38,13 +38,14 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.db import DataError
 from django.dispatch import receiver
-from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse, StreamingHttpResponse
 from django.http.request import split_domain_port, validate_host
 from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.security import SecurityMiddleware
 from django.urls import Resolver404, URLResolver
 from django.urls.resolvers import RegexPattern
 
+from apps.a2a.errors import invalid_input, jsonrpc_error_body, rest_error_body
 from apps.core import metrics, tracing
 from apps.core.api_errors import data_error_refusal
 from apps.core.db_threads import release_db_connection
@@ -57,6 +58,9 @@ from apps.core.protocol import wants_envelope
 from apps.core.request_limits import admit_async, overload_refusal, renderer_for, request_id_of
 from apps.core.responses import envelope_response
 from apps.core.stream_lease import REVOKED_COMMENT, Allowed, served_while_allowed, stream_slot_held
+from apps.mcp.errors import mcp_error_from_data_error
+from apps.runs import urls as runs_urls
+from apps.runs.views import run_events_stream
 from apps.tenants.stream_credential import credential_check, door_of
 
 logger = logging.getLogger(__name__)
@@ -79,8 +83,6 @@ RUN_EVENTS = "run-events"
 
 @functools.cache
 def _resolver() -> URLResolver:
-    from apps.runs import urls as runs_urls
-
     run_events = [p for p in runs_urls.urlpatterns if p.name == RUN_EVENTS]
     return URLResolver(RegexPattern(r"^/"), [*door_routes(), *run_events])
 
@@ -107,8 +109,6 @@ def _route(path: str, method: str) -> tuple[View, dict[str, str]] | None:
 
 async def _run_events(request: DoorRequest, run_ref: str) -> HttpResponseBase:
     """The run's event stream with what ProtocolEnvelopeMiddleware does around it under Django."""
-    from apps.runs.views import run_events_stream
-
     early, contract = envelope_contract_open(request)  # type: ignore[arg-type]
     if early is not None:
         return early
@@ -182,24 +182,22 @@ def _settings_changed(**kwargs: object) -> None:
 
 
 def _security_headers(secure: bool) -> list[tuple[bytes, bytes]]:
-    """What SecurityMiddleware and XFrameOptionsMiddleware add to every response they pass (the
-    same list for every response: settings are read once, not a dozen times a request)."""
+    """What SecurityMiddleware and XFrameOptionsMiddleware add to every response they pass: Django's
+    own two, run once on a blank response, so the door and they can never disagree (and settings are
+    read once, not a dozen times a request)."""
     headers = _headers_by_security.get(secure)
     if headers is None:
-        headers = _headers_by_security[secure] = _security_headers_from_settings(secure)
+        probe = _SecurityProbe(secure)
+        response = HttpResponse()
+        before = set(response.headers)
+        SecurityMiddleware(lambda _: response).process_response(probe, response)
+        XFrameOptionsMiddleware(lambda _: response).process_response(probe, response)
+        headers = _headers_by_security[secure] = [
+            (name.lower().encode("latin-1"), value.encode("latin-1"))
+            for name, value in response.headers.items()
+            if name not in before
+        ]
     return headers
-
-
-def _security_headers_from_settings(secure: bool) -> list[tuple[bytes, bytes]]:
-    """Django's own SecurityMiddleware and XFrameOptionsMiddleware, run once on a blank response:
-    the headers they add are the door's, so the two can never disagree."""
-    probe = _SecurityProbe(secure)
-    response = HttpResponse()
-    before = set(response.headers)
-    SecurityMiddleware(lambda _: response).process_response(probe, response)
-    XFrameOptionsMiddleware(lambda _: response).process_response(probe, response)
-    return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in response.headers.items()
-            if name not in before]  # fmt: skip
 
 
 class _SecurityProbe(HttpRequest):
@@ -307,8 +305,7 @@ class _Observed:
         if message["type"] == "http.response.start":
             self.status = message["status"]
         else:
-            if not self.head:
-                self.head = message.get("body", b"")[:200]
+            self.head = self.head or message.get("body", b"")[:200]
             self.complete = not message.get("more_body", False)
         await self.send(message)
 
@@ -318,11 +315,7 @@ def _operation(request: DoorRequest, view: View, kwargs: dict[str, str]) -> tupl
     path = request.path
     if path == "/mcp":
         method = request.method or "POST"
-        if method != "POST":
-            return "mcp", metrics.bounded(method, metrics.MCP_OPERATIONS)
-        body = getattr(request, "_openwop_json", None)
-        name = body.get("method") if isinstance(body, dict) else None
-        return "mcp", metrics.bounded(name if isinstance(name, str) else "", metrics.MCP_OPERATIONS)
+        return "mcp", metrics.bounded(_rpc_method(request) if method == "POST" else method, metrics.MCP_OPERATIONS)
     if view is _run_events:
         return "rest", "GET runs/<runref:run_ref>/events"
     if path == CARD_PATH:
@@ -331,9 +324,14 @@ def _operation(request: DoorRequest, view: View, kwargs: dict[str, str]) -> tupl
         # The HTTP+JSON view names the operation it routed to (a2a.views.rest_endpoint): routed once.
         handler = getattr(request, "_openwop_rest_operation", None)
         return "a2a", f"rest:{handler}" if isinstance(handler, str) else "other"
+    return "a2a", metrics.bounded(_rpc_method(request), metrics.A2A_OPERATIONS)
+
+
+def _rpc_method(request: DoorRequest) -> str:
+    """The JSON-RPC method of the body the view parsed ("" when none)."""
     body = getattr(request, "_openwop_json", None)
     name = body.get("method") if isinstance(body, dict) else None
-    return "a2a", metrics.bounded(name if isinstance(name, str) else "", metrics.A2A_OPERATIONS)
+    return name if isinstance(name, str) else ""
 
 
 async def _serve(scope: Scope, receive: Receive, send: Send, view: View, kwargs: dict[str, str]) -> None:
@@ -421,9 +419,7 @@ async def _respond(
 ) -> None:
     try:
         response = await view(request, **kwargs)
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
+    except Exception as exc:  # not a CancelledError (a BaseException): a cancel goes on up
         response = _failure(request, exc)
     allowed = None
     authorization = request.headers.get("Authorization")
@@ -444,8 +440,6 @@ def _failure(request: DoorRequest, exc: Exception) -> HttpResponseBase:
     if isinstance(exc, DataError):
         return _data_error_answer(request, exc)
     logger.exception("door: unhandled error on %s %s", request.method, request.path)
-    from django.http import JsonResponse
-
     # The views answer their own errors; this is the last resort, still in the binding's wire.
     if request.path == "/mcp" or request.path.rstrip("/") == "/a2a/jsonrpc":
         body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": "Internal error"}}
@@ -457,15 +451,10 @@ def _failure(request: DoorRequest, exc: Exception) -> HttpResponseBase:
 
 def _data_error_answer(request: DoorRequest, exc: DataError) -> HttpResponseBase:
     """A caller's value the database refused, which the view did not map: the binding's invalid
-    params (the request id kept), as the views answer it (issue 33 item 10)."""
-    from django.http import JsonResponse
-
-    from apps.a2a.errors import invalid_input, jsonrpc_error_body, rest_error_body
-    from apps.mcp.errors import mcp_error_from
-
+    params (the request id kept), as the views answer it."""
     refusal = data_error_refusal(exc)
     if request.path == "/mcp":
-        error = mcp_error_from(refusal)
+        error = mcp_error_from_data_error(exc)
         body = {"jsonrpc": "2.0", "id": request_id_of(request), "error": error.error_object()}  # type: ignore[arg-type]
         return JsonResponse(body, status=error.http_status)
     if request.path.rstrip("/") == "/a2a/jsonrpc":

@@ -51,20 +51,22 @@ class TrustedIssuerForm(forms.ModelForm):
             return str(new)
         return "" if self.cleaned_data.get("clear_introspection_client_secret") else None
 
+    def issuer_values(self) -> dict[str, Any]:
+        """The cleaned fields as the services take them (`allowed_tenants` a list of Tenants)."""
+        values = {name: self.cleaned_data.get(name) for name in ISSUER_FIELDS}
+        return {**values, "allowed_tenants": list(self.cleaned_data.get("allowed_tenants") or [])}
+
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         if self.errors:
             return data
-        values: dict[str, Any] = {name: data.get(name) for name in ISSUER_FIELDS}
-        values["allowed_tenants"] = list(data.get("allowed_tenants") or [])
+        values = self.issuer_values()
         secret = self.secret_change()
         stored = bool(self.instance.pk and self.instance.introspection_client_secret)
         has_secret = stored if secret is None else bool(secret)
         errors = issuer_errors(values, has_secret=has_secret)
         for field, field_messages in errors.items():
-            target = field if field in self.fields else None
-            for message in field_messages:
-                self.add_error(target, message)
+            self.add_error(field if field in self.fields else None, field_messages)
         if errors:
             return data
         adding = self.instance.pk is None
@@ -76,8 +78,7 @@ class TrustedIssuerForm(forms.ModelForm):
                 return data
         metadata = self.documents.metadata if self.documents is not None else (self.instance.metadata or {})
         for field, field_messages in metadata_errors(values, metadata).items():
-            for message in field_messages:
-                self.add_error(field, message)
+            self.add_error(field, field_messages)
         return data
 
 
@@ -106,8 +107,7 @@ class TrustedIssuerAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
         return f"admin:{request.user.get_username()}"
 
     def save_model(self, request: HttpRequest, obj: TrustedIssuer, form: Any, change: bool) -> None:
-        values = {name: form.cleaned_data.get(name) for name in ISSUER_FIELDS}
-        values["allowed_tenants"] = list(form.cleaned_data.get("allowed_tenants") or [])
+        values = form.issuer_values()
         secret = form.secret_change()
         try:
             if change:

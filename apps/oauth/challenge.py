@@ -1,11 +1,11 @@
-"""What the protocol doors say about the OAuth 2.1 / OIDC lanes (issue 25; identity.md §2.5).
+"""What the protocol doors say about the OAuth 2.1 / OIDC lanes (identity.md §2.5).
 
 Two questions every door asks on its hot path, answered from one per-process snapshot of the
 enabled trusted issuers (apps/oauth):
 
 - Is any issuer enabled? Then a 401 carries `WWW-Authenticate: Bearer resource_metadata="..."`
   pointing at the RFC 9728 document, `error="invalid_token"` when a credential was presented, and
-  `scope="..."` naming what the door requires (issue 32: the MCP authorization spec's scope
+  `scope="..."` naming what the door requires (the MCP authorization spec's scope
   selection asks for exactly these; the RFC 9728 document lists the same as `scopes_supported`).
 - Does the caller's access token hold the scopes its issuer requires for this method family
   (`required_scopes`: "mcp:tools", ..., "a2a", "rest")? If not, a 403 with the scope challenge

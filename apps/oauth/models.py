@@ -1,4 +1,4 @@
-"""Trusted token issuers (issue 25): the OAuth 2.1 / OIDC lanes of identity.md §2, and their audit.
+"""Trusted token issuers: the OAuth 2.1 / OIDC lanes of identity.md §2, and their audit.
 
 A bearer that is not an API key is a JWT from one of these issuers, or it is refused. Operators
 add issuers through the admin or `manage.py oauth_issuer` (both call apps/oauth/services.py, which

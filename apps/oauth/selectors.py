@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Literal
 
 from django.conf import settings
+from django.db.models import QuerySet
 
 from apps.oauth.models import TrustedIssuer
 
@@ -14,21 +15,18 @@ DOORS: tuple[str, ...] = ("mcp", "a2a", "rest")
 DEFAULT_MCP_PATH = "/mcp"
 
 
-def trusted_issuers() -> list[TrustedIssuer]:
+def _enabled_issuers() -> QuerySet[TrustedIssuer]:
     """The enabled issuers, with their tenant and allowed tenants (a plain query: sync only)."""
-    return list(
-        TrustedIssuer.objects.filter(enabled=True).select_related("tenant").prefetch_related("allowed_tenants")
-    )
+    return TrustedIssuer.objects.filter(enabled=True).select_related("tenant").prefetch_related("allowed_tenants")
+
+
+def trusted_issuers() -> list[TrustedIssuer]:
+    return list(_enabled_issuers())
 
 
 def trusted_issuer_by_iss(iss: str) -> TrustedIssuer | None:
     """The enabled issuer whose `issuer` is exactly `iss`, or None."""
-    return (
-        TrustedIssuer.objects.filter(issuer=iss, enabled=True)
-        .select_related("tenant")
-        .prefetch_related("allowed_tenants")
-        .first()
-    )
+    return _enabled_issuers().filter(issuer=iss).first()
 
 
 # Where the MCP mount is: the facets app (a floor above this one) registers its reader in its ready().

@@ -45,6 +45,10 @@ def introspection_secret(issuer: TrustedIssuer) -> str:
     return unseal(issuer.introspection_client_secret.encode("ascii"), purpose=OAUTH_INTROSPECTION_SECRET)
 
 
+def _sealed(secret: str) -> str:
+    return seal(secret, purpose=OAUTH_INTROSPECTION_SECRET).decode("ascii") if secret else ""
+
+
 def issuer_fields(issuer: TrustedIssuer | None) -> dict[str, Any] | None:
     """The row as its audit records show it: JSON, tenants by slug, the secret only as set/unset."""
     if issuer is None:
@@ -85,14 +89,12 @@ def _documents_for(fields: dict[str, Any]) -> IssuerDocuments:
         logger.warning("trusted issuer refused: %s", exc)
         message = f"The issuer's metadata and keys could not be fetched: {exc}"
         raise ValidationFailed(message, details={"fields": {"issuer": [message]}}) from None
-    errors = metadata_errors(fields, documents.metadata)
-    if errors:
-        raise ValidationFailed(errors_message(errors), details={"fields": errors})
+    _refused_if(metadata_errors(fields, documents.metadata))
     return documents
 
 
-def _validated(fields: dict[str, Any], *, has_secret: bool) -> None:
-    errors = issuer_errors(fields, has_secret=has_secret)
+def _refused_if(errors: dict[str, list[str]]) -> None:
+    """ValidationFailed naming each broken rule by field, if any is."""
     if errors:
         raise ValidationFailed(errors_message(errors), details={"fields": errors})
 
@@ -118,7 +120,7 @@ def issuer_add(
     if unknown:
         raise ValidationFailed(f"Not trusted issuer fields: {', '.join(sorted(unknown))}.")
     values = {**ISSUER_FIELD_DEFAULTS, **fields}
-    _validated(values, has_secret=bool(introspection_client_secret))
+    _refused_if(issuer_errors(values, has_secret=bool(introspection_client_secret)))
     if TrustedIssuer.objects.filter(issuer=values["issuer"]).exists():
         raise ValidationFailed(
             "This issuer is already trusted.", details={"fields": {"issuer": ["This issuer is already trusted."]}}
@@ -126,17 +128,12 @@ def issuer_add(
     if documents is None:
         documents = _documents_for(values)
     else:
-        errors = metadata_errors(values, documents.metadata)
-        if errors:
-            raise ValidationFailed(errors_message(errors), details={"fields": errors})
+        _refused_if(metadata_errors(values, documents.metadata))
     # Not durable: the admin calls this inside its own change-form transaction.
     with transaction.atomic():
         issuer = TrustedIssuer()
         _apply(issuer, values)
-        if introspection_client_secret:
-            issuer.introspection_client_secret = seal(
-                introspection_client_secret, purpose=OAUTH_INTROSPECTION_SECRET
-            ).decode("ascii")
+        issuer.introspection_client_secret = _sealed(introspection_client_secret)
         issuer.metadata, issuer.jwks, issuer.fetched_at = documents.metadata, documents.jwks, timezone.now()
         issuer.save()
         issuer.allowed_tenants.set(values["allowed_tenants"])
@@ -146,8 +143,9 @@ def issuer_add(
     return issuer
 
 
-def issuer_get(*, issuer: str) -> TrustedIssuer:
-    row = TrustedIssuer.objects.select_related("tenant").filter(issuer=issuer).first()
+def issuer_get(*, issuer: str, for_update: bool = False) -> TrustedIssuer:
+    rows = TrustedIssuer.objects.filter(issuer=issuer)
+    row = (rows.select_for_update() if for_update else rows.select_related("tenant")).first()
     if row is None:
         raise NotFound("No such trusted issuer.")
     return row
@@ -167,36 +165,25 @@ def issuer_update(
     if unknown:
         raise ValidationFailed(f"Not trusted issuer fields: {', '.join(sorted(unknown))}.")
     with transaction.atomic():
-        row = TrustedIssuer.objects.select_for_update().filter(issuer=issuer).first()
-        if row is None:
-            raise NotFound("No such trusted issuer.")
+        row = issuer_get(issuer=issuer, for_update=True)
         before = issuer_fields(row)
         values = {**_current_fields(row), **changes}
-        has_secret = bool(row.introspection_client_secret) if introspection_client_secret is None else bool(
-            introspection_client_secret
-        )
-        _validated(values, has_secret=has_secret)
+        stored = row.introspection_client_secret
+        has_secret = bool(stored if introspection_client_secret is None else introspection_client_secret)
+        _refused_if(issuer_errors(values, has_secret=has_secret))
         if values["issuer"] != row.issuer and TrustedIssuer.objects.filter(issuer=values["issuer"]).exists():
             raise ValidationFailed(
                 "This issuer is already trusted.", details={"fields": {"issuer": ["This issuer is already trusted."]}}
             )
-        refetch = values["issuer"] != row.issuer or values["lane"] != row.lane
-        if refetch:
+        if values["issuer"] != row.issuer or values["lane"] != row.lane:
             documents = documents or _documents_for(values)
         metadata = documents.metadata if documents is not None else (row.metadata or {})
-        errors = metadata_errors(values, metadata)
-        if errors:
-            raise ValidationFailed(errors_message(errors), details={"fields": errors})
+        _refused_if(metadata_errors(values, metadata))
         _apply(row, values)
         secret_changed = False
         if introspection_client_secret is not None:
-            sealed = (
-                seal(introspection_client_secret, purpose=OAUTH_INTROSPECTION_SECRET).decode("ascii")
-                if introspection_client_secret
-                else ""
-            )
             secret_changed = introspection_secret(row) != introspection_client_secret
-            row.introspection_client_secret = sealed
+            row.introspection_client_secret = _sealed(introspection_client_secret)
         if documents is not None:
             row.metadata, row.jwks, row.fetched_at = documents.metadata, documents.jwks, timezone.now()
         row.save()
@@ -215,9 +202,7 @@ def issuer_update(
 def issuer_remove(*, issuer: str, actor: str) -> None:
     """Stop trusting an issuer: its tokens are refused on the next request in every process."""
     with transaction.atomic():
-        row = TrustedIssuer.objects.select_for_update().filter(issuer=issuer).first()
-        if row is None:
-            raise NotFound("No such trusted issuer.")
+        row = issuer_get(issuer=issuer, for_update=True)
         before = issuer_fields(row)
         row.delete()
         TrustedIssuerChange.objects.create(issuer=issuer, actor=actor, before=before, after={"removed": True})

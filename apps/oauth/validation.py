@@ -102,9 +102,8 @@ def issuer_errors(fields: dict[str, Any], *, has_secret: bool) -> dict[str, list
         errors["allowed_tenants"].append("A tenant claim needs the list of tenants it may name (allowed tenants).")
     if tenant is not None and allowed:
         errors["allowed_tenants"].append("Allowed tenants go with a tenant claim, not with a fixed tenant.")
-    for name in ("subject_claim",):
-        if not isinstance(fields.get(name), str) or not fields.get(name):
-            errors[name].append("The subject claim is required (usually `sub`).")
+    if not isinstance(fields.get("subject_claim"), str) or not fields.get("subject_claim"):
+        errors["subject_claim"].append("The subject claim is required (usually `sub`).")
     if fields.get("default_kind") not in SubjectKindChoice.values:
         errors["default_kind"].append("The default kind is user or agent.")
     errors["algorithms"].extend(algorithms_errors(fields.get("algorithms")))
@@ -130,7 +129,7 @@ def issuer_errors(fields: dict[str, Any], *, has_secret: bool) -> dict[str, list
 
 def introspection_without_client(metadata: dict[str, Any]) -> bool:
     """Does the issuer introspect without client authentication? Its RFC 8414 metadata says so
-    with `none` in `introspection_endpoint_auth_methods_supported` (issue 32)."""
+    with `none` in `introspection_endpoint_auth_methods_supported`."""
     methods = metadata.get("introspection_endpoint_auth_methods_supported")
     return isinstance(methods, list) and "none" in methods
 

@@ -56,9 +56,11 @@ from apps.core.invalidation import (
     cached,
     secret_cache_key,
 )
+from apps.core.sealing import unseal
 from apps.oauth.documents import IntrospectionFailed, IssuerUnreachable, issuer_documents_fetch, token_introspect
-from apps.oauth.models import RevocationMode, TrustedIssuer
-from apps.oauth.selectors import door_audience, door_audiences
+from apps.oauth.models import RevocationMode
+from apps.oauth.selectors import door_audience, door_audiences, trusted_issuer_by_iss
+from apps.oauth.services import OAUTH_INTROSPECTION_SECRET, issuer_documents_store
 from apps.oauth.validation import introspection_without_client
 from apps.tenants.subject import Subject
 
@@ -109,12 +111,7 @@ class IssuerConfig:
 
 
 def _config_load(iss: str) -> IssuerConfig:
-    row = (
-        TrustedIssuer.objects.filter(issuer=iss, enabled=True)
-        .select_related("tenant")
-        .prefetch_related("allowed_tenants")
-        .first()
-    )
+    row = trusted_issuer_by_iss(iss)
     if row is None:
         raise IdentityUnverified("The access token's issuer is not trusted by this host.")
     metadata = row.metadata or {}
@@ -171,8 +168,6 @@ def _refresh_allowed(iss: str) -> bool:
 def _documents_refresh(config: IssuerConfig, reason: str) -> IssuerConfig | None:
     """Re-fetch the issuer's metadata and keys (when the rate limit allows) and store them; the
     reloaded configuration, or None when nothing was (or could be) fetched."""
-    from apps.oauth.services import issuer_documents_store
-
     if not _refresh_allowed(config.issuer):
         return None
     try:
@@ -207,9 +202,6 @@ def _bounded_store(store: dict[Any, Any], key: Any, value: Any) -> None:
 
 def _introspected_active(config: IssuerConfig, token: str, digest: str, exp: int) -> tuple[bool, float]:
     """(active, until): the issuer's RFC 7662 answer, reused until `until` (<= now + window)."""
-    from apps.core.sealing import unseal
-    from apps.oauth.services import OAUTH_INTROSPECTION_SECRET
-
     now = time.time()
     with _introspection_lock:
         hit = _introspections.get(digest)
@@ -287,8 +279,7 @@ def _decoded(config: IssuerConfig, token: str, key: jwt.PyJWK, alg: str, door: s
     except jwt.ExpiredSignatureError:
         raise IdentityUnverified("The access token has expired (exp).") from None
     except jwt.ImmatureSignatureError as exc:
-        which = "iat" if "iat" in str(exc) else "nbf"
-        what = "issued in the future (iat)" if which == "iat" else "not yet valid (nbf)"
+        what = "issued in the future (iat)" if "iat" in str(exc) else "not yet valid (nbf)"
         raise IdentityUnverified(f"The access token is {what}.") from None
     except jwt.MissingRequiredClaimError as exc:
         if exc.claim == "aud":
@@ -326,15 +317,13 @@ def _claim_text(claims: dict[str, Any], name: str) -> str | None:
 
 
 def _scopes(claims: dict[str, Any]) -> frozenset[str]:
-    scope = claims.get("scope")
-    if isinstance(scope, str):
-        return frozenset(scope.split())
-    scp = claims.get("scp")
-    if isinstance(scp, list):
-        return frozenset(s for s in scp if isinstance(s, str) and s)
-    if isinstance(scp, str):
-        return frozenset(scp.split())
-    return frozenset()
+    """`scope` (RFC 9068: space-separated), else `scp` (a list, or space-separated too)."""
+    scopes = claims.get("scope")
+    if not isinstance(scopes, str):
+        scopes = claims.get("scp")
+    if isinstance(scopes, str):
+        return frozenset(scopes.split())
+    return frozenset(s for s in scopes if isinstance(s, str) and s) if isinstance(scopes, list) else frozenset()
 
 
 def _subject(config: IssuerConfig, claims: dict[str, Any]) -> Subject:

@@ -93,9 +93,7 @@ def peer_error_reason(error: dict[str, Any]) -> tuple[str | None, list[str]]:
     elif isinstance(data, dict):
         info = data
     reason = info.get("reason") if isinstance(info.get("reason"), str) else None
-    metadata = info.get("metadata")
-    if not isinstance(metadata, dict):
-        metadata = {}
+    metadata = info["metadata"] if isinstance(info.get("metadata"), dict) else {}
     raw = metadata.get("supportedVersions") or info.get("supportedVersions") or ""
     supported = raw.split(",") if isinstance(raw, str) else [str(v) for v in raw] if isinstance(raw, list) else []
     return reason, [v.strip() for v in supported if v.strip()]
@@ -129,7 +127,7 @@ def a2a_call(
             raise PeerFailure(PEER_PROTOCOL_ERROR, "The peer's agent card could not be read.",
                               {"status": reply.status})
         offers, card = card_offers(reply.document)
-        # Issue 21: the card is trusted (its offers, its endpoint) only once its signatures pass
+        # The card is trusted (its offers, its endpoint) only once its signatures pass
         # the credential's policy; a refusal fails the node before any message is sent.
         card_signatures_check(trust=outbound.card_trust, tenant=str(outbound.run.tenant_id), card_url=card_url,
                               document=reply.document, card=card, fetch_jwks=lambda jku: _jwks_of(outbound, jku))

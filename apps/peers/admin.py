@@ -1,5 +1,5 @@
 """Operators see which peer credentials tenants registered, never the secret (STYLE.md habit 16).
-Read-only, except what the peer's agent card must prove (issue 21): the actions set a credential's
+Read-only, except what the peer's agent card must prove: the actions set a credential's
 card signature policy through the service (habit 15). Tenants create and delete their own, and pin
 a card key, through the REST surface."""
 

@@ -4,11 +4,12 @@
 credentialIds are opaque and name no tenant: another tenant's id and an unknown one take the same
 NotFound path (STYLE.md habit 5). A secret goes in once and never comes back out. What the peer's
 agent card must prove (`cardSignaturePolicy`, `pinnedCardKey`, a public key) is set at creation or
-with PATCH (issue 21).
+with PATCH.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
@@ -20,7 +21,7 @@ from rest_framework.views import APIView
 
 from apps.core.errors import NotFound
 from apps.peers.models import CardSignaturePolicy
-from apps.peers.seams import conformance_seams_on, seam_invoke
+from apps.peers.seams import SEAM_INPUTS, conformance_seams_on, seam_invoke
 from apps.peers.selectors import peer_credential_doc, peer_credential_list
 from apps.peers.services import UNCHANGED, peer_credential_create, peer_credential_delete, peer_credential_update
 from apps.runs.api import ClosedSerializer, StrictCharField
@@ -102,6 +103,8 @@ class _SeamApi(APIView):
     """A seam exists only while the seams are on: otherwise 404 for everyone, before authentication."""
 
     protocol = ""
+    url_field = "peerUrl"
+    fallbacks: dict[str, Any] = {}
     InputSerializer: type[serializers.Serializer]
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
@@ -126,7 +129,9 @@ class _SeamApi(APIView):
         return Response(answer)
 
     def inputs_of(self, data: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError
+        """The run's inputs: the peer's url and the seam's inputs, `fallbacks` for any left out or empty."""
+        inputs = {"peerUrl": data[self.url_field], **{name: data.get(name) for name in SEAM_INPUTS[self.protocol]}}
+        return {**inputs, **{name: copy.deepcopy(value) for name, value in self.fallbacks.items() if not inputs[name]}}
 
 
 @extend_schema_view(
@@ -134,6 +139,7 @@ class _SeamApi(APIView):
 )
 class A2AInvokeSeamApi(_SeamApi):
     protocol = "a2a"
+    fallbacks = {"text": "conformance"}
 
     class InputSerializer(serializers.Serializer):
         peerUrl = StrictCharField(max_length=2048)
@@ -141,20 +147,14 @@ class A2AInvokeSeamApi(_SeamApi):
         requestVersion = StrictCharField(required=False, max_length=32)
         text = StrictCharField(required=False, max_length=10_000, allow_blank=True)
 
-    def inputs_of(self, data: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "peerUrl": data["peerUrl"],
-            "version": data.get("version"),
-            "requestVersion": data.get("requestVersion"),
-            "text": data.get("text") or "conformance",
-        }
-
 
 @extend_schema_view(
     post=extend_schema(operation_id="seamSampleMcpInvoke", request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
 )
 class McpInvokeSeamApi(_SeamApi):
     protocol = "mcp"
+    url_field = "serverUrl"
+    fallbacks = {"arguments": {}}
 
     class InputSerializer(serializers.Serializer):
         serverUrl = StrictCharField(max_length=2048)
@@ -163,13 +163,3 @@ class McpInvokeSeamApi(_SeamApi):
         version = StrictCharField(required=False, max_length=32)
         requestVersion = StrictCharField(required=False, max_length=32)
         elicitationAnswer = serializers.DictField(required=False)
-
-    def inputs_of(self, data: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "peerUrl": data["serverUrl"],
-            "version": data.get("version"),
-            "requestVersion": data.get("requestVersion"),
-            "tool": data.get("tool"),
-            "arguments": data.get("arguments") or {},
-            "elicitationAnswer": data.get("elicitationAnswer"),
-        }

@@ -1,6 +1,6 @@
 """Whether a peer's agent card is the card its signer signed, checked before anything is sent to
 the peer (A2A 1.0 §Agent Card signing: "a consuming host SHOULD verify before invoking and MAY
-refuse an unsigned card"; issue 21 item 3).
+refuse an unsigned card").
 
 The signatures are checked with the a2a-sdk's own verifier (JWS over the JCS-canonical card). The
 key comes from the key the operator pinned on the peer credential, else from the protected

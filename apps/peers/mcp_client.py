@@ -71,31 +71,26 @@ def mcp_call(
     a list without it, is its refusal), and nothing else is sent."""
     capabilities: dict[str, Any] = {"elicitation": {"form": {}}} if elicitation_answer is not None else {}
     discovered: dict[str, Any] = {}
+    offers: list[str] = []  # kept: a probe is settled by whether the peer offered it
 
     def offers_of(candidate: str) -> list[str]:
         document = _post(outbound, candidate, "server/discover", {"_meta": _meta(outbound, candidate, capabilities)})
         error = document.get("error")
         if isinstance(error, dict):
-            data = error.get("data")
-            if not isinstance(data, dict):
-                data = {}
+            data = _error_data(error)
             if error.get("code") == UNSUPPORTED_PROTOCOL_VERSION and isinstance(data.get("supported"), list):
-                return [v for v in data["supported"] if isinstance(v, str)]
+                offers.extend(v for v in data["supported"] if isinstance(v, str))
+                return offers
             raise PeerFailure(PEER_ERROR, "The peer refused server/discover.", {"code": error.get("code")})
         try:
             result = mcp_types.DiscoverResult.model_validate(document.get("result"))
         except ValidationError:
             raise PeerFailure(PEER_PROTOCOL_ERROR, "The peer's DiscoverResult is not valid.") from None
         discovered.update(document["result"])
-        return list(result.supported_versions)
-
-    offers: list[str] = []
-
-    def offers_noted(candidate: str) -> list[str]:
-        offers.extend(offers_of(candidate))
+        offers.extend(result.supported_versions)
         return offers
 
-    agreement = negotiate(outbound, protocol="mcp", requested=requested, offers_of=offers_noted, probe=probe)
+    agreement = negotiate(outbound, protocol="mcp", requested=requested, offers_of=offers_of, probe=probe)
     if agreement.probing:
         if agreement.version in offers:
             raise probe_not_refused(outbound, agreement)
@@ -106,6 +101,11 @@ def mcp_call(
         return {**outcome, "result": discovered}
     result = _call_tool(outbound, agreement, tool, arguments, capabilities, elicitation_answer)
     return {**outcome, "result": result}
+
+
+def _error_data(error: dict[str, Any]) -> dict[str, Any]:
+    data = error.get("data")
+    return data if isinstance(data, dict) else {}
 
 
 def _call_tool(
@@ -127,10 +127,7 @@ def _call_tool(
         error = document.get("error")
         if isinstance(error, dict):
             if error.get("code") == UNSUPPORTED_PROTOCOL_VERSION:
-                data = error.get("data")
-                if not isinstance(data, dict):
-                    data = {}
-                raise peer_refused_version(outbound, agreement.decision, data.get("supported") or ())
+                raise peer_refused_version(outbound, agreement.decision, _error_data(error).get("supported") or ())
             raise PeerFailure(PEER_ERROR, "The peer refused tools/call.", {"code": error.get("code")})
         result = document.get("result")
         if not isinstance(result, dict):
@@ -163,9 +160,7 @@ def _next_round(
         interim = mcp_types.InputRequiredResult.model_validate(result)
     except ValidationError:
         raise PeerFailure(PEER_PROTOCOL_ERROR, "The peer's InputRequiredResult is not valid.") from None
-    requests = result.get("inputRequests")
-    if not isinstance(requests, dict):
-        requests = {}
+    requests = result["inputRequests"] if isinstance(result.get("inputRequests"), dict) else {}
     if interim.request_state is None and not requests:
         raise PeerFailure(PEER_PROTOCOL_ERROR, "An InputRequiredResult must carry inputRequests or requestState.")
     responses: dict[str, Any] = {}

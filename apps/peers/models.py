@@ -12,7 +12,7 @@ from apps.tenants.models import TenantOwnedModel
 
 
 class CardSignaturePolicy(models.TextChoices):
-    """What a peer's agent card must prove before anything is sent to it (issue 21, A2A 1.0 §Agent
+    """What a peer's agent card must prove before anything is sent to it (A2A 1.0 §Agent
     Card signing: "a consuming host SHOULD verify before invoking and MAY refuse an unsigned card")."""
 
     REQUIRE = "require", "Require a valid signature"

@@ -101,6 +101,16 @@ class _PeerCallNode(NodeKind):
         raise NotImplementedError
 
 
+def _config_schema(**properties: Any) -> dict[str, Any]:
+    """A peer call kind's config: the members every kind has and its own; `url` is required."""
+    return {
+        "type": "object",
+        "properties": {**_COMMON, **properties},
+        "required": ["url"],
+        "additionalProperties": False,
+    }
+
+
 def _seam_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """A seam kind's config: its workflow kind's, plus the seam's `requestVersion`."""
     properties = {**schema["properties"], "requestVersion": _COMMON["version"]}
@@ -112,12 +122,7 @@ class A2ACallNode(_PeerCallNode):
     """Sends `text` and/or `data` to the peer agent; outputs `{negotiatedVersion, peerDigest, result}`."""
 
     kind = "a2a.call"
-    config_schema: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {**_COMMON, "text": {"type": "string"}, "data": {}},
-        "required": ["url"],
-        "additionalProperties": False,
-    }
+    config_schema: ClassVar[dict[str, Any]] = _config_schema(text={"type": "string"}, data={})
 
     def call(self, outbound: Outbound, config: dict[str, Any]) -> dict[str, Any]:
         text = config.get("text")
@@ -137,17 +142,11 @@ class McpCallNode(_PeerCallNode):
     `elicitationAnswer` (an ElicitResult) answers the peer's elicitation rounds."""
 
     kind = "mcp.call"
-    config_schema: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {
-            **_COMMON,
-            "tool": {"type": "string", "minLength": 1, "maxLength": 256},
-            "arguments": {"type": ["object", "string"]},
-            "elicitationAnswer": {"type": ["object", "string"]},
-        },
-        "required": ["url"],
-        "additionalProperties": False,
-    }
+    config_schema: ClassVar[dict[str, Any]] = _config_schema(
+        tool={"type": "string", "minLength": 1, "maxLength": 256},
+        arguments={"type": ["object", "string"]},
+        elicitationAnswer={"type": ["object", "string"]},
+    )
 
     def call(self, outbound: Outbound, config: dict[str, Any]) -> dict[str, Any]:
         arguments = config.get("arguments")

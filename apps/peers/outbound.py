@@ -14,6 +14,7 @@ the record. Below the floor nothing is ever sent. Workflow node kinds never prob
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import uuid
@@ -55,10 +56,10 @@ PEER_URL_REJECTED = vendor_code("peer_url_rejected", 400)  # the egress guard re
 PEER_ERROR = vendor_code("peer_error", 502)  # the peer answered with a (non-version) error
 PEER_PROTOCOL_ERROR = vendor_code("peer_protocol_error", 502)  # the peer's answer is not the protocol
 PEER_TIMEOUT = vendor_code("peer_timeout", 504)  # the peer's task did not end within timeoutMs
-# The peer's agent card fails its credential's cardSignaturePolicy (issue 21): nothing was sent.
+# The peer's agent card fails its credential's cardSignaturePolicy: nothing was sent.
 PEER_CARD_UNSIGNED = vendor_code("peer_card_unsigned", 502)  # policy `require`, card has no signatures
 PEER_CARD_SIGNATURE_INVALID = vendor_code("peer_card_signature_invalid", 502)  # no signature verifies
-# Issue 33: the peer (its card) names an endpoint on another origin than the credential's; the
+# The peer (its card) names an endpoint on another origin than the credential's; the
 # credential goes only to the origin it was registered for, so nothing is sent there.
 PEER_ENDPOINT_ORIGIN_MISMATCH = vendor_code("peer_endpoint_origin_mismatch", 502)
 
@@ -173,7 +174,7 @@ def peer_send(outbound: Outbound, method: str, url: str, *, headers: Mapping[str
 
 
 def credential_origin_check(outbound: Outbound, url: str) -> None:
-    """A credential goes only to the origin it was registered for (issue 33): a URL elsewhere (an
+    """A credential goes only to the origin it was registered for: a URL elsewhere (an
     endpoint the peer's card names) is refused before anything is sent, never sent without it."""
     if outbound.authorization is None:
         return
@@ -238,10 +239,10 @@ def negotiate(
     the floor that the table refuses locally is still put on the wire; the table's own choice among
     the peer's offers then only picks the peer's endpoint."""
     tenant = outbound.run.tenant.slug  # the tenant's version policy binds its outbound exchanges too
-    pre = negotiation_precheck(
-        protocol=protocol, requested=requested, peer_offers=None, authenticated=outbound.authenticated,
-        tenant=tenant,
+    precheck = functools.partial(
+        negotiation_precheck, protocol=protocol, authenticated=outbound.authenticated, tenant=tenant
     )
+    pre = precheck(requested=requested, peer_offers=None)
     candidate = requested if requested is not None else pre.preferred
     probing = probe and not pre.accepted and _at_or_above_floor(protocol, candidate, pre.floor)
     if not pre.accepted and not probing:  # below the floor, or not ours: refused before a byte is sent
@@ -254,11 +255,7 @@ def negotiate(
         _record(outbound, replace(pre, outcome="refused", reason="unsupported", version=None, requested=candidate))
         raise
     if probing:
-        table = negotiation_precheck(
-            protocol=protocol, requested=None, peer_offers=offers, authenticated=outbound.authenticated,
-            tenant=tenant,
-        )
-        decision = replace(table, requested=candidate)
+        decision = replace(precheck(requested=None, peer_offers=offers), requested=candidate)
         if not decision.accepted:  # no endpoint of the peer we could reach at all
             _record(outbound, decision)
             raise _refused(outbound, decision)

@@ -28,20 +28,10 @@ from apps.tenants.subject import Subject
 
 SEAMS_PROFILE = "openwop-conformance-seams-v2"
 SEAM_TIMEOUT_SECONDS = 60.0
-_SEAM_WORKFLOWS: dict[str, dict[str, Any]] = {
-    "a2a": {
-        "workflow_id": "openwop-host.seam.a2a-invoke",
-        "node": {"id": "invoke", "kind": "openwop-host.seam.a2a-call",
-                 "config": {"url": "{{peerUrl}}", "version": "{{version}}", "requestVersion": "{{requestVersion}}",
-                            "text": "{{text}}"}},
-    },
-    "mcp": {
-        "workflow_id": "openwop-host.seam.mcp-invoke",
-        "node": {"id": "invoke", "kind": "openwop-host.seam.mcp-call",
-                 "config": {"url": "{{peerUrl}}", "version": "{{version}}", "requestVersion": "{{requestVersion}}",
-                            "tool": "{{tool}}",
-                            "arguments": "{{arguments}}", "elicitationAnswer": "{{elicitationAnswer}}"}},
-    },
+# What each seam's run passes its node as `{{placeholders}}` (besides the peer's url), in order.
+SEAM_INPUTS: dict[str, tuple[str, ...]] = {
+    "a2a": ("version", "requestVersion", "text"),
+    "mcp": ("version", "requestVersion", "tool", "arguments", "elicitationAnswer"),
 }
 
 
@@ -68,18 +58,20 @@ class SeamExchangeFailed(OpenWopError):
 
 
 def _seam_workflow(tenant: Tenant, protocol: str) -> str:
-    spec = _SEAM_WORKFLOWS[protocol]
-    if not Workflow.objects.for_tenant(tenant).filter(workflow_id=spec["workflow_id"]).exists():
+    workflow_id = f"openwop-host.seam.{protocol}-invoke"
+    if not Workflow.objects.for_tenant(tenant).filter(workflow_id=workflow_id).exists():
+        config = {"url": "{{peerUrl}}", **{name: f"{{{{{name}}}}}" for name in SEAM_INPUTS[protocol]}}
+        node = {"id": "invoke", "kind": f"openwop-host.seam.{protocol}-call", "config": config}
         with contextlib.suppress(Conflict):  # created concurrently
             workflow_create(
                 tenant=tenant,
-                workflow_id=spec["workflow_id"],
-                definition={"nodes": [spec["node"]]},
+                workflow_id=workflow_id,
+                definition={"nodes": [node]},
                 input_schema={"type": "object"},
                 name=f"Conformance seam: {protocol} invoke",
                 description="Drives one outbound exchange for the conformance seams.",
             )
-    return str(spec["workflow_id"])
+    return workflow_id
 
 
 def seam_invoke(

@@ -39,9 +39,7 @@ class ApiKeyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
     actions = ("revoke_keys",)
 
     def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> tuple[str, ...]:
-        if obj is None:
-            return ("prefix", "subject_id", "created_at", "revoked_at")
-        return ("tenant", "kind", "prefix", "subject_id", "created_at", "revoked_at")
+        return self.readonly_fields if obj is None else ("tenant", "kind", *self.readonly_fields)
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
         if change:

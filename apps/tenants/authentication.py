@@ -37,7 +37,7 @@ class ApiKeyAuthentication(BaseAuthentication):
 
 
 def _rest_scopes_granted(subject: Subject) -> None:
-    """The `rest` method family's scopes (issue 25, identity.md §2.5): a token lacking one its
+    """The `rest` method family's scopes (identity.md §2.5): a token lacking one its
     issuer requires is 403 `forbidden` with the scope challenge naming every scope needed."""
     from apps.oauth.challenge import insufficient_scope_challenge, oauth_door_state, scopes_missing
 

@@ -6,14 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from apps.core.protocol import CONTRACT_VERSION
+from apps.oauth.selectors import trusted_issuers
 from apps.tenants.selectors import api_key_issuer
 
 
 def oauth_lanes() -> list[dict[str, Any]]:
     """identity.md §2.2: each enabled issuer under its lane, with the revocation rule and window it
     is held to. Issuers sharing all three are one record; the order is stable (sorted)."""
-    from apps.oauth.selectors import trusted_issuers
-
     groups: dict[tuple[str, str, int], list[str]] = {}
     for issuer in trusted_issuers():
         key = (issuer.lane, issuer.revocation, int(issuer.revocation_window_seconds))

@@ -1,5 +1,5 @@
 """A new API key's raw value crosses one redirect to the page that shows it once: the console's key
-list, the admin's page of the new key (issue 33).
+list, the admin's page of the new key.
 
 It travels sealed in the session (server-side rows; the cookie holds only the session id), never in
 a `messages` cookie, which is signed but not encrypted: whoever saw the browser's cookies (a proxy

@@ -36,10 +36,6 @@ class Tenant(models.Model):
         return self.slug
 
 
-class TenantScopedQuerySet(models.QuerySet):
-    pass
-
-
 class TenantScopedManager(models.Manager):
     """`Model.objects`: refuses to build a query until a tenant is named via `for_tenant`."""
 
@@ -53,7 +49,7 @@ class TenantScopedManager(models.Manager):
         tenant_id = tenant.pk if isinstance(tenant, Tenant) else tenant
         if tenant_id is None:
             raise TenantScopeMissing("for_tenant() needs a saved tenant")
-        return TenantScopedQuerySet(self.model, using=self._db).filter(tenant_id=tenant_id)
+        return models.QuerySet(self.model, using=self._db).filter(tenant_id=tenant_id)
 
     def create(self, **kwargs: Any) -> Any:
         if kwargs.get("tenant") is None and kwargs.get("tenant_id") is None:

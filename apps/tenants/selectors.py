@@ -17,6 +17,7 @@ from django.conf import settings
 from apps.core.errors import CredentialRevoked, Unauthenticated
 from apps.core.invalidation import TOPIC_APIKEY, acached, cached, secret_cache_key
 from apps.core.metrics import caller_tenant_seen
+from apps.oauth.verify import subject_from_jwt, verified_subject_cached
 from apps.tenants.models import ApiKey, Tenant
 from apps.tenants.services import KEY_SCHEME, secret_digest
 from apps.tenants.subject import Subject
@@ -49,8 +50,6 @@ def subject_from_api_key(raw: str, *, door: str | None = None) -> Subject:
     """Resolve a raw bearer credential to its Subject, or raise 401: an API key (unauthenticated /
     credential_revoked), or an access token of a trusted issuer (apps/oauth/verify.py codes)."""
     if _is_access_token(raw):
-        from apps.oauth.verify import subject_from_jwt
-
         return caller_tenant_seen(subject_from_jwt(raw, door=door))
     return _subject_from_key(raw)
 
@@ -104,26 +103,22 @@ def subject_from_authorization(authorization: str | None, *, door: str | None = 
     return subject_from_api_key(bearer_token(authorization), door=door)
 
 
-def subject_from_api_key_cached(raw: str, *, door: str | None = None) -> Subject:
-    """`subject_from_api_key` through this process's cache (apps/core/invalidation.py).
-
-    Only a resolved Subject is stored, under the SHA-256 of the key (never the key itself): an
-    unknown or revoked key raises exactly as uncached, on every request. A write to the key or
-    its tenant (a revocation) empties the cache in every process (the tables' triggers). An access
-    token goes to its verifier, which keeps its own expiring cache (apps/oauth/verify.py)."""
-    if _is_access_token(raw):
-        return subject_from_api_key(raw, door=door)
-    return caller_tenant_seen(cached(TOPIC_APIKEY, _api_key_cache_key(raw), lambda: _subject_from_key(raw)))
-
-
 def _api_key_cache_key(raw: str) -> tuple[str, str]:
     return secret_cache_key(raw), api_key_issuer()
 
 
 def subject_from_authorization_cached(authorization: str | None, *, door: str | None = None) -> Subject:
     """`subject_from_authorization` for the protocol doors' hot path: the same rules and errors,
-    the key's resolution cached per process with cross-process invalidation."""
-    return subject_from_api_key_cached(bearer_token(authorization), door=door)
+    the key's resolution through this process's cache (apps/core/invalidation.py).
+
+    Only a resolved Subject is stored, under the SHA-256 of the key (never the key itself): an
+    unknown or revoked key raises exactly as uncached, on every request. A write to the key or
+    its tenant (a revocation) empties the cache in every process (the tables' triggers). An access
+    token goes to its verifier, which keeps its own expiring cache (apps/oauth/verify.py)."""
+    raw = bearer_token(authorization)
+    if _is_access_token(raw):
+        return subject_from_api_key(raw, door=door)
+    return caller_tenant_seen(cached(TOPIC_APIKEY, _api_key_cache_key(raw), lambda: _subject_from_key(raw)))
 
 
 async def asubject_from_authorization_cached(authorization: str | None, *, door: str | None = None) -> Subject:
@@ -132,8 +127,6 @@ async def asubject_from_authorization_cached(authorization: str | None, *, door:
     every time)."""
     raw = bearer_token(authorization)
     if _is_access_token(raw):
-        from apps.oauth.verify import subject_from_jwt, verified_subject_cached
-
         hit = verified_subject_cached(raw, door)
         if hit is None:
             hit = await sync_to_async(subject_from_jwt)(raw, door=door)

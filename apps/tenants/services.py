@@ -11,6 +11,7 @@ from django.utils import timezone
 from apps.core.errors import ValidationFailed
 from apps.core.ids import TENANT_SLUG_RE
 from apps.core.invalidation import TOPIC_APIKEY, invalidate_on_commit
+from apps.tenants.hooks import run_tenant_created_hooks
 from apps.tenants.models import ApiKey, ApiKeyKind, Tenant
 
 KEY_SCHEME = "owk"
@@ -28,16 +29,9 @@ def tenant_get_or_create(*, slug: str, name: str = "") -> tuple[Tenant, bool]:
         )
     with transaction.atomic():
         tenant, created = Tenant.objects.get_or_create(slug=slug, defaults={"name": name or slug})
-        if created:
-            transaction.on_commit(lambda: _tenant_created(tenant.pk))
+        if created:  # the hooks other apps add for a new tenant (e.g. fixture workflows), after commit
+            transaction.on_commit(lambda: run_tenant_created_hooks(tenant.pk))
     return tenant, created
-
-
-def _tenant_created(tenant_pk: int) -> None:
-    """Hooks other apps add for a new tenant (e.g. fixture workflows) run after commit."""
-    from apps.tenants.hooks import run_tenant_created_hooks
-
-    run_tenant_created_hooks(tenant_pk)
 
 
 def api_key_create(*, tenant: Tenant, kind: str = ApiKeyKind.USER, label: str = "") -> tuple[ApiKey, str]:

@@ -1,4 +1,4 @@
-"""Does an open stream's bearer credential still hold? (apps.core.stream_lease, issue 33 item 6)
+"""Does an open stream's bearer credential still hold? (apps.core.stream_lease)
 
 A stream is authorized once, when it opens; this is the re-check it runs every
 `OPENWOP_STREAM_RECHECK_SECONDS`. It resolves the credential exactly as a new request would,

@@ -1,5 +1,5 @@
 """`oauth_issuer add|list|remove`: trusted OAuth 2.1 / OIDC issuers from the command line, for
-operators who keep configuration as code (issue 25).
+operators who keep configuration as code.
 
     oauth_issuer add --issuer <url> --tenant <slug> [--audience <aud>] [--lane oidc|oauth2]
         [--revocation exp-and-recheck|exp-only] [--window N]
