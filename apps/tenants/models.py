@@ -102,3 +102,36 @@ class ApiKey(TenantOwnedModel):
     def __str__(self) -> str:
         state = "revoked" if self.revoked_at else "active"
         return f"{self.tenant.slug}:{self.prefix} ({self.kind}, {state})"
+
+
+class TenantBudget(models.Model):
+    """A tenant's own budgets, where the operator overrides the host's defaults (settings
+    `OPENWOP_TENANT_*`). One row per tenant at most; an empty field means the host default.
+    Enforced before the work they bound (DESIGN.md §Many tenants, many days)."""
+
+    tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, primary_key=True, related_name="budget")
+    requests_per_minute = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Requests per minute over all of the tenant's keys; 0 = unlimited."
+    )
+    streams = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Streams open at once over all of the tenant's keys; 0 = unlimited."
+    )
+    runs_per_minute = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Runs accepted per minute; 0 = unlimited."
+    )
+    runs_queued = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Runs accepted and not yet finished nor waiting; 0 = unlimited."
+    )
+    runs_in_progress = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Runs a worker advances at once; 0 = unlimited."
+    )
+    api_keys = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Active (unrevoked) API keys; 0 = unlimited."
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "tenant budget"
+
+    def __str__(self) -> str:
+        return f"budget of {self.tenant_id}"
