@@ -87,8 +87,8 @@ TENANT_RUNS_FINISHED = Counter(
 )
 SIGN_INS = Counter(
     "openwop_sign_ins_total",
-    "Password sign-ins by door (admin, console) and outcome: ok, failed, or throttled (refused "
-    "without checking the password).",
+    "Password sign-ins by door (admin, console) and outcome: ok, failed, throttled (refused without "
+    "checking the password: that username from that address) or delayed (refused: that username's turn).",
     ["door", "outcome"],
 )
 SSE_STREAMS = Gauge("openwop_sse_streams_open", "Server-sent event streams open now.", multiprocess_mode="livesum")
