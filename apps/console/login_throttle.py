@@ -89,7 +89,8 @@ def username_delay_seconds(failures: int) -> int:
 
 
 def client_address(request: HttpRequest | None) -> str:
-    """The socket's peer address (never a forwarded header); IPv6 as its /64, mapped IPv4 as IPv4."""
+    """The peer address as the ASGI server reports it (rewritten from X-Forwarded-For only for a
+    proxy it trusts, never from a client's own header); IPv6 as its /64, mapped IPv4 as IPv4."""
     raw = (request.META.get("REMOTE_ADDR", "") if request is not None else "") or ""
     try:
         address = ipaddress.ip_address(raw.split("%", 1)[0])

@@ -234,7 +234,8 @@ def _allowed_networks(spec: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6
 
 
 def metrics_allowed(remote_addr: str | None) -> bool:
-    """The peer address (the socket's, never a forwarded header) is in the allowed networks."""
+    """The peer address is in the allowed networks: the connection's, as the ASGI server reports it
+    (from X-Forwarded-For only for a proxy it trusts: docs/operators/proxies-and-balancers.md)."""
     try:
         address = ipaddress.ip_address((remote_addr or "").split("%", 1)[0])
     except ValueError:
