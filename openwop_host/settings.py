@@ -349,6 +349,13 @@ OPENWOP_MAX_PENDING_DELIVERIES_PER_TENANT = env.int("OPENWOP_MAX_PENDING_DELIVER
 # Tenant console sign-in: failures per username + address within the window (apps/console/login_throttle.py).
 OPENWOP_CONSOLE_LOGIN_FAILURES = env.int("OPENWOP_CONSOLE_LOGIN_FAILURES", default=5)
 OPENWOP_CONSOLE_LOGIN_WINDOW_SECONDS = env.int("OPENWOP_CONSOLE_LOGIN_WINDOW_SECONDS", default=900)
+# ...and per username from every address together: past this many failures (remembered until a day
+# passes without one; 0: off) its password is checked once per delay, the delay starting at
+# ..._USERNAME_DELAY_SECONDS and doubling per failure up to the window above; an address the username
+# signed in from within ..._KNOWN_ADDRESS_DAYS (0: none) is not delayed.
+OPENWOP_CONSOLE_LOGIN_USERNAME_FAILURES = env.int("OPENWOP_CONSOLE_LOGIN_USERNAME_FAILURES", default=10)
+OPENWOP_CONSOLE_LOGIN_USERNAME_DELAY_SECONDS = env.int("OPENWOP_CONSOLE_LOGIN_USERNAME_DELAY_SECONDS", default=60)
+OPENWOP_CONSOLE_LOGIN_KNOWN_ADDRESS_DAYS = env.int("OPENWOP_CONSOLE_LOGIN_KNOWN_ADDRESS_DAYS", default=30)
 # Django's own ceiling on form bodies (admin, console) never below the wire's.
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(2_621_440, OPENWOP_MAX_BODY_BYTES)
 

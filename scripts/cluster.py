@@ -4,15 +4,18 @@ Two web replicas (uvicorn, as `make run` starts it), two gRPC servers, two Celer
 beat, every one a process of its own in its own process group, behind a real load balancer (HAProxy
 from the Debian package): HTTP mode for the web replicas (health-checked on /readyz, no sticky
 sessions, long timeouts for SSE) and TCP mode for gRPC (HTTP/2 streams pass through untouched).
+The balancer replaces X-Forwarded-For with the client's address and the web replicas believe it
+from the balancer's own source address only, so each replica sees the real client; /metrics is
+refused at the balancer unless OPENWOP_METRICS_ALLOW_CIDRS names the client's network.
 
     python scripts/cluster.py start   # or `make cluster`: starts, waits until all answer, exits
     python scripts/cluster.py stop    # or `make cluster-stop`
     python scripts/cluster.py status
 
 Everything lives under var/cluster/ (CLUSTER_DIR): cluster.json (the addresses: {"lb", "web",
-"grpc_lb", "grpc"}), state.json (the pid and start time of every process, so `stop` only ever
-signals what `start` started), haproxy.cfg and one log per process. Environment variables given to
-`make cluster` reach every process; OPENWOP_PUBLIC_URL is the balancer's URL and OPENWOP_GRPC_URL
+"grpc_lb", "grpc", "balancer_source"}), state.json (the pid and start time of every process, so
+`stop` only ever signals what `start` started), haproxy.cfg and one log per process. Environment
+variables given to `make cluster` reach every process; OPENWOP_PUBLIC_URL is the balancer's URL and OPENWOP_GRPC_URL
 the gRPC balancer's address. Tests use it as a library (tests/cluster/conftest.py): `start()`
 returns a `Cluster` whose replicas can be killed and restarted.
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ipaddress
 import json
 import os
 import shutil
@@ -41,8 +45,14 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 WEB_REPLICAS = 2
 GRPC_REPLICAS = 2
 WORKERS = 2
-# As `make run` starts uvicorn (bench/README.md §ASGI server).
-WEB_SERVER_ARGS = ["--loop", "uvloop", "--http", "httptools", "--lifespan", "off", "--no-proxy-headers"]
+# As `make run` starts uvicorn (bench/README.md §ASGI server), but behind the balancer: the forwarded
+# headers are believed from the balancer's own source address only (`--forwarded-allow-ips` below),
+# so each replica sees the real client (the sign-in throttle's address, /metrics' allowlist) and a
+# client's own X-Forwarded-For is never believed (docs/operators/proxies-and-balancers.md).
+WEB_SERVER_ARGS = ["--loop", "uvloop", "--http", "httptools", "--lifespan", "off"]
+# The address HAProxy dials the replicas from when the cluster is on IPv4 loopback: not 127.0.0.1,
+# so a local client reaching a replica directly (from 127.0.0.1) is not taken for the balancer.
+LOOPBACK_BALANCER_SOURCE = "127.0.0.2"
 
 
 class ClusterError(Exception):
@@ -228,9 +238,11 @@ class Cluster:
     grpc_lb: str
     grpc: list[str]
     procs: dict[str, Proc]
+    balancer_source: str = ""  # the address HAProxy dials the web replicas from (they trust only it)
 
     def info(self) -> dict[str, object]:
-        return {"lb": self.lb, "web": self.web, "grpc_lb": self.grpc_lb, "grpc": self.grpc}
+        return {"lb": self.lb, "web": self.web, "grpc_lb": self.grpc_lb, "grpc": self.grpc,
+                "balancer_source": self.balancer_source}  # fmt: skip
 
     def save(self) -> None:
         (self.dir / "cluster.json").write_text(json.dumps(self.info(), indent=2) + "\n")
@@ -260,11 +272,66 @@ class Cluster:
         (self.dir / "state.json").unlink(missing_ok=True)
 
 
-def _haproxy_config(*, host: str, lb_port: int, grpc_lb_port: int, web: list[str], grpc: list[str], dir: Path) -> str:
+def balancer_source(host: str) -> str:
+    """The one address the web replicas believe forwarded headers from: HAProxy's source address
+    towards them (LOOPBACK_BALANCER_SOURCE on IPv4 loopback or any-address, the host otherwise)."""
+    try:
+        address = ipaddress.ip_address(socket.gethostbyname(host) if not _is_ip(host) else host.strip("[]"))
+    except (OSError, ValueError):
+        raise ClusterError(f"CLUSTER_HOST {host!r} is not an address this machine can bind.", 2) from None
+    if isinstance(address, ipaddress.IPv4Address) and (address.is_loopback or address.is_unspecified):
+        return LOOPBACK_BALANCER_SOURCE
+    if address.is_unspecified:
+        return "::1"
+    return str(address)
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def metrics_networks(spec: str) -> list[str]:
+    """OPENWOP_METRICS_ALLOW_CIDRS as networks (the balancer lets /metrics through to those only)."""
+    try:
+        return [str(ipaddress.ip_network(part.strip(), strict=False)) for part in spec.split(",") if part.strip()]
+    except ValueError as exc:
+        raise ClusterError(f"OPENWOP_METRICS_ALLOW_CIDRS: {exc}", 2) from None
+
+
+# What the replicas answer for a path they do not serve (and so for /metrics to a caller not allowed).
+METRICS_REFUSAL = '{"error":"not_found","message":"No resource at /metrics."}'
+
+
+def web_frontend_rules(metrics_allowed: list[str]) -> str:
+    """The balancer's HTTP rules before any replica sees a request. The replicas believe
+    X-Forwarded-For from the balancer only, so it must never pass on what a client claims: the header
+    is replaced by the connection's own source address (not appended to, as `option forwardfor`
+    does), Forwarded (RFC 7239) is dropped, and X-Forwarded-Proto says what this plain-HTTP listener
+    is. /metrics is refused here, with the unknown path's answer, unless the client is in
+    OPENWOP_METRICS_ALLOW_CIDRS: every client is on loopback to a replica of this cluster, so the
+    replica's own check would let anyone through."""
+    allowed = f"\n    acl metrics_client src {' '.join(metrics_allowed)}" if metrics_allowed else ""
+    condition = "metrics_path !metrics_client" if metrics_allowed else "metrics_path"
+    return f"""    http-request set-header X-Forwarded-For %[src]
+    http-request del-header Forwarded
+    http-request set-header X-Forwarded-Proto http
+    acl metrics_path path,url_dec -i /metrics{allowed}
+    http-request return status 404 content-type application/json string '{METRICS_REFUSAL}' if {condition}"""
+
+
+def _haproxy_config(
+    *, host: str, lb_port: int, grpc_lb_port: int, web: list[str], grpc: list[str], dir: Path, source: str,
+    metrics_allowed: list[str],
+) -> str:  # fmt: skip
     """HAProxy: HTTP round robin over the web replicas (no stickiness: any replica serves any
     request), health-checked on /readyz and redispatched when a replica refuses; gRPC in TCP mode
     (each HTTP/2 connection to one replica, its streams passed through). SSE and gRPC streams stay
-    open for as long as clients hold them: long client/server/tunnel timeouts."""
+    open for as long as clients hold them: long client/server/tunnel timeouts. The web replicas are
+    dialled from `source`, the one address they believe X-Forwarded-For from."""
     web_servers = "\n".join(
         f"    server web{i + 1} {urlsplit(url).netloc} check inter 500ms fall 2 rise 2" for i, url in enumerate(web)
     )
@@ -290,12 +357,14 @@ defaults
 frontend web
     mode http
     bind {host}:{lb_port}
-    option forwardfor
+{web_frontend_rules(metrics_allowed)}
     default_backend web
 
 backend web
     mode http
     balance roundrobin
+    # The replicas trust forwarded headers from this address only (uvicorn --forwarded-allow-ips).
+    source {source}
     option httpchk GET /readyz
     http-check expect status 200
     # A streaming response (SSE) is passed on as it comes; no buffering, no compression.
@@ -316,6 +385,8 @@ backend grpc
 
 def _plan(cluster_dir: Path, env: dict[str, str], *, host: str, lb_port: int, grpc_lb_port: int) -> Cluster:
     python = sys.executable
+    source = balancer_source(host)
+    metrics_allowed = metrics_networks(env.get("OPENWOP_METRICS_ALLOW_CIDRS", ""))
     web_ports = [free_port(host) for _ in range(WEB_REPLICAS)]
     grpc_ports = [free_port(host) for _ in range(GRPC_REPLICAS)]
     lb = f"http://{host}:{lb_port}"
@@ -324,9 +395,10 @@ def _plan(cluster_dir: Path, env: dict[str, str], *, host: str, lb_port: int, gr
     for i, port in enumerate(web_ports, 1):
         procs[f"web{i}"] = Proc(
             f"web{i}",
-            [_bin("uvicorn"), "openwop_host.asgi:application", "--host", host, "--port", str(port), *WEB_SERVER_ARGS],
+            [_bin("uvicorn"), "openwop_host.asgi:application", "--host", host, "--port", str(port), *WEB_SERVER_ARGS,
+             "--proxy-headers", "--forwarded-allow-ips", source],
             cluster_dir / f"web{i}.log",
-        )
+        )  # fmt: skip
     for i, port in enumerate(grpc_ports, 1):
         procs[f"grpc{i}"] = Proc(
             f"grpc{i}",
@@ -349,9 +421,12 @@ def _plan(cluster_dir: Path, env: dict[str, str], *, host: str, lb_port: int, gr
     env = {**env, "OPENWOP_PUBLIC_URL": env.get("OPENWOP_CLUSTER_PUBLIC_URL") or lb, "OPENWOP_GRPC_ENABLED": "1",
            "OPENWOP_GRPC_URL": env.get("OPENWOP_CLUSTER_GRPC_URL") or grpc_lb}  # fmt: skip
     (cluster_dir / "haproxy.cfg").write_text(
-        _haproxy_config(host=host, lb_port=lb_port, grpc_lb_port=grpc_lb_port, web=web, grpc=grpc, dir=cluster_dir)
+        _haproxy_config(host=host, lb_port=lb_port, grpc_lb_port=grpc_lb_port, web=web, grpc=grpc, dir=cluster_dir,
+                        source=source, metrics_allowed=metrics_allowed)
+    )  # fmt: skip
+    return Cluster(
+        dir=cluster_dir, env=env, lb=lb, web=web, grpc_lb=grpc_lb, grpc=grpc, procs=procs, balancer_source=source
     )
-    return Cluster(dir=cluster_dir, env=env, lb=lb, web=web, grpc_lb=grpc_lb, grpc=grpc, procs=procs)
 
 
 def beat_proc(cluster_dir: Path, name: str) -> Proc:

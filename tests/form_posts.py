@@ -22,10 +22,12 @@ class _HiddenInputs(HTMLParser):
             self.values[named["name"] or ""] = named.get("value") or ""
 
 
-def browser_client(base_url: str) -> httpx.Client:
+def browser_client(base_url: str, *, local_address: str | None = None) -> httpx.Client:
     """An httpx client sending its `Secure` cookies to the loopback host, as a browser does (httpx's
-    jar, like urllib's, sends them over https only)."""
-    client = httpx.Client(base_url=base_url, timeout=30)
+    jar, like urllib's, sends them over https only). `local_address`: the client's own address, bound
+    before connecting (any of 127/8 on Linux), so one test can sign in from several addresses."""
+    transport = httpx.HTTPTransport(local_address=local_address) if local_address else None
+    client = httpx.Client(base_url=base_url, timeout=30, transport=transport)
 
     def all_cookies(request: httpx.Request) -> None:
         jar = [f"{cookie.name}={cookie.value}" for cookie in client.cookies.jar]

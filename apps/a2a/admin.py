@@ -24,6 +24,7 @@ from apps.a2a.models import CardSigningKey, CardSigningKeyChange, CardSigningKey
 from apps.a2a.services import card_key_activate, card_key_generate, card_key_retire
 from apps.a2a.signing import card_sign, card_signing_key_active, grace_seconds, jwks_url, public_jwk_of
 from apps.a2a.wire import to_wire
+from apps.core.actors import admin_actor
 from apps.core.admin_read_only import ReadOnlyAdminMixin
 from apps.core.admin_service_writes import ServiceWritesAdminMixin
 from apps.core.errors import OpenWopError
@@ -113,7 +114,7 @@ class CardSigningKeyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: CardSigningKey, form: Any, change: bool) -> None:
         if change:
             return  # nothing is editable (has_change_permission is False for a key)
-        created = card_key_generate(algorithm=obj.algorithm, actor=request.user.get_username())
+        created = card_key_generate(algorithm=obj.algorithm, actor=admin_actor(request.user.get_username()))
         obj.pk = created.pk
         obj.refresh_from_db()
 
@@ -141,7 +142,7 @@ class CardSigningKeyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
             self.message_user(request, "Select exactly one key to activate.", messages.ERROR)
             return
         try:
-            key = card_key_activate(key_pk=chosen[0], actor=request.user.get_username())
+            key = card_key_activate(key_pk=chosen[0], actor=admin_actor(request.user.get_username()))
         except OpenWopError as exc:
             self.message_user(request, exc.message, messages.ERROR)
             return
@@ -150,7 +151,7 @@ class CardSigningKeyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
     @admin.action(description="Retire the selected keys", permissions=["manage"])
     def retire_keys(self, request: HttpRequest, queryset: QuerySet[CardSigningKey]) -> None:
         for pk in queryset.values_list("pk", flat=True):
-            card_key_retire(key_pk=pk, actor=request.user.get_username())
+            card_key_retire(key_pk=pk, actor=admin_actor(request.user.get_username()))
         self.message_user(request, f"Retired {queryset.count()} key(s).", messages.SUCCESS)
 
 

@@ -25,6 +25,7 @@ from apps.agents.services import (
     prompt_owner_check,
     prompt_update,
 )
+from apps.core.actors import admin_actor
 from apps.core.admin_read_only import ReadOnlyAdminMixin
 from apps.core.admin_service_writes import ServiceWritesAdminMixin
 from apps.core.errors import ValidationFailed
@@ -80,13 +81,13 @@ class AgentAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
         if change:
             agent_update(
                 agent=obj,
-                actor=request.user.get_username(),
+                actor=admin_actor(request.user.get_username()),
                 changes={field: getattr(obj, field) for field in form.changed_data if field in AGENT_EDITABLE_FIELDS},
             )
             return
         created = agent_create(
             tenant=obj.tenant,
-            actor=request.user.get_username(),
+            actor=admin_actor(request.user.get_username()),
             agent_id=obj.agent_id,
             **{field: getattr(obj, field) for field in AGENT_EDITABLE_FIELDS},
         )
@@ -99,7 +100,7 @@ class AgentAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
         self, request: HttpRequest, queryset: QuerySet[Agent], change: Callable[..., Agent], done: str
     ) -> None:
         for agent in queryset:
-            change(agent=agent, actor=request.user.get_username())
+            change(agent=agent, actor=admin_actor(request.user.get_username()))
         self.message_user(request, f"{done} {queryset.count()} agent(s).", messages.SUCCESS)
 
     @admin.action(description="Publish selected agents")

@@ -24,6 +24,7 @@ from apps.agents.models import (
     TaskSupport,
     Workflow,
 )
+from apps.core.actors import system_actor
 from apps.core.errors import Conflict, ValidationFailed
 from apps.tenants.models import Tenant
 
@@ -90,7 +91,7 @@ def _fixtures_refresh(model: Any, tenant: Tenant, key: str, fixtures: dict[str, 
 # ---------------------------------------------------------------------------------------------
 # The agent inventory
 
-SYSTEM_ACTOR = "system"
+SEED_ACTOR = system_actor("demo-seed")  # the demo agent every new tenant starts with
 DEMO_AGENT_ID = "demo-assistant"
 DEMO_AGENT: dict[str, Any] = {
     "persona": "Demo Assistant",
@@ -219,7 +220,7 @@ def agent_demo_seed(*, tenant: Tenant) -> Agent:
         return existing
     try:
         return agent_create(
-            tenant=tenant, actor=SYSTEM_ACTOR, agent_id=DEMO_AGENT_ID, published=True, **DEMO_AGENT
+            tenant=tenant, actor=SEED_ACTOR, agent_id=DEMO_AGENT_ID, published=True, **DEMO_AGENT
         )
     except (Conflict, IntegrityError):  # seeded concurrently
         return Agent.objects.for_tenant(tenant).get(agent_id=DEMO_AGENT_ID)

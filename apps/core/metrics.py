@@ -87,8 +87,8 @@ TENANT_RUNS_FINISHED = Counter(
 )
 SIGN_INS = Counter(
     "openwop_sign_ins_total",
-    "Password sign-ins by door (admin, console) and outcome: ok, failed, or throttled (refused "
-    "without checking the password).",
+    "Password sign-ins by door (admin, console) and outcome: ok, failed, throttled (refused without "
+    "checking the password: that username from that address) or delayed (refused: that username's turn).",
     ["door", "outcome"],
 )
 SSE_STREAMS = Gauge("openwop_sse_streams_open", "Server-sent event streams open now.", multiprocess_mode="livesum")
@@ -234,7 +234,8 @@ def _allowed_networks(spec: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6
 
 
 def metrics_allowed(remote_addr: str | None) -> bool:
-    """The peer address (the socket's, never a forwarded header) is in the allowed networks."""
+    """The peer address is in the allowed networks: the connection's, as the ASGI server reports it
+    (from X-Forwarded-For only for a proxy it trusts: docs/operators/proxies-and-balancers.md)."""
     try:
         address = ipaddress.ip_address((remote_addr or "").split("%", 1)[0])
     except ValueError:

@@ -23,6 +23,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
+from apps.core.actors import admin_actor
 from apps.core.admin_read_only import ReadOnlyAdminMixin
 from apps.core.admin_service_writes import ServiceWritesAdminMixin
 from apps.core.discovery import discovery_document
@@ -76,11 +77,6 @@ def served_documents_after(protocol: str, changes: dict[str, Any], actor: str) -
 
 class AppendOnlyAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Audit rows are read in the admin, never written or removed there."""
-
-
-def admin_actor(request: HttpRequest) -> str:
-    """Who changed it, for the services' audit rows."""
-    return f"admin:{request.user.get_username()}"
 
 
 class PolicyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
@@ -170,8 +166,9 @@ class FacetAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
         return super().change_view(request, object_id, form_url, context)
 
     def save_model(self, request: HttpRequest, obj: Facet, form: Any, change: bool) -> None:
+        actor = admin_actor(request.user.get_username())
         try:
-            facet_update(protocol=obj.protocol, changes=_edits(form, obj.protocol), actor=admin_actor(request))  # type: ignore[arg-type]
+            facet_update(protocol=obj.protocol, changes=_edits(form, obj.protocol), actor=actor)  # type: ignore[arg-type]
         except ValidationFailed as exc:  # instance_check ran the same rules; this is a race
             messages.error(request, f"{exc.message} {exc.details}")
 
@@ -248,7 +245,7 @@ class VersionPolicyAdmin(PolicyAdmin):
 
     def save_model(self, request: HttpRequest, obj: VersionPolicy, form: Any, change: bool) -> None:
         try:
-            policy = version_policy_set(**_policy_values(obj), actor=admin_actor(request))
+            policy = version_policy_set(**_policy_values(obj), actor=admin_actor(request.user.get_username()))
         except ValidationFailed as exc:  # instance_check ran the same rules; this is a race
             messages.error(request, exc.message)
             return
@@ -257,7 +254,7 @@ class VersionPolicyAdmin(PolicyAdmin):
     def delete_model(self, request: HttpRequest, obj: VersionPolicy) -> None:
         version_policy_clear(
             tenant=obj.tenant, agent=obj.agent if obj.agent_id is not None else None,
-            protocol=obj.protocol, actor=admin_actor(request),  # type: ignore[arg-type]
+            protocol=obj.protocol, actor=admin_actor(request.user.get_username()),  # type: ignore[arg-type]
         )
 
 

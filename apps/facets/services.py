@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from django.db.models.base import ModelState
 from django.utils import timezone
 
+from apps.core.actors import system_actor
 from apps.core.errors import ValidationFailed
 from apps.core.invalidation import TOPIC_CARD, TOPIC_FACET, acached, cached, invalidate_on_commit
 from apps.facets.models import Facet, FacetChange, FacetRefresh, VersionPolicy, VersionPolicyChange
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+DEFAULTS_ACTOR = system_actor("defaults")  # a facet made with its defaults on first use
 DEFAULTS: dict[Protocol, dict[str, Any]] = {
     "a2a": {
         "versions": ["1.0"], "preferred_version": "1.0", "minimum_version": "1.0", "profiles": ["a2a-1.0"],
@@ -62,7 +64,7 @@ def facet_ensure(*, protocol: Protocol) -> Facet:
         with transaction.atomic():
             facet = Facet.objects.create(protocol=protocol, **DEFAULTS[protocol])
             FacetChange.objects.create(
-                protocol=protocol, actor="system:defaults", before=None, after=facet_fields(facet)
+                protocol=protocol, actor=DEFAULTS_ACTOR, before=None, after=facet_fields(facet)
             )
     except IntegrityError:  # created concurrently
         return Facet.objects.get(protocol=protocol)
@@ -170,7 +172,7 @@ def facet_refresh(*, protocol: Protocol, today: dt.date | None = None) -> FacetR
 # ---------------------------------------------------------------------------------------------
 # Version policy and scheduled floors (issue 24; rules in apps/facets/policy.py)
 
-SCHEDULE_ACTOR = "system:schedule"
+SCHEDULE_ACTOR = system_actor("schedule")  # the beat job facets.apply_scheduled_floors
 
 
 def _facet_schedule_fields(facet: Facet) -> dict[str, Any]:

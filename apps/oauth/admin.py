@@ -13,6 +13,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from apps.core.actors import admin_actor
 from apps.core.admin_read_only import ReadOnlyAdminMixin
 from apps.core.admin_service_writes import ServiceWritesAdminMixin
 from apps.core.errors import ValidationFailed
@@ -104,7 +105,7 @@ class TrustedIssuerAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
         return "set (hidden)" if obj.introspection_client_secret else "none"
 
     def _actor(self, request: HttpRequest) -> str:
-        return f"admin:{request.user.get_username()}"
+        return admin_actor(request.user.get_username())
 
     def save_model(self, request: HttpRequest, obj: TrustedIssuer, form: Any, change: bool) -> None:
         values = form.issuer_values()

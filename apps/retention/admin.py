@@ -9,8 +9,9 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
+from apps.core.actors import admin_actor
 from apps.core.errors import ValidationFailed
-from apps.facets.admin import AppendOnlyAdmin, PolicyAdmin, admin_actor
+from apps.facets.admin import AppendOnlyAdmin, PolicyAdmin
 from apps.retention.models import RetentionChange, RetentionPolicy
 from apps.retention.services import host_retention, retention_clear, retention_of, retention_set
 
@@ -49,7 +50,7 @@ class RetentionPolicyAdmin(PolicyAdmin):
     def save_model(self, request: HttpRequest, obj: RetentionPolicy, form: Any, change: bool) -> None:
         try:
             policy = retention_set(
-                tenant=obj.tenant, actor=admin_actor(request), runs_days=obj.runs_days,
+                tenant=obj.tenant, actor=admin_actor(request.user.get_username()), runs_days=obj.runs_days,
                 records_days=obj.records_days, legal_hold=obj.legal_hold,
             )
         except ValidationFailed as exc:  # the form's field checks ran the same rules; this is a race
@@ -58,7 +59,7 @@ class RetentionPolicyAdmin(PolicyAdmin):
         obj.pk, obj.updated_at = policy.pk, policy.updated_at
 
     def delete_model(self, request: HttpRequest, obj: RetentionPolicy) -> None:
-        retention_clear(tenant=obj.tenant, actor=admin_actor(request))
+        retention_clear(tenant=obj.tenant, actor=admin_actor(request.user.get_username()))
 
 
 @admin.register(RetentionChange)

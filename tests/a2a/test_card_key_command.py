@@ -22,6 +22,7 @@ from jwt import PyJWK
 
 from apps.a2a.models import CardSigningKey, CardSigningKeyChange, CardSigningKeyState
 from apps.a2a.signing import JWKS_PATH
+from apps.core.actors import os_user
 from tests.door_client import DoorClient
 from tests.live import ROOT, process_env
 
@@ -74,7 +75,8 @@ def test_generate_activate_retire_and_list(algorithm: str) -> None:
 
     assert f"retired {kid}" in card_key("retire", kid, "--actor", "ops:bob")
     assert served_card_kid() is None  # unsigned until another key is activated
-    assert trail(kid) == [("generate", "ops:alice"), ("activate", "ops:alice"), ("retire", "ops:bob")]
+    alice, bob = f"cli:{os_user()} as ops:alice", f"cli:{os_user()} as ops:bob"  # who ran it, and the claim
+    assert trail(kid) == [("generate", alice), ("activate", alice), ("retire", bob)]
     assert "private" not in "".join(listed) and "BEGIN" not in "".join(listed)
 
 
@@ -87,7 +89,8 @@ def test_a_kid_that_begins_with_a_dash_is_the_kid(prefix: str) -> None:
     CardSigningKey.objects.filter(kid=printed).update(kid=kid)
     assert f"activated {kid}" in card_key("activate", kid, "--actor", "ops:alice")
     assert f"retired {kid}" in card_key("retire", "--actor", "ops:bob", kid)
-    assert trail(kid) == [("activate", "ops:alice"), ("retire", "ops:bob")]  # generate was logged under `printed`
+    claimed = [f"cli:{os_user()} as ops:alice", f"cli:{os_user()} as ops:bob"]
+    assert trail(kid) == list(zip(["activate", "retire"], claimed, strict=True))  # generate was under `printed`
     assert "No such card signing key" in refused("activate", prefix + "no-such-kid")
 
 
@@ -97,7 +100,7 @@ def test_activating_another_key_retires_the_active_one() -> None:
     assert served_card_kid() == second
     assert CardSigningKey.objects.get(kid=first).state == CardSigningKeyState.RETIRED
     assert [action for action, _ in trail(first)] == ["generate", "activate", "retire"]
-    assert trail(second)[0][1].startswith("cli:")  # the default actor: cli:<login>
+    assert trail(second)[0][1] == f"cli:{os_user()}"  # no --actor: the operating-system user alone
 
 
 def test_if_none_active_keeps_the_active_key() -> None:

@@ -66,7 +66,7 @@ def test_editing_an_agent_saves_through_its_durable_service(operator_client: Cli
     agent.refresh_from_db()
     assert agent.persona == "Helpful Hal"
     change = AgentChange.objects.for_tenant(tenant).filter(agent=agent).order_by("-at", "-pk").first()
-    assert change is not None and change.actor == "root" and change.after["persona"] == "Helpful Hal"
+    assert change is not None and change.actor == "admin:root" and change.after["persona"] == "Helpful Hal"
 
 
 @pytest.mark.django_db(transaction=True)

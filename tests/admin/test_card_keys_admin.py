@@ -118,12 +118,12 @@ def test_generate_activate_retire_audited_and_never_showing_private_material(ope
     # Every change audited, by the operator who made it; never any key material in the row.
     trail = [(c.kid, c.action, c.actor) for c in CardSigningKeyChange.objects.order_by("at", "id")]
     assert trail == [
-        (first.kid, CardSigningKeyAction.GENERATE, "root"),
-        (second.kid, CardSigningKeyAction.GENERATE, "root"),
-        (first.kid, CardSigningKeyAction.ACTIVATE, "root"),
-        (first.kid, CardSigningKeyAction.RETIRE, "root"),
-        (second.kid, CardSigningKeyAction.ACTIVATE, "root"),
-        (second.kid, CardSigningKeyAction.RETIRE, "root"),
+        (first.kid, CardSigningKeyAction.GENERATE, "admin:root"),
+        (second.kid, CardSigningKeyAction.GENERATE, "admin:root"),
+        (first.kid, CardSigningKeyAction.ACTIVATE, "admin:root"),
+        (first.kid, CardSigningKeyAction.RETIRE, "admin:root"),
+        (second.kid, CardSigningKeyAction.ACTIVATE, "admin:root"),
+        (second.kid, CardSigningKeyAction.RETIRE, "admin:root"),
     ]
     for change in CardSigningKeyChange.objects.all():
         assert set(change.after) == {"kid", "algorithm", "state", "activatedAt", "retiredAt"}
@@ -138,7 +138,7 @@ def test_the_key_audit_trail_is_append_only(operator_client: Client) -> None:
         change.delete()
     with pytest.raises(DatabaseError), transaction.atomic():  # the trigger refuses what bypasses the model
         CardSigningKeyChange.objects.filter(pk=change.pk).update(actor="someone else")
-    assert CardSigningKeyChange.objects.get(pk=change.pk).actor == "root"
+    assert CardSigningKeyChange.objects.get(pk=change.pk).actor == "admin:root"
 
 
 def test_only_one_key_is_ever_active(operator_client: Client) -> None:

@@ -187,7 +187,7 @@ def test_admin_actions_call_the_audited_services(acme: Tenancy) -> None:
         agent.refresh_from_db()
         assert agent.published is published
     actors = list(AgentChange.objects.for_tenant(acme.tenant).filter(agent=agent).values_list("action", "actor"))
-    assert ("publish", "ops") in actors and ("unpublish", "ops") in actors
+    assert ("publish", "admin:ops") in actors and ("unpublish", "admin:ops") in actors
     for page in ("/admin/agents/agent/add/", f"/admin/agents/agent/{agent.pk}/change/", "/admin/agents/agentchange/"):
         assert client.get(page).status_code == 200, page
 

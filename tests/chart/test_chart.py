@@ -3,7 +3,9 @@ every object valid against its schema (strict), and the properties issue 37 asks
 
 from __future__ import annotations
 
+import http.client
 import ipaddress
+import json
 import os
 import re
 import shlex
@@ -126,6 +128,27 @@ def test_processes_run_what_the_image_holds(chart: Rendered) -> None:
     # The flags of `make run` and docker/Dockerfile's CMD (bench/README.md §ASGI server).
     assert shlex.join(web).count("--loop uvloop --http httptools --lifespan off") == 1, web
     assert (ROOT / "openwop_host" / "asgi.py").read_text().count("\napplication = ") == 1
+
+
+def test_forwarded_headers_are_believed_from_the_named_proxies_only(chart: Rendered) -> None:
+    """uvicorn believes X-Forwarded-For from trustedProxyCidrs and from nobody when it is empty,
+    which is the default: the operator names the ingress range (values.yaml)."""
+    command = container(chart.deployment("web"))["command"]
+    trusted = chart.values["trustedProxyCidrs"]
+    if trusted:
+        at = command.index("--forwarded-allow-ips")
+        assert command[at - 1] == "--proxy-headers" and command[at + 1].split(",") == trusted
+        assert "--no-proxy-headers" not in command
+    else:
+        assert "--no-proxy-headers" in command and "--proxy-headers" not in command
+        assert "--forwarded-allow-ips" not in command
+    assert "*" not in command
+    if chart.values["ingress"]["enabled"] or chart.values["httpRoute"]["enabled"]:
+        assert trusted  # the chart refuses an Ingress or HTTPRoute without it
+
+
+def test_the_default_trusts_no_proxy() -> None:
+    assert Rendered(None).values["trustedProxyCidrs"] == []
 
 
 def test_beat_is_one_replica_recreated(chart: Rendered) -> None:
@@ -340,6 +363,25 @@ def test_a_service_monitor_without_allowed_networks_fails_to_render() -> None:
         render({"metrics": {"serviceMonitor": {"enabled": True}}})
 
 
+ROUTED = {
+    "an Ingress": {"ingress": {"enabled": True, "hosts": ["agents.example.org"]}},
+    "an HTTPRoute": {"httpRoute": {"enabled": True, "parentRefs": [{"name": "public"}]}},
+}
+
+
+@pytest.mark.parametrize("values", ROUTED.values(), ids=ROUTED.keys())
+def test_a_proxy_in_front_without_trusted_proxies_fails_to_render(values: dict[str, Any]) -> None:
+    with pytest.raises(helm.HelmError, match=r"need trustedProxyCidrs"):
+        render(values)
+    assert render({**values, "trustedProxyCidrs": ["10.42.7.0/24"]})
+
+
+@pytest.mark.parametrize("everyone", ["0.0.0.0/0", "::/0"])
+def test_trusting_every_address_fails_to_render(everyone: str) -> None:
+    with pytest.raises(helm.HelmError, match=r"trusts every address"):
+        render({"trustedProxyCidrs": ["10.42.7.0/24", everyone]})
+
+
 # ---- the rendered web container, booted ---------------------------------------------------------------
 
 
@@ -408,6 +450,98 @@ def test_rendered_web_container_answers_the_kubelets_probe(tmp_path: Path) -> No
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+PROXY, CLIENT = "127.66.0.1", "127.77.0.3"  # Linux answers all of 127/8 on loopback
+
+
+def metrics_from(source: str, port: int, host: str, headers: dict[str, str] | None = None) -> bool:
+    """GET /metrics over a connection from `source` (a loopback address bound as the client's):
+    True when the view let the caller in (its 200, or 503 here: the database is unreachable and the
+    backlog gauges need it), False for its refusal (the unknown path's 404)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10, source_address=(source, 0))
+    try:
+        connection.request("GET", "/metrics", headers={"Host": host, **(headers or {})})
+        response = connection.getresponse()
+        body = response.read()
+    finally:
+        connection.close()
+    if response.status == 404:
+        assert body == b'{"error":"not_found","message":"No resource at /metrics."}'
+        return False
+    assert response.status in (200, 503), (response.status, body[:200])
+    return True
+
+
+SPOOFED = {"X-Forwarded-For": "127.0.0.1", "X-Forwarded-Proto": "https"}
+
+
+@pytest.mark.parametrize("trusted", [[], [f"{PROXY}/32"]], ids=["default", "named proxy"])
+def test_rendered_web_container_believes_forwarded_headers_from_trusted_proxies_only(
+    tmp_path: Path, trusted: list[str]
+) -> None:
+    """/metrics allowed to 127.0.0.1 only: a client elsewhere claiming 127.0.0.1 is refused, and the
+    named proxy is believed when it says so (only when it is named)."""
+    chart = Rendered(None)
+    chart.objects = render({
+        "trustedProxyCidrs": trusted, "metrics": {"allowCidrs": ["127.0.0.1/32"]},
+        "config": {"DATABASE_POOL_TIMEOUT": "0.5"},  # the database is unreachable: give up at once
+    })  # fmt: skip
+    port, host = _free_port(), chart.values["allowedHosts"][0]
+    process = start_rendered(container(chart.deployment("web")), tmp_path, "--host", port)
+    try:
+        assert wait_for(process, tmp_path, lambda: metrics_from("127.0.0.1", port, host))
+        assert not metrics_from(CLIENT, port, host)
+        assert not metrics_from(CLIENT, port, host, SPOOFED)
+        assert not metrics_from(PROXY, port, host)
+        assert metrics_from(PROXY, port, host, SPOOFED) == bool(trusted)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _dockerfile_command() -> tuple[list[str], dict[str, str]]:
+    """The image's CMD (exec form) and the environment its ENV lines set about proxies."""
+    joined = DOCKERFILE.replace("\\\n", " ")
+    (cmd,) = re.findall(r"^CMD (\[.*\])$", joined, re.M)
+    env = dict(re.findall(r'^ENV (FORWARDED_ALLOW_IPS)="?([^"\n]*)"?$', DOCKERFILE, re.M))
+    return json.loads(cmd), env
+
+
+def test_the_image_command_believes_no_forwarded_header_unless_named(tmp_path: Path) -> None:
+    """docker/Dockerfile's own CMD and ENV: a client's X-Forwarded-For is not believed; the balancer's
+    address in FORWARDED_ALLOW_IPS (as docker/compose.yaml sets it) is."""
+    command, image_env = _dockerfile_command()
+    assert "*" not in command and "--forwarded-allow-ips" not in command and "--proxy-headers" in command
+    assert image_env == {"FORWARDED_ALLOW_IPS": ""}
+    compose = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())
+    balancer = compose["services"]["haproxy"]["networks"]["default"]["ipv4_address"]
+    assert compose["x-app"]["environment"]["FORWARDED_ALLOW_IPS"] == balancer
+    default = re.fullmatch(r"\$\{OPENWOP_BALANCER_ADDRESS:-([0-9.]+)\}", balancer)
+    subnet = compose["networks"]["default"]["ipam"]["config"][0]["subnet"]
+    network = re.fullmatch(r"\$\{OPENWOP_COMPOSE_SUBNET:-([0-9./]+)\}", subnet)
+    assert default and network and ipaddress.ip_address(default[1]) in ipaddress.ip_network(network[1])
+    for allow, proxy_believed in [(image_env["FORWARDED_ALLOW_IPS"], False), (PROXY, True)]:
+        port = _free_port()
+        command[command.index("--port") + 1] = str(port)
+        command[command.index("--host") + 1] = "127.0.0.1"
+        env = {
+            "PATH": os.environ["PATH"], "HOME": str(tmp_path), "OPENWOP_VAR_DIR": str(tmp_path / "var"),
+            "FORWARDED_ALLOW_IPS": allow, "DJANGO_SECRET_KEY": "image-test-" + "x" * 48,
+            "DJANGO_ALLOWED_HOSTS": "127.0.0.1", "DJANGO_SECURE_SSL_REDIRECT": "0",
+            "DATABASE_URL": "postgres://postgres@127.0.0.1:9/unreachable", "REDIS_URL": "redis://127.0.0.1:9/0",
+            "OPENWOP_METRICS_ALLOW_CIDRS": "127.0.0.1/32",
+        }  # fmt: skip
+        program = [str(Path(sys.executable).with_name(command[0])), *command[1:]]
+        log = (tmp_path / "web.log").open("wb")
+        process = subprocess.Popen(program, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            assert wait_for(process, tmp_path, lambda: metrics_from("127.0.0.1", port, "127.0.0.1"))  # noqa: B023
+            assert not metrics_from(CLIENT, port, "127.0.0.1", SPOOFED)
+            assert metrics_from(PROXY, port, "127.0.0.1", SPOOFED) == proxy_believed
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
 
 
 def test_rendered_grpc_container_answers_its_tcp_probe(tmp_path: Path) -> None:

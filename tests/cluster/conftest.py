@@ -108,11 +108,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         started.stop()
 
 
-def manage(cluster: Any, *args: str) -> str:
-    """`manage.py <args>` with the cluster's environment, as an operator runs it; its stdout."""
+def manage(cluster: Any, *args: str, env: dict[str, str] | None = None) -> str:
+    """`manage.py <args>` with the cluster's environment (and `env`), as an operator runs it; its stdout."""
     done = subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env=cluster.env, capture_output=True, text=True, check=False
-    )
+        [sys.executable, "manage.py", *args], cwd=ROOT, env={**cluster.env, **(env or {})},
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
     assert done.returncode == 0, f"manage.py {args[0]} failed:\n{done.stdout}\n{done.stderr}"
     return done.stdout
 

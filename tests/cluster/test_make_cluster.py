@@ -18,7 +18,10 @@ from tests.cluster.conftest import RATE_LIMIT, ROOT, card_json, cluster_lib
 
 def test_cluster_json_names_every_replica_and_the_balancers(cluster: Any) -> None:
     written = json.loads((cluster.dir / "cluster.json").read_text())
-    assert written == {"lb": cluster.lb, "web": cluster.web, "grpc_lb": cluster.grpc_lb, "grpc": cluster.grpc}
+    assert written == {
+        "lb": cluster.lb, "web": cluster.web, "grpc_lb": cluster.grpc_lb, "grpc": cluster.grpc,
+        "balancer_source": cluster.balancer_source,
+    }  # fmt: skip
     assert len(written["web"]) == 2 and len(written["grpc"]) == 2
     for url in [written["lb"], *written["web"]]:
         assert httpx.get(f"{url}/readyz", timeout=10).status_code == 200

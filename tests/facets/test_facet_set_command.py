@@ -11,6 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from apps.core.actors import os_user
 from apps.facets.models import Facet, FacetChange
 from apps.facets.services import facet_ensure
 from tests.live import process_env
@@ -32,10 +33,10 @@ def test_offering_a_revision_and_moving_the_floor_is_audited() -> None:
     assert out.strip() == "mcp: versions 2026-07-28, 2025-11-25; preferred 2026-07-28; minimum 2025-11-25"
     facet = Facet.objects.get(protocol="mcp")
     assert facet.versions == ["2026-07-28", "2025-11-25"] and facet.minimum_version == "2025-11-25"
-    change = FacetChange.objects.filter(actor="ops").get()
+    change = FacetChange.objects.filter(actor=f"cli:{os_user()} as ops").get()  # who ran it, and the claim
     assert change.before["minimum_version"] == "2026-07-28" and change.after["minimum_version"] == "2025-11-25"
     _set("--protocol", "mcp", "--minimum", "2025-11-25", "--actor", "ops")  # unchanged: no second row
-    assert FacetChange.objects.filter(actor="ops").count() == 1
+    assert FacetChange.objects.filter(actor=f"cli:{os_user()} as ops").count() == 1
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from apps.agents.services import agent_create
+from apps.core.actors import os_user
 from apps.facets.models import Facet, FacetChange, VersionPolicy, VersionPolicyChange
 from apps.facets.services import facet_ensure, facet_update
 from apps.tenants.models import Tenant
@@ -49,7 +50,7 @@ def test_set_then_clear_a_tenant_floor(acme: Tenant) -> None:
     assert out == "mcp floor of tenant acme: none of its own (the host floor applies)"
     assert not VersionPolicy.objects.exists()
     assert [(c.actor, c.after["minimum_version"]) for c in VersionPolicyChange.objects.order_by("id")] == [
-        ("ops", NEW), ("ops", ""),
+        (f"cli:{os_user()} as ops", NEW), (f"cli:{os_user()} as ops", ""),
     ]
 
 
@@ -113,7 +114,7 @@ def test_facet_set_at_schedules_a_host_floor(acme: Tenant) -> None:
     )
     facet = Facet.objects.get(protocol="mcp")
     assert (facet.minimum_version, facet.scheduled_minimum_version) == (OLD, NEW)
-    change = FacetChange.objects.filter(actor="ops").get()
+    change = FacetChange.objects.filter(actor=f"cli:{os_user()} as ops").get()
     assert change.before["scheduled_at"] is None and change.after["scheduled_at"] == "2099-03-01T12:00:00+00:00"
 
 

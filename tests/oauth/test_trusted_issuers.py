@@ -19,6 +19,7 @@ from django.core.management.base import CommandError
 from django.db import DatabaseError, transaction
 from django.test import Client
 
+from apps.core.actors import os_user
 from apps.core.errors import ValidationFailed
 from apps.oauth.models import TrustedIssuer, TrustedIssuerChange
 from apps.oauth.services import (
@@ -216,12 +217,12 @@ def test_the_command_adds_lists_and_removes(
     out = _command(
         "add", "--issuer", auth_server.issuer, "--tenant-claim", "org", "--allowed-tenants", "globex",
         "--tenant", "acme", "--lane", "oauth2", "--introspection-client-id", "introspector",
-        "--introspection-client-secret-env", "IDP_INTROSPECTION_SECRET", "--actor", "cli:test",
+        "--introspection-client-secret-env", "IDP_INTROSPECTION_SECRET", "--actor", "ticket 42",
     )  # fmt: skip
     assert f"added {auth_server.issuer}" in out and "tenant claim org in acme,globex" in out
     issuer = TrustedIssuer.objects.get()
     assert issuer.tenant is None and introspection_secret(issuer) == "from-the-env"
-    assert TrustedIssuerChange.objects.get().actor == "cli:test"
+    assert TrustedIssuerChange.objects.get().actor == f"cli:{os_user()} as ticket 42"
     assert auth_server.issuer in _command("list")
     assert "removed" in _command("remove", "--issuer", auth_server.issuer)
     assert not TrustedIssuer.objects.exists() and TrustedIssuerChange.objects.count() == 2

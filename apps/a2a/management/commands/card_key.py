@@ -7,7 +7,7 @@ operators who keep configuration as code (issue 32; every Kubernetes deployment)
     card_key list
 
 The admin's own services (apps/a2a/services.py), so the same rules and the same audited
-CardSigningKeyChange rows (actor `cli:<login>` unless `--actor` says otherwise). `generate` prints
+CardSigningKeyChange rows (actor `cli:<os user>`, and `as <text>` beside it with `--actor <text>`). `generate` prints
 the new kid alone on stdout. `--if-none-active` generates and activates only while no key is active
 (`make setup`: idempotent, a restart keeps the key that signs). A refusal (an unknown kid, a
 retired key) prints why on stderr and exits with status 2, changing nothing. No key material is
@@ -16,7 +16,6 @@ ever printed: the private half is sealed at generation.
 
 from __future__ import annotations
 
-import getpass
 import itertools
 from typing import Any
 
@@ -25,10 +24,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from apps.a2a.models import CardSigningAlgorithm, CardSigningKey
 from apps.a2a.services import card_key_activate, card_key_generate, card_key_retire
 from apps.a2a.signing import card_signing_key_active, card_signing_key_by_kid, card_signing_keys
+from apps.core.command_args import ACTOR_HELP, actor_option
 from apps.core.errors import NotFound, ValidationFailed
 
 REFUSED_STATUS = 2
-ACTOR_HELP = "who, for the audit row (default cli:<login>)"
 
 
 class ActionParser(CommandParser):
@@ -85,7 +84,7 @@ class Command(BaseCommand):
             for key in card_signing_keys():
                 self.stdout.write(self._row(key))
             return
-        actor = options.get("actor") or f"cli:{getpass.getuser()}"
+        actor = actor_option(options.get("actor"))
         try:
             if action == "generate":
                 self._generate(options, actor)

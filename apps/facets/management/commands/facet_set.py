@@ -6,20 +6,19 @@ the beat job `facets.apply_scheduled_floors` applies it (`facet_floor_schedule`,
 other options still apply now. An ISO datetime without an offset is UTC.
 
 The same service as the admin (`facets.services.facet_update`): the same validation, the same
-audited `FacetChange` row (actor `cli:<login>` unless `--actor` says otherwise), the same
+audited `FacetChange` row (actor `cli:<os user>`, `as <text>` beside it with `--actor <text>`), the same
 invalidation in every process. A refused change prints every field's message and exits with
 status 2, changing nothing; an unchanged facet exits 0 and writes no audit row.
 """
 
 from __future__ import annotations
 
-import getpass
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from apps.core.command_args import REFUSED_STATUS, instant_option
+from apps.core.command_args import ACTOR_HELP, REFUSED_STATUS, actor_option, instant_option
 from apps.core.errors import ValidationFailed
 from apps.facets.services import facet_floor_schedule, facet_update
 
@@ -48,7 +47,7 @@ class Command(BaseCommand):
         parser.add_argument("--preferred", help="the preferred version (one of the offered)")
         parser.add_argument("--minimum", help="the floor: the oldest version still accepted")
         parser.add_argument("--at", help="with --minimum: the instant the floor takes effect (ISO 8601; UTC default)")
-        parser.add_argument("--actor", help="who, for the audit row (default cli:<login>)")
+        parser.add_argument("--actor", help=ACTOR_HELP)
 
     def handle(self, *args: Any, **options: Any) -> None:
         changes: dict[str, Any] = {}
@@ -63,7 +62,7 @@ class Command(BaseCommand):
             changes["minimum_version"] = options["minimum"]
         if not changes and at is None:
             raise CommandError("Nothing to set: give --versions, --preferred or --minimum.", returncode=REFUSED_STATUS)
-        actor = options["actor"] or f"cli:{getpass.getuser()}"
+        actor = actor_option(options["actor"])
         try:
             # One transaction: a refused schedule leaves the immediate changes unmade too.
             with transaction.atomic():

@@ -3,7 +3,7 @@
 
 The admin's own service (`facets.services.version_policy_set` / `version_policy_clear`): the same
 validation (never looser than the host floor, an agent's never looser than its tenant's), the same
-audited `VersionPolicyChange` row (actor `cli:<login>` unless `--actor` says otherwise). `set
+audited `VersionPolicyChange` row (actor `cli:<os user>`, `as <text>` beside it with `--actor`). `set
 --minimum v` sets the floor in force now; with `--at` it schedules `v` for that instant instead (the
 beat job applies it) and keeps the floor in force. `clear` removes the policy, schedule included.
 A refusal prints the rule it breaks and exits with status 2, changing nothing.
@@ -11,13 +11,12 @@ A refusal prints the rule it breaks and exits with status 2, changing nothing.
 
 from __future__ import annotations
 
-import getpass
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.agents.models import Agent
-from apps.core.command_args import REFUSED_STATUS, instant_option
+from apps.core.command_args import ACTOR_HELP, REFUSED_STATUS, actor_option, instant_option
 from apps.core.errors import ValidationFailed
 from apps.facets.management.commands.facet_set import refusal
 from apps.facets.models import VersionPolicy
@@ -45,7 +44,7 @@ class Command(BaseCommand):
         parser.add_argument("--protocol", required=True, choices=["a2a", "mcp"])
         parser.add_argument("--minimum", help="the floor: the oldest version the tenant (agent) still accepts")
         parser.add_argument("--at", help="make --minimum a scheduled floor from this instant (ISO 8601; UTC default)")
-        parser.add_argument("--actor", help="who, for the audit row (default cli:<login>)")
+        parser.add_argument("--actor", help=ACTOR_HELP)
 
     def handle(self, *args: Any, **options: Any) -> None:
         tenant = Tenant.objects.filter(slug=options["tenant"]).first()
@@ -57,7 +56,7 @@ class Command(BaseCommand):
             if agent is None:
                 raise CommandError(f"No agent {options['agent']!r} in tenant {tenant.slug}.", returncode=REFUSED_STATUS)
         protocol = options["protocol"]
-        actor = options["actor"] or f"cli:{getpass.getuser()}"
+        actor = actor_option(options["actor"])
         at = instant_option("--at", options["at"]) if options["at"] is not None else None
         current = version_policy_get(tenant=tenant, agent=agent, protocol=protocol)
         try:

@@ -11,7 +11,7 @@ operators who keep configuration as code.
 
 The same services as the admin (apps/oauth/services.py): the same validation, the metadata and
 keys fetched through the egress guard (an unreachable issuer is refused), the same audited
-TrustedIssuerChange row (actor `cli:<login>` unless `--actor` says otherwise). The secret is read
+TrustedIssuerChange row (actor `cli:<os user>`, `as <text>` beside it with `--actor <text>`). The secret is read
 from the environment variable named, never from the command line (where `ps` would show it).
 `exp-and-recheck` (the default) needs no introspection client when the issuer's metadata allows
 introspection without client authentication (`none` in
@@ -21,12 +21,12 @@ prints its message on stderr and exits with status 2, changing nothing.
 
 from __future__ import annotations
 
-import getpass
 import os
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from apps.core.command_args import ACTOR_HELP, actor_option
 from apps.core.errors import NotFound, ValidationFailed
 from apps.oauth.models import METHOD_FAMILIES, IssuerLane, RevocationMode, TrustedIssuer
 from apps.oauth.services import issuer_add, issuer_remove, tenants_by_slug
@@ -85,18 +85,18 @@ class Command(BaseCommand):
             "--require", action="append", default=[], metavar="FAMILY=SCOPE[,SCOPE...]",
             help="scopes a token needs for a method family (repeatable): " + ", ".join(METHOD_FAMILIES),
         )  # fmt: skip
-        add.add_argument("--actor", help="who, for the audit row (default cli:<login>)")
+        add.add_argument("--actor", help=ACTOR_HELP)
         actions.add_parser("list", help="the trusted issuers")
         remove = actions.add_parser("remove", help="stop trusting an issuer")
         remove.add_argument("--issuer", required=True)
-        remove.add_argument("--actor", help="who, for the audit row (default cli:<login>)")
+        remove.add_argument("--actor", help=ACTOR_HELP)
 
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]
         if action == "list":
             self._list()
             return
-        actor = options.get("actor") or f"cli:{getpass.getuser()}"
+        actor = actor_option(options.get("actor"))
         try:
             if action == "add":
                 self._add(options, actor)

@@ -3,23 +3,22 @@
 (issue 36).
 
 `show` prints the host's windows and every tenant's in force (or one tenant's). `set` changes a
-tenant's policy through the admin's own audited service (`RetentionChange`, actor `cli:<login>`
-unless `--actor` says otherwise); `host` puts a window back to the host's. The host's own windows
-are settings (OPENWOP_RETENTION_RUNS_DAYS, OPENWOP_RETENTION_RECORDS_DAYS), so `set` without
-`--tenant` is refused. `apply` runs one pass of the beat job as if it were `--now` (default: now;
-never later than this host's clock) and prints what it did; a second pass at the same instant
-finds nothing to do. Every refusal prints why and exits with status 2, having changed nothing.
+tenant's policy through the admin's own audited service (`RetentionChange`, actor `cli:<os user>`,
+`as <text>` beside it with `--actor <text>`); `host` puts a window back to the host's. The host's
+own windows are settings (OPENWOP_RETENTION_RUNS_DAYS, OPENWOP_RETENTION_RECORDS_DAYS), so `set`
+without `--tenant` is refused. `apply` runs one pass of the beat job as if it were `--now`
+(default: now; never later than this host's clock) and prints what it did; a second pass at the
+same instant finds nothing to do. Every refusal prints why and exits with status 2, having changed nothing.
 """
 
 from __future__ import annotations
 
-import getpass
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from apps.core.command_args import REFUSED_STATUS, instant_option
+from apps.core.command_args import ACTOR_HELP, REFUSED_STATUS, actor_option, instant_option
 from apps.core.errors import ValidationFailed
 from apps.retention.services import (
     UNCHANGED,
@@ -62,7 +61,7 @@ class Command(BaseCommand):
         parser.add_argument("--records-days", help="days a record is kept; `host`: the host's")
         parser.add_argument("--legal-hold", choices=["on", "off"], help="on: nothing of the tenant expires")
         parser.add_argument("--now", help="apply: as if it were this instant (ISO 8601; UTC default)")
-        parser.add_argument("--actor", help="set: who, for the audit row (default cli:<login>)")
+        parser.add_argument("--actor", help=f"set: {ACTOR_HELP}")
 
     def handle(self, *args: Any, **options: Any) -> None:
         tenant = None
@@ -101,7 +100,7 @@ class Command(BaseCommand):
         try:
             retention_set(
                 tenant=tenant,
-                actor=options["actor"] or f"cli:{getpass.getuser()}",
+                actor=actor_option(options["actor"]),
                 runs_days=_days("--runs-days", options["runs_days"]),
                 records_days=_days("--records-days", options["records_days"]),
                 legal_hold=UNCHANGED if hold is None else hold == "on",
