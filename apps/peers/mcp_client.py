@@ -240,7 +240,8 @@ def mcp_ctx_call(
         if not uri:
             raise PeerFailure("validation_error", "readResource needs the resource's uri.", {"field": "uri"})
         params["uri"] = uri
-    document = _post(outbound, agreement.version, request, params)
+    # The Mcp-Name header names what the method acts on: a resource by its uri (as a tool by its name).
+    document = _post(outbound, agreement.version, request, params, name=uri if method == "readResource" else None)
     error = document.get("error")
     if isinstance(error, dict):
         if error.get("code") == UNSUPPORTED_PROTOCOL_VERSION:
