@@ -44,8 +44,16 @@ MCP_DOWN_SERVER_ID = "conformance-down"
 A2A_PEER_ID = "conformance"
 # Where each tenant's pack agents come from (CONFORMANCE_PACK_AGENTS): the escalator only in B.
 AGENTS_OF = {"tenant": ("resolver", "relay"), "tenant_b": ("escalator",)}
-_PACK_FIELDS = ("persona", "label", "description", "pack_version", "roster", "pack_name", "system_prompt",
-                "handoff_schemas")
+_PACK_FIELDS = (
+    "persona",
+    "label",
+    "description",
+    "pack_version",
+    "roster",
+    "pack_name",
+    "system_prompt",
+    "handoff_schemas",
+)
 
 
 class ProfileRefused(Exception):
@@ -169,8 +177,10 @@ def profile_clear(*, actor: str) -> ProfileChange | None:
     applied = profile_state()
     if applied is None:
         return None
-    tenants = {role: Tenant.objects.filter(slug=slug).first() for role, slug in
-               (("tenant", applied.tenant), ("tenant_b", applied.tenant_b))}
+    tenants = {
+        role: Tenant.objects.filter(slug=slug).first()
+        for role, slug in (("tenant", applied.tenant), ("tenant_b", applied.tenant_b))
+    }
     with transaction.atomic(durable=True):
         revoked = {role: _profile_keys_revoke(row) for role, row in tenants.items() if row is not None}
         change = ProfileChange.objects.create(

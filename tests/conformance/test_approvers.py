@@ -74,7 +74,9 @@ def test_another_tenants_approver_of_the_same_name_cannot_reach_the_gate(acme: M
     assert Interrupt.unscoped_all_tenants.get(run=run).resolved_at is None
 
 
-def test_mcp_tasks_update_from_a_non_approver_resolves_nothing(acme: McpCaller, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_mcp_tasks_update_from_a_non_approver_resolves_nothing(
+    acme: McpCaller, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr("apps.mcp.tools.TASK_GRACE_SECONDS", 0.0)
     created = acme.call("tools/call", {"name": FIXTURE, "arguments": {}}, capabilities=TASKS).json()["result"]
     run_id, task_id = created["_meta"]["dev.openwop/runId"], created["taskId"]

@@ -29,7 +29,12 @@ from tests.peers.peer_servers import Peer
 pytestmark = pytest.mark.django_db(transaction=True)
 
 FIXTURE = "conformance-mcp-client"
-TOOLS = [types.Tool(name=f"tool-{i}", input_schema={"type": "object"}, annotations=types.ToolAnnotations(read_only_hint=True)) for i in range(5)]
+TOOLS = [
+    types.Tool(
+        name=f"tool-{i}", input_schema={"type": "object"}, annotations=types.ToolAnnotations(read_only_hint=True)
+    )
+    for i in range(5)
+]
 PAGE = 2
 
 
@@ -70,7 +75,9 @@ def bound(acme: Caller, serve: Callable[..., Peer], dns: Any) -> Peer:
     peer = serve("tools.test", _tools_app())
     dns.set("down.test", ["127.0.0.1"])
     peer_binding_set(tenant=tenant, protocol="mcp", binding_id="conformance", url=f"{peer.origin}/mcp")
-    peer_binding_set(tenant=tenant, protocol="mcp", binding_id="conformance-down", url=f"https://down.test:{free_port()}/mcp")
+    peer_binding_set(
+        tenant=tenant, protocol="mcp", binding_id="conformance-down", url=f"https://down.test:{free_port()}/mcp"
+    )
     return peer
 
 
@@ -79,7 +86,9 @@ def _run(caller: Caller, inputs: dict[str, Any]) -> tuple[Run, dict[str, Any]]:
     run = run_create(subject=caller.subject, workflow_id=FIXTURE, inputs=inputs, transport="rest")
     run_advance(run_id=run.run_id, worker="test-worker")
     run = Run.unscoped_all_tenants.get(pk=run.pk)
-    event = RunEvent.unscoped_all_tenants.filter(run=run, type__in=["node.completed", "node.failed"], node_id="mcp-client").get()
+    event = RunEvent.unscoped_all_tenants.filter(
+        run=run, type__in=["node.completed", "node.failed"], node_id="mcp-client"
+    ).get()
     return run, event.payload
 
 
@@ -88,7 +97,9 @@ def _sent(peer: Peer, method: str) -> list[dict[str, Any]]:
 
 
 def test_call_tool_resolves_to_the_servers_result_with_its_meta(acme: Caller, bound: Peer) -> None:
-    run, payload = _run(acme, {"method": "callTool", "serverId": "conformance", "name": "echo", "arguments": {"nonce": "n-42"}})
+    run, payload = _run(
+        acme, {"method": "callTool", "serverId": "conformance", "name": "echo", "arguments": {"nonce": "n-42"}}
+    )
     assert run.status == "completed", run.error
     result = payload["outputs"]["result"]
     assert result["structuredContent"] == {"n": 7, "nonce": "n-42"}

@@ -50,7 +50,9 @@ def _clear() -> str:
 
 
 def _routes() -> list[tuple[Any, ...]]:
-    return list(SkillRoute.objects.order_by("workflow_id").values_list("workflow_id", "enabled", "is_default", "position"))
+    return list(
+        SkillRoute.objects.order_by("workflow_id").values_list("workflow_id", "enabled", "is_default", "position")
+    )
 
 
 def _card_skills() -> list[str]:
@@ -60,7 +62,9 @@ def _card_skills() -> list[str]:
 def _rpc(key: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
     body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
     headers = {"Authorization": f"Bearer {key}", "A2A-Version": "1.0"}
-    response = DoorClient().post("/a2a/jsonrpc", data=json.dumps(body), content_type="application/json", headers=headers)
+    response = DoorClient().post(
+        "/a2a/jsonrpc", data=json.dumps(body), content_type="application/json", headers=headers
+    )
     return response.json()
 
 
@@ -129,8 +133,12 @@ def test_apply_and_clear_are_idempotent_and_audited() -> None:
     second = _apply("--actor", "script:ci")
     assert [c.action for c in SkillRoutePinChange.objects.all()] == ["pin"]  # pinned once
     # One live profile key per tenant: the first apply's keys are revoked, the second's work.
-    assert DoorClient().get("/agents", headers={"Authorization": f"Bearer {first['OPENWOP_API_KEY']}"}).status_code == 401
-    assert DoorClient().get("/agents", headers={"Authorization": f"Bearer {second['OPENWOP_API_KEY']}"}).status_code == 200
+    assert (
+        DoorClient().get("/agents", headers={"Authorization": f"Bearer {first['OPENWOP_API_KEY']}"}).status_code == 401
+    )
+    assert (
+        DoorClient().get("/agents", headers={"Authorization": f"Bearer {second['OPENWOP_API_KEY']}"}).status_code == 200
+    )
     for slug in ("conformance", "conformance-b"):
         live = ApiKey.objects.for_tenant(Tenant.objects.get(slug=slug)).filter(revoked_at__isnull=True)
         assert live.count() == 1
@@ -142,14 +150,22 @@ def test_apply_and_clear_are_idempotent_and_audited() -> None:
     assert "keyPrefixes" in ProfileChange.objects.order_by("at", "id").first().details  # type: ignore[union-attr]
     assert second["OPENWOP_API_KEY"] not in json.dumps([c.details for c in ProfileChange.objects.all()])
     # Cleared: the profile's keys no longer read anything, and its agents are gone from the inventory.
-    assert DoorClient().get("/agents", headers={"Authorization": f"Bearer {second['OPENWOP_API_KEY']}"}).status_code == 401
+    assert (
+        DoorClient().get("/agents", headers={"Authorization": f"Bearer {second['OPENWOP_API_KEY']}"}).status_code == 401
+    )
 
 
 @SEAMS_ON
 def test_printed_variables_carry_the_cross_tenant_legs() -> None:
     variables = _apply("--tenant-b", "other-co")
-    for name in ("OPENWOP_BASE_URL", "OPENWOP_API_KEY", "OPENWOP_TEST_TENANT_B_API_KEY",
-                 "OPENWOP_TEST_TENANT_B_AGENT_ID", "OPENWOP_MCP_FAKE_SERVER_PORT", "OPENWOP_A2A_FAKE_PEER_PORT"):
+    for name in (
+        "OPENWOP_BASE_URL",
+        "OPENWOP_API_KEY",
+        "OPENWOP_TEST_TENANT_B_API_KEY",
+        "OPENWOP_TEST_TENANT_B_AGENT_ID",
+        "OPENWOP_MCP_FAKE_SERVER_PORT",
+        "OPENWOP_A2A_FAKE_PEER_PORT",
+    ):
         assert variables[name], name
     assert variables["OPENWOP_TARGET_MAJOR"] == "2"
     key_a, key_b = variables["OPENWOP_API_KEY"], variables["OPENWOP_TEST_TENANT_B_API_KEY"]
@@ -162,7 +178,11 @@ def test_printed_variables_carry_the_cross_tenant_legs() -> None:
     mine, theirs = inventory(key_a), inventory(key_b)
     named = variables["OPENWOP_TEST_TENANT_B_AGENT_ID"]
     # The suite's set difference: an agent with a2aTenant that only tenant B has.
-    assert named in theirs and named not in mine and theirs[named]["a2aTenant"] not in {a.get("a2aTenant") for a in mine.values()}
+    assert (
+        named in theirs
+        and named not in mine
+        and theirs[named]["a2aTenant"] not in {a.get("a2aTenant") for a in mine.values()}
+    )
     # B's own R resolves to B's card for B, and A cannot tell it from one never minted.
     r = theirs[named]["a2aTenant"]
     assert _rpc(key_b, "GetExtendedAgentCard", {"tenant": r})["result"]["name"] == theirs[named]["persona"]

@@ -71,12 +71,14 @@ def suite_variables(applied: ProfileApplied, *, mcp_url: str, a2a_url: str) -> d
         cidrs = ", ".join(settings.OPENWOP_EGRESS_ALLOW_CIDRS)
         variables["OPENWOP_WEBHOOK_ALLOW_PRIVATE"] = "true"
         variables["OPENWOP_HOST_RELAXATIONS"] = json.dumps(
-            [{
-                "obligation": "webhooks.egress-guard",
-                "durability": "session",
-                "reason": f"loopback conformance run: OPENWOP_EGRESS_ALLOW_CIDRS={cidrs} lets push, webhooks "
-                          "and A2A/MCP interop reach the suite's loopback receiver and fakes",
-            }],
+            [
+                {
+                    "obligation": "webhooks.egress-guard",
+                    "durability": "session",
+                    "reason": f"loopback conformance run: OPENWOP_EGRESS_ALLOW_CIDRS={cidrs} lets push, webhooks "
+                    "and A2A/MCP interop reach the suite's loopback receiver and fakes",
+                }
+            ],
             separators=(",", ":"),
         )
     return variables
@@ -94,7 +96,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--mcp-server-url",
             help="serverId `conformance`: the suite's fake MCP server (default OPENWOP_MCP_FAKE_SERVER_URL, "
-                 f"else http://127.0.0.1:$OPENWOP_MCP_FAKE_SERVER_PORT, port {DEFAULT_MCP_FAKE_PORT} by default)",
+            f"else http://127.0.0.1:$OPENWOP_MCP_FAKE_SERVER_PORT, port {DEFAULT_MCP_FAKE_PORT} by default)",
         )
         parser.add_argument(
             "--mcp-down-url", default=DEFAULT_DOWN_URL, help="serverId `conformance-down`: an address nothing answers"
@@ -102,7 +104,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--a2a-peer-url",
             help="A2A peer `conformance` (the purpose relay's onward peer): the suite's fake A2A peer "
-                 f"(default OPENWOP_A2A_FAKE_PEER_URL, else loopback port {DEFAULT_A2A_FAKE_PORT})",
+            f"(default OPENWOP_A2A_FAKE_PEER_URL, else loopback port {DEFAULT_A2A_FAKE_PORT})",
         )
         parser.add_argument("--actor", help="who, for the audit row (default cli:<login>)")
 
@@ -114,8 +116,10 @@ class Command(BaseCommand):
                 self.stderr.write("The conformance profile is not applied: nothing to clear.")
             else:
                 restored = change.pinned_before or "every enabled route"
-                self.stderr.write(f"Conformance profile cleared: the interface routes {restored} again; "
-                                  "the profile's keys are revoked and its agents unpublished.")
+                self.stderr.write(
+                    f"Conformance profile cleared: the interface routes {restored} again; "
+                    "the profile's keys are revoked and its agents unpublished."
+                )
             return
         mcp_url = options["mcp_server_url"] or _fake_url(
             "OPENWOP_MCP_FAKE_SERVER_URL", "OPENWOP_MCP_FAKE_SERVER_PORT", DEFAULT_MCP_FAKE_PORT
