@@ -149,6 +149,7 @@ OPENWOP_SUITE_FIXTURES: dict[str, dict[str, Any]] = {
             arguments="{{arguments}}",
             cursor="{{cursor}}",
             uri="{{uri}}",
+            defaults={"method": "serverHealth", "serverId": "conformance"},
         ),
         input_schema={
             "type": "object",

@@ -203,8 +203,9 @@ class McpClientNode(NodeKind):
     """`ctx.mcp.<method>` (host-services.md §mcp, RFC 0204): calls `method` (callTool, listTools,
     readResource, serverHealth) on the MCP server bound to `serverId` and completes with
     `outputs.result` = the server's result unaltered. Every config value may be a `{{input}}`
-    placeholder (the conformance fixture takes them all from the run's inputs); an absent method is
-    serverHealth. An unknown serverId fails the node `not_found`; a tool error is a result."""
+    placeholder (the conformance fixture takes them all from the run's inputs, `defaults` filling
+    what they leave out); an absent method is serverHealth. An unknown serverId fails the node
+    `not_found`; a tool error is a result."""
 
     kind = "mcp.client"
     config_schema: ClassVar[dict[str, Any]] = {
@@ -217,6 +218,12 @@ class McpClientNode(NodeKind):
             "cursor": {"type": "string"},
             "uri": {"type": "string"},
             "timeoutMs": {"type": "integer", "minimum": 100, "maximum": 300_000},
+            # Values for members whose placeholder the run's inputs left empty (a fixture's defaults).
+            "defaults": {
+                "type": "object",
+                "properties": {"method": {"type": "string"}, "serverId": {"type": "string"}},
+                "additionalProperties": False,
+            },
         },
         "required": ["serverId"],
         "additionalProperties": False,
@@ -224,6 +231,9 @@ class McpClientNode(NodeKind):
 
     def execute(self, ctx: NodeContext) -> NodeResult:
         config = render_config(dict(ctx.config), ctx.inputs)
+        for member, value in (ctx.config.get("defaults") or {}).items():
+            if config.get(member) in (None, ""):
+                config[member] = value
         method = config.get("method") or "serverHealth"
         server_id = config.get("serverId")
         if method not in CTX_MCP_METHODS:

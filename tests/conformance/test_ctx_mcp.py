@@ -139,6 +139,8 @@ def test_server_health_is_reachability_never_a_session_state(acme: Caller, bound
     health = up["outputs"]["result"]
     assert health["state"] == "reachable" and "2026-07-28" in health["discover"]["supportedVersions"]
     down_run, down = _run(acme, {"serverId": "conformance-down"})  # method defaults to serverHealth
+    _, default = _run(acme, {})  # and serverId to conformance (the fixture's defaults)
+    assert default["outputs"]["result"]["state"] == "reachable"
     assert down_run.status == "completed"  # unreachable resolves, it does not reject
     assert down["outputs"]["result"]["state"] == "unreachable"
     text = json.dumps([health, down["outputs"]["result"]])
