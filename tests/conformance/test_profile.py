@@ -194,3 +194,22 @@ def test_printed_variables_carry_the_cross_tenant_legs() -> None:
     assert _rpc(key_b, "GetTask", {"id": task_id}) == _rpc(key_b, "GetTask", {"id": "conformance/" + "A" * 26})
     rest = DoorClient().get(f"/runs/{task_id.replace('/', '~2F')}", headers={"Authorization": f"Bearer {key_b}"})
     assert rest.status_code == 403 and rest.json()["error"] == "id_tenant_mismatch"
+
+
+def test_an_operator_pins_and_unpins_in_the_admin_through_the_audited_services(client: Any) -> None:
+    from django.contrib.auth.models import User
+
+    skill_routes_ensure()
+    routes, skills = _routes(), _card_skills()
+    client.force_login(User.objects.create_superuser("olga", "olga@example.test", "pw"))
+    echo = SkillRoute.objects.get(workflow_id="echo")
+    added = client.post("/admin/a2a/skillroutepin/add/", {"route": echo.pk})
+    assert added.status_code == 302, added.content
+    assert _card_skills() == ["echo"] and _routes() == routes
+    pin = SkillRoutePin.objects.get()
+    assert client.get("/admin/a2a/skillroutepin/add/").status_code == 403  # one pin at a time
+    deleted = client.post(f"/admin/a2a/skillroutepin/{pin.pk}/delete/", {"post": "yes"})
+    assert deleted.status_code == 302
+    assert _card_skills() == skills and not SkillRoutePin.objects.exists()
+    changes = [(c.action, c.before, c.after, c.actor) for c in SkillRoutePinChange.objects.order_by("at", "id")]
+    assert changes == [("pin", "", "echo", "admin:olga"), ("unpin", "echo", "", "admin:olga")]
