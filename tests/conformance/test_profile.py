@@ -11,6 +11,7 @@ import shlex
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
@@ -197,8 +198,6 @@ def test_printed_variables_carry_the_cross_tenant_legs() -> None:
 
 
 def test_an_operator_pins_and_unpins_in_the_admin_through_the_audited_services(client: Any) -> None:
-    from django.contrib.auth.models import User
-
     skill_routes_ensure()
     routes, skills = _routes(), _card_skills()
     client.force_login(User.objects.create_superuser("olga", "olga@example.test", "pw"))
