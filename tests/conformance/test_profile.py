@@ -212,3 +212,12 @@ def test_an_operator_pins_and_unpins_in_the_admin_through_the_audited_services(c
     assert _card_skills() == skills and not SkillRoutePin.objects.exists()
     changes = [(c.action, c.before, c.after, c.actor) for c in SkillRoutePinChange.objects.order_by("at", "id")]
     assert changes == [("pin", "", "echo", "admin:olga"), ("unpin", "echo", "", "admin:olga")]
+
+
+@SEAMS_ON
+def test_a_refused_binding_changes_nothing() -> None:
+    with pytest.raises(CommandError) as refused:
+        _apply("--mcp-server-url", "ftp://127.0.0.1/mcp")
+    assert refused.value.returncode == 2 and "http(s) URL" in str(refused.value)
+    assert not ProfileChange.objects.exists() and not SkillRoutePin.objects.exists()
+    assert not ApiKey.unscoped_all_tenants.filter(label="conformance profile").exists()
