@@ -117,6 +117,7 @@ INSTALLED_APPS = [
     "apps.oauth",
     "apps.console",
     "apps.retention",
+    "apps.conformance",  # the conformance profile (manage.py conformance_profile) and its relay node
 ]
 
 MIDDLEWARE = [

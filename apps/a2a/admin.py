@@ -20,8 +20,22 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from apps.a2a.card import public_card_cached
-from apps.a2a.models import CardSigningKey, CardSigningKeyChange, CardSigningKeyState, SkillRoute, TaskMessage
-from apps.a2a.services import card_key_activate, card_key_generate, card_key_retire
+from apps.a2a.models import (
+    CardSigningKey,
+    CardSigningKeyChange,
+    CardSigningKeyState,
+    SkillRoute,
+    SkillRoutePin,
+    SkillRoutePinChange,
+    TaskMessage,
+)
+from apps.a2a.services import (
+    card_key_activate,
+    card_key_generate,
+    card_key_retire,
+    skill_route_pin,
+    skill_route_unpin,
+)
 from apps.a2a.signing import card_sign, card_signing_key_active, grace_seconds, jwks_url, public_jwk_of
 from apps.a2a.wire import to_wire
 from apps.core.actors import admin_actor
@@ -37,6 +51,42 @@ class SkillRouteAdmin(admin.ModelAdmin):
     list_filter = ("enabled", "is_default")
     search_fields = ("workflow_id", "name")
     readonly_fields = ("updated_at",)
+
+
+@admin.register(SkillRoutePin)
+class SkillRoutePinAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
+    """The host's routing choice: add a pin to route only that skill, delete it to route every
+    enabled route again. Both call the audited services; the routing table is never edited here."""
+
+    list_display = ("route", "actor", "pinned_at")
+    fields = ("route",)
+    readonly_fields = ("actor", "pinned_at")
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # re-pin by adding: one row, written by the service only
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return super().has_add_permission(request) and not SkillRoutePin.objects.exists()
+
+    def save_model(self, request: HttpRequest, obj: SkillRoutePin, form: Any, change: bool) -> None:
+        saved = skill_route_pin(workflow_id=obj.route.workflow_id, actor=f"admin:{request.user.get_username()}")
+        obj.pk, obj.actor, obj.pinned_at = saved.pk, saved.actor, saved.pinned_at
+
+    def delete_model(self, request: HttpRequest, obj: SkillRoutePin) -> None:
+        skill_route_unpin(actor=f"admin:{request.user.get_username()}")
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[SkillRoutePin]) -> None:
+        if queryset.exists():
+            skill_route_unpin(actor=f"admin:{request.user.get_username()}")
+
+
+@admin.register(SkillRoutePinChange)
+class SkillRoutePinChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Who pinned or unpinned the routing, and when: evidence, never edited."""
+
+    list_display = ("at", "action", "before", "after", "actor")
+    list_filter = ("action",)
+    readonly_fields = ("at", "action", "before", "after", "actor")
 
 
 @admin.register(TaskMessage)

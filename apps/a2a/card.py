@@ -32,7 +32,7 @@ from django.conf import settings
 from google.protobuf import json_format
 
 from apps.a2a.models import SkillRoute
-from apps.a2a.selectors import skill_routes_enabled
+from apps.a2a.selectors import skill_route_pin_current, skill_routes_enabled
 from apps.a2a.services import skill_routes_ensure
 from apps.a2a.signing import card_sign, card_signing_key_active
 from apps.a2a.wire import to_wire
@@ -275,7 +275,9 @@ def card_document_of(card: AgentCard, routes: list[SkillRoute], facet: Facet) ->
     etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
     key = card_signing_key_active()
     signed_since = [key.activated_at] if key is not None and key.activated_at is not None else []
-    changed = max([facet.updated_at, *(route.updated_at for route in routes), *signed_since])
+    pin = skill_route_pin_current()
+    pinned_since = [pin.pinned_at] if pin is not None else []  # a pin (or unpin) changes the skills
+    changed = max([facet.updated_at, *(route.updated_at for route in routes), *signed_since, *pinned_since])
     return CardDocument(body=body, etag=etag, last_modified=changed.timestamp())
 
 

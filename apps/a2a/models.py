@@ -61,6 +61,62 @@ class SkillRoute(models.Model):
         return f"{self.workflow_id}{' (default)' if self.is_default else ''}"
 
 
+class SkillRoutePin(models.Model):
+    """The host's routing choice "route only this skill": while a pin exists, the interface routes
+    exactly its workflow (the card's one skill, a message naming no skill starts it, every other
+    route is refused) and the routing table itself is left as it was, so unpinning restores every
+    route exactly (the conformance legs need one routed skill, openwop-v2 reference (i).16; the
+    reference host's equivalent is OPENWOP_A2A_WORKFLOW_ID). At most one row (`singleton`).
+    Written only by `skill_route_pin` / `skill_route_unpin`, each audited in `SkillRoutePinChange`.
+    """
+
+    singleton = models.BooleanField(default=True, unique=True, editable=False)
+    route = models.OneToOneField(SkillRoute, on_delete=models.PROTECT, related_name="+")
+    actor = models.CharField(max_length=200, help_text="Who pinned it.")
+    pinned_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "skill route pin"
+        constraints = [models.CheckConstraint(condition=models.Q(singleton=True), name="skill_route_pin_singleton")]
+
+    def __str__(self) -> str:
+        return f"only {self.route.workflow_id}"
+
+
+class SkillRoutePinAction(models.TextChoices):
+    PIN = "pin", "pin"
+    UNPIN = "unpin", "unpin"
+
+
+class SkillRoutePinChangeRefused(RuntimeError):
+    """An attempt to edit or delete an audit row (STYLE.md habit 6: audit tables are append-only)."""
+
+
+class SkillRoutePinChange(models.Model):
+    """One audited change of the routing choice: who, pin or unpin, the pinned workflow before and
+    after ("": every enabled route). Append-only (trigger in migration 0005)."""
+
+    actor = models.CharField(max_length=200, help_text="Who: the operator's username, a command, or the system.")
+    action = models.CharField(max_length=8, choices=SkillRoutePinAction.choices)
+    before = models.CharField(max_length=128, blank=True, default="", help_text="Pinned before ('' = none).")
+    after = models.CharField(max_length=128, blank=True, default="", help_text="Pinned after ('' = none).")
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.after or self.before} by {self.actor}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise SkillRoutePinChangeRefused("skill route pin changes are append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise SkillRoutePinChangeRefused("skill route pin changes are append-only")
+
+
 class TaskMessage(TenantOwnedModel):
     """One A2A Message a principal sent to a task, as ProtoJSON with taskId/contextId filled in.
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
 from a2a.types import TaskState
 from a2a.utils.errors import TaskNotFoundError
 
 from apps.a2a.errors import invalid_params
-from apps.a2a.models import SkillRoute, TaskMessage
+from apps.a2a.models import SkillRoute, SkillRoutePin, TaskMessage
 from apps.core.errors import NotFound, ValidationFailed
 from apps.facets.models import Facet
 from apps.runs.models import InterruptKind, Run, RunStatus
@@ -65,8 +66,17 @@ def card_path_configured() -> str | None:
     return Facet.objects.filter(pk="a2a").values_list("agent_card_path", flat=True).first()
 
 
+def skill_route_pin_current() -> SkillRoutePin | None:
+    """The host's "route only this skill" choice, if one is made (SkillRoutePin)."""
+    return SkillRoutePin.objects.select_related("route").first()
+
+
 def skill_routes_enabled() -> list[SkillRoute]:
-    """The card's skills, the default first (SkillRoute.Meta.ordering)."""
+    """The card's skills, the default first (SkillRoute.Meta.ordering); only the pinned one while
+    a pin exists, whatever the table says of the others."""
+    pin = skill_route_pin_current()
+    if pin is not None:
+        return [pin.route]
     return list(SkillRoute.objects.filter(enabled=True))
 
 
@@ -134,3 +144,16 @@ async def task_page(
     return TaskPage(
         views=page.snapshots, next_page_token=page.next_cursor or "", page_size=size, total_size=page.total_size or 0
     )
+
+
+def task_first_message(*, tenant_pk: int, run_id: str) -> dict[str, Any] | None:
+    """The A2A Message that started the run (ProtoJSON, as TaskMessage keeps it), or None for a
+    run no A2A message started: what a relay forwards, and the label that came with it."""
+    row = (
+        TaskMessage.objects.for_tenant(tenant_pk)
+        .filter(run__run_id=run_id)
+        .order_by("created_at", "id")
+        .values_list("document", flat=True)
+        .first()
+    )
+    return row if isinstance(row, dict) else None

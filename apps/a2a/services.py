@@ -29,9 +29,12 @@ from apps.a2a.models import (
     CardSigningKeyChange,
     CardSigningKeyState,
     SkillRoute,
+    SkillRoutePin,
+    SkillRoutePinAction,
+    SkillRoutePinChange,
     TaskMessage,
 )
-from apps.a2a.selectors import task_message_find, task_run_readable
+from apps.a2a.selectors import skill_route_pin_current, task_message_find, task_run_readable
 from apps.a2a.signing import key_material_generate
 from apps.a2a.wire import context_id_of, to_wire
 from apps.agents.fixtures import FIXTURE_WORKFLOWS
@@ -77,7 +80,13 @@ def skill_routes_ensure() -> None:
 
 def skill_resolve(skill_id: str | None) -> SkillRoute:
     """The routed skill a message names, else the host default; -32602 naming the skill otherwise
-    (map SendMessage row: an unknown or unroutable skill)."""
+    (map SendMessage row: an unknown or unroutable skill). While a pin exists the pinned skill is
+    the only one routed, and the default."""
+    pin = skill_route_pin_current()
+    if pin is not None:
+        if skill_id is None or skill_id == pin.route.workflow_id:
+            return pin.route
+        raise invalid_params(f"Unknown or unroutable skill {skill_id!r}.", field="skillId")
     routes = SkillRoute.objects.filter(enabled=True)
     wanted = routes.filter(is_default=True) if skill_id is None else routes.filter(workflow_id=skill_id)
     route = wanted.first()
@@ -100,7 +109,46 @@ def skill_workflow_cached(skill_id: str | None) -> str:
 
 def skill_route_enabled(workflow_id: str) -> bool:
     skill_routes_ensure()
+    pin = skill_route_pin_current()
+    if pin is not None:
+        return pin.route.workflow_id == workflow_id
     return SkillRoute.objects.filter(enabled=True, workflow_id=workflow_id).exists()
+
+
+def skill_route_pin(*, workflow_id: str, actor: str) -> SkillRoutePin:
+    """Route only `workflow_id` (its route must exist; enabled or not, the pin routes it), audited.
+    Idempotent: pinning what is already pinned changes nothing and writes no audit row. The
+    routing table is not touched, so `skill_route_unpin` gives back exactly the routes before."""
+    skill_routes_ensure()
+    with transaction.atomic(durable=True):
+        route = SkillRoute.objects.select_for_update().filter(workflow_id=workflow_id).first()
+        if route is None:
+            raise ValidationFailed(f"No skill route for {workflow_id!r}.", details={"field": "workflowId"})
+        pin = SkillRoutePin.objects.select_for_update().select_related("route").first()
+        if pin is not None and pin.route.workflow_id == workflow_id:
+            return pin
+        before = pin.route.workflow_id if pin is not None else ""
+        if pin is not None:
+            pin.delete()
+        pin = SkillRoutePin.objects.create(route=route, actor=actor)
+        SkillRoutePinChange.objects.create(
+            actor=actor, action=SkillRoutePinAction.PIN, before=before, after=workflow_id
+        )
+        invalidate_on_commit(TOPIC_CARD)
+    return pin
+
+
+def skill_route_unpin(*, actor: str) -> bool:
+    """Route every enabled route again, audited; False (and no audit row) when nothing was pinned."""
+    with transaction.atomic(durable=True):
+        pin = SkillRoutePin.objects.select_for_update().select_related("route").first()
+        if pin is None:
+            return False
+        before = pin.route.workflow_id
+        pin.delete()
+        SkillRoutePinChange.objects.create(actor=actor, action=SkillRoutePinAction.UNPIN, before=before, after="")
+        invalidate_on_commit(TOPIC_CARD)
+    return True
 
 
 def agent_skill_resolve(*, entry: InventoryEntry, skill_id: str | None) -> str:

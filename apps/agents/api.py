@@ -51,6 +51,7 @@ class AgentInventoryEntrySerializer(serializers.Serializer):
     # _declared_fields, so nothing is shadowed at runtime.
     label = serializers.SerializerMethodField()  # type: ignore[assignment]
     description = serializers.SerializerMethodField()
+    packName = serializers.CharField(source="agent.pack_name")
     packVersion = serializers.CharField(source="agent.pack_version")
     toolAllowlist = serializers.SerializerMethodField()
     hasHandoffSchemas = serializers.SerializerMethodField()
@@ -69,7 +70,7 @@ class AgentInventoryEntrySerializer(serializers.Serializer):
         return []  # this host's agents call no tools of their own
 
     def get_hasHandoffSchemas(self, entry: InventoryEntry) -> bool:
-        return False
+        return bool(entry.agent.handoff_schemas)  # that they exist, never what they say (SR-1)
 
     def get_roster(self, entry: InventoryEntry) -> list[dict[str, Any]]:
         return [{"workflows": [w.workflow_id for w in entry.workflows]}]
@@ -80,6 +81,8 @@ class AgentInventoryEntrySerializer(serializers.Serializer):
             data.pop("a2aTenant", None)
         if data.get("description") is None:
             data.pop("description", None)
+        if not data.get("packName"):
+            data.pop("packName", None)  # an agent made here, not installed from a pack
         return data
 
 

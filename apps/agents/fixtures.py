@@ -83,6 +83,141 @@ FIXTURE_WORKFLOWS: dict[str, dict[str, Any]] = {
 }
 
 
+def _question(node_id: str, question: str, properties: dict[str, Any]) -> dict[str, Any]:
+    """A clarification node asking one question whose answer is an object of `properties`."""
+    return _node(
+        node_id,
+        "input",
+        questions=[{"id": "q1", "question": question}],
+        resumeSchema={"type": "object", "properties": properties, "required": sorted(properties)},
+    )
+
+
+_LISTED_APPROVER = "urn:conformance:listed-approver"
+
+# The fixtures of the OpenWOP conformance suite's contract beyond the core ones above
+# (conformance/fixtures.md; scripts/openwop-conformance.sh runs the suite against them).
+OPENWOP_SUITE_FIXTURES: dict[str, dict[str, Any]] = {
+    # interrupt.md §Approver enforcement: only the listed principal may resolve the gate, so the
+    # suite's own bearer is the non-listed resolver by construction (403 forbidden on REST,
+    # nothing resolved on MCP tasks/update).
+    "conformance-approval-approvers": _fixture(
+        "Conformance: approval (listed approvers)",
+        f"Suspends at an approval gate only {_LISTED_APPROVER} may resolve.",
+        _node(
+            "gate",
+            "approval",
+            title="Approve the conformance run (listed approvers only)?",
+            onReject="fail",
+            approversList=[_LISTED_APPROVER],
+        ),
+    ),
+    # RFC 0199 §D.2: a flat primitive question is asked by MCP form elicitation; a nested or a
+    # sensitive one never is (URL mode where a resolve page exists, else a tool error).
+    "conformance-clarification": _fixture(
+        "Conformance: clarification",
+        "Suspends on one question (q1, a string); the answer completes the run.",
+        _question("ask", "What colour should the conformance run use?", {"q1": {"type": "string"}}),
+    ),
+    "conformance-clarification-nested": _fixture(
+        "Conformance: clarification (nested answer)",
+        "Suspends on one question whose answer is a nested object: never a form elicitation.",
+        _question(
+            "ask",
+            "Where should the conformance report go?",
+            {"q1": {"type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+        ),
+    ),
+    "conformance-clarification-sensitive": _fixture(
+        "Conformance: clarification (sensitive answer)",
+        "Suspends on one question whose answer is a password field: never a form elicitation.",
+        _question("ask", "Which passphrase unlocks the report?", {"q1": {"type": "string", "format": "password"}}),
+    ),
+    # RFC 0204 §A (host-services.md §mcp): one `mcp.client` node calls ctx.mcp.<method> with the run's
+    # inputs on the server bound to `serverId` (`conformance`: the suite's fake MCP server,
+    # `conformance-down`: an address nothing answers) and completes with outputs.result.
+    "conformance-mcp-client": _fixture(
+        "Conformance: ctx.mcp client",
+        "Calls ctx.mcp.<method> (callTool, listTools, readResource, serverHealth; default serverHealth) on "
+        "the MCP server bound to serverId (default conformance); outputs.result is the server's result.",
+        _node(
+            "mcp-client",
+            "mcp.client",
+            method="{{method}}",
+            serverId="{{serverId}}",
+            name="{{name}}",
+            arguments="{{arguments}}",
+            cursor="{{cursor}}",
+            uri="{{uri}}",
+            defaults={"method": "serverHealth", "serverId": "conformance"},
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "method": {"enum": ["callTool", "listTools", "readResource", "serverHealth"]},
+                "serverId": {"type": "string", "minLength": 1},
+                "name": {"type": "string"},
+                "arguments": {"type": "object"},
+                "cursor": {"type": "string"},
+                "uri": {"type": "string"},
+            },
+        },
+    ),
+    # security-defaults.md §Onward hops: routed as the only skill of one agent's card, it sends the
+    # inbound A2A message's text on to the A2A peer bound as `conformance`, re-emitting the
+    # message's permittedPurposes label; `[]` means no onward call at all.
+    "conformance-purpose-relay": _fixture(
+        "Conformance: purpose relay",
+        "Relays the inbound message's text to the A2A peer bound as conformance, with its purpose label.",
+        _node("relay", "conformance.a2a-relay", peer="conformance"),
+    ),
+}
+FIXTURE_WORKFLOWS.update(OPENWOP_SUITE_FIXTURES)
+
+
+# The agents of the conformance agent pack (conformance/fixtures.md §Agent Pack Install): their
+# system prompts and handoff schemas carry the suite's canaries, which no card or inventory entry
+# may ever show (SR-1). Installed by `manage.py conformance_profile apply`: the resolver and the
+# relay in the suite's tenant, the escalator in the second tenant only.
+CONFORMANCE_AGENT_PACK = "core.conformance.agent-pack"
+_PROMPT_CANARY = "OPENWOP-CONFORMANCE-CANARY-0202-PROMPT"
+_HANDOFF_CANARY = "OPENWOP-CONFORMANCE-CANARY-0202-HANDOFF"
+
+
+def _pack_agent(agent_id: str, persona: str, description: str, roster: list[str]) -> dict[str, Any]:
+    handoff = {
+        what: {"type": "object", "description": f"{_HANDOFF_CANARY} {what}", "additionalProperties": True}
+        for what in ("taskSchema", "returnSchema")
+    }
+    return {
+        "agent_id": f"{CONFORMANCE_AGENT_PACK}.{agent_id}",
+        "persona": persona,
+        "label": persona,
+        "description": description,
+        "pack_name": CONFORMANCE_AGENT_PACK,
+        "pack_version": "1.0.0",
+        "roster": roster,
+        "system_prompt": f"You are the {agent_id}. {_PROMPT_CANARY}",
+        "handoff_schemas": handoff,
+    }
+
+
+CONFORMANCE_PACK_AGENTS: dict[str, dict[str, Any]] = {
+    "resolver": _pack_agent(
+        "resolver", "Resolver", "Resolves a request by running the approval workflow.", ["conformance-approval"]
+    ),
+    "escalator": _pack_agent(
+        "escalator", "Escalator", "Escalates a request by running the approval workflow.", ["conformance-approval"]
+    ),
+    "relay": _pack_agent(
+        "relay",
+        "Relay",
+        "Relays a message to the configured peer, purpose label included.",
+        ["conformance-purpose-relay"],
+    ),
+}
+
+
 def _ask(node_id: str, question: str, properties: dict[str, Any]) -> dict[str, Any]:
     """An input node whose answer is a flat form (so MCP can ask it by form elicitation)."""
     return _node(

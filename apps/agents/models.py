@@ -83,6 +83,15 @@ class Agent(TenantOwnedModel):
     label = models.CharField(max_length=200, blank=True)
     description = models.TextField(blank=True)
     pack_version = models.CharField(max_length=64, default="1.0.0", help_text="The agent card's version.")
+    pack_name = models.CharField(
+        max_length=128, blank=True, db_default="", default="", help_text="The agent pack it was installed from."
+    )
+    # The pack's private material (SR-1: the system-prompt body and the resolved handoff schemas):
+    # kept for the agent, never served. The inventory says only whether handoff schemas exist.
+    system_prompt = models.TextField(blank=True, db_default="", default="", help_text="Never leaves the host.")
+    handoff_schemas = models.JSONField(
+        null=True, blank=True, default=None, help_text="{taskSchema, returnSchema}; never leaves the host."
+    )
     roster = models.JSONField(default=list, blank=True, help_text="Routed workflowIds, default first.")
     published = models.BooleanField(default=False, editable=False, help_text="Changed by the publish actions only.")
     degraded = models.JSONField(default=list, blank=True, help_text="Capability tiers this host does not satisfy.")

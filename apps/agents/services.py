@@ -110,6 +110,8 @@ def _agent_state(agent: Agent) -> dict[str, Any]:
         "label": agent.label,
         "description": agent.description,
         "packVersion": agent.pack_version,
+        "packName": agent.pack_name,
+        "hasHandoffSchemas": bool(agent.handoff_schemas),  # the schemas themselves stay private (SR-1)
         "roster": list(agent.roster),
         "published": agent.published,
         "degraded": list(agent.degraded),
@@ -142,6 +144,9 @@ def agent_create(
     published: bool = False,
     degraded: list[str] | None = None,
     memory_degraded: bool = False,
+    pack_name: str = "",
+    system_prompt: str = "",
+    handoff_schemas: dict[str, Any] | None = None,
 ) -> Agent:
     """Create an inventory entry (audited). Not durable, so seeding can run inside a caller's
     transaction; the row and its audit row commit together either way."""
@@ -161,12 +166,18 @@ def agent_create(
             published=published,
             degraded=list(degraded or []),
             memory_degraded=memory_degraded,
+            pack_name=pack_name,
+            system_prompt=system_prompt,
+            handoff_schemas=handoff_schemas,
         )
         _agent_audit(agent=agent, actor=actor, action=AgentChangeAction.CREATE, before=None)
     return agent
 
 
-AGENT_EDITABLE_FIELDS = ("persona", "label", "description", "pack_version", "roster", "degraded", "memory_degraded")
+AGENT_EDITABLE_FIELDS = (
+    "persona", "label", "description", "pack_version", "roster", "degraded", "memory_degraded",
+    "pack_name", "system_prompt", "handoff_schemas",
+)
 
 
 def agent_update(*, agent: Agent, actor: str, changes: dict[str, Any]) -> Agent:
@@ -180,9 +191,10 @@ def agent_update(*, agent: Agent, actor: str, changes: dict[str, Any]) -> Agent:
     with transaction.atomic(durable=True):
         locked = Agent.objects.for_tenant(agent.tenant_id).select_for_update().get(pk=agent.pk)
         before = _agent_state(locked)
+        private_before = (locked.system_prompt, locked.handoff_schemas)  # not in the audit row (SR-1)
         for field, value in changes.items():
             setattr(locked, field, value)
-        if _agent_state(locked) == before:
+        if _agent_state(locked) == before and (locked.system_prompt, locked.handoff_schemas) == private_before:
             return locked
         locked.save(update_fields=[*changes, "updated_at"])
         _agent_audit(agent=locked, actor=actor, action=AgentChangeAction.UPDATE, before=before)

@@ -25,7 +25,7 @@ Topics and the tables whose triggers empty them: `apikey` (sha256 of the raw key
 and of a verified access token -> Subject): tenants_apikey, tenants_tenant, oauth_trustedissuer,
 oauth_trustedissuer_allowed_tenants; `facet` (protocol -> Facet, and ("policy", tenant slug) -> the
 tenant's version policies): facets_facet, facets_versionpolicy; `card` (the public card document
-and per-agent cards, signed, and the JWKS): facets_facet, facets_versionpolicy, a2a_skillroute,
+and per-agent cards, signed, and the JWKS): facets_facet, facets_versionpolicy, a2a_skillroute, a2a_skillroutepin,
 agents_agent, agents_workflow, tenants_tenant, a2a_cardsigningkey,
 oauth_trustedissuer (the card's security schemes), oauth_trustedissuer_allowed_tenants. The readers are
 `tenants.selectors.subject_from_authorization_cached`, `facets.services.facet_cached`,

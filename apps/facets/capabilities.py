@@ -11,6 +11,7 @@ from apps.core.protocol import CONTRACT_VERSION
 from apps.facets import surfaces
 from apps.facets.models import Facet
 from apps.facets.services import facet_ensure
+from apps.runs.capabilities import stable_capability
 
 logger = logging.getLogger(__name__)
 
@@ -70,4 +71,15 @@ def mcp_capability() -> dict[str, Any] | None:
         record["serverMount"] = {"transports": transports}
     if surfaces.is_served(surfaces.MCP_FEATURE_PREFIX + "mrtr"):
         record["mrtr"] = {"maxRounds": facet.mrtr_max_rounds}
+    if surfaces.is_served(surfaces.MCP_CLIENT):
+        record["client"] = True  # host-services.md §mcp: ctx.mcp resolves to MCP results (RFC 0204)
     return record
+
+
+def purpose_propagation_capability() -> dict[str, Any] | None:
+    """`purposePropagation` (security-defaults.md §Onward hops): a received `permittedPurposes`
+    label is re-emitted on the onward hop that carries the same data, never widened, and `[]`
+    means no onward call. Advertised while a surface that honours it is served."""
+    if not surfaces.is_served(surfaces.PURPOSE_PROPAGATION):
+        return None
+    return stable_capability(propagatesOnward=True)

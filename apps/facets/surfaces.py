@@ -12,6 +12,8 @@ A2A_AGENT_CARDS = "a2a.agent-cards"
 MCP_STREAMABLE_HTTP = "mcp.streamable-http"
 MCP_STDIO = "mcp.stdio"
 MCP_FEATURE_PREFIX = "mcp.feature:"
+MCP_CLIENT = "mcp.client"  # the ctx.mcp host service: workflows call bound MCP servers (RFC 0204)
+PURPOSE_PROPAGATION = "purpose-propagation"  # labels re-emitted on onward hops (security-defaults.md)
 
 _served: set[str] = set()
 

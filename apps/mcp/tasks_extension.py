@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from apps.core.errors import Conflict, NotFound, ValidationFailed
+from apps.core.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from apps.core.ids import split_bound_id, unproject_id
 from apps.mcp.errors import invalid_params, missing_capability, unknown_task
 from apps.mcp.exchange import TASKS_EXTENSION, Exchange
@@ -65,7 +65,9 @@ def task_update(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
         # Resolved at most once; an answer the schema refuses leaves the task input_required. A
         # subset of a parallel node's keys is a partial answer: the task stays input_required
         # with the rest (SEP-2663).
-        with contextlib.suppress(Conflict, ValidationFailed):
+        # A caller the interrupt's approversList does not name resolves nothing (Forbidden), and
+        # is acknowledged like any answer that does not count (interrupt.md §Approver enforcement).
+        with contextlib.suppress(Conflict, ValidationFailed, Forbidden):
             interrupts_resolve(subject=exchange.subject, run_id=snapshot.run.run_id, resolutions=resolutions)
     return {"resultType": "complete", "_meta": server_meta()}
 

@@ -22,7 +22,7 @@ from mcp.shared.inbound import validate_mcp_param_headers
 
 from apps.agents.models import TaskSupport, Workflow
 from apps.agents.selectors import workflow_get_readable_cached, workflow_list_readable
-from apps.core.errors import Conflict, NotFound, OpenWopError, ValidationFailed
+from apps.core.errors import Conflict, Forbidden, NotFound, OpenWopError, ValidationFailed
 from apps.core.invalidation import TOPIC_CARD, acached
 from apps.facets.services import facet_ensure
 from apps.mcp.client_nodes import CLIENT_CAPABILITY_BY_KIND
@@ -282,8 +282,8 @@ def _call_continue(
                 records=lambda _run: request_state_redeem(subject=subject, state=state),
             )
             return state.run_id, state.round
-        except (Conflict, ValidationFailed):
-            pass  # resolved elsewhere first, or an answer the schema refuses: the run's state says which
+        except (Conflict, ValidationFailed, Forbidden):
+            pass  # resolved elsewhere first, a refused answer or answerer: the run's state says which
     request_state_redeem(subject=subject, state=state)
     return state.run_id, state.round
 

@@ -99,10 +99,16 @@ def peer_error_reason(error: dict[str, Any]) -> tuple[str | None, list[str]]:
     return reason, [v.strip() for v in supported if v.strip()]
 
 
-def _message(outbound: Outbound, *, text: str | None, data: Any) -> Message:
+def _message(
+    outbound: Outbound, *, text: str | None, data: Any, permitted_purposes: list[str] | None = None
+) -> Message:
     metadata = Struct()
     # interop.md §Trace context: the in-message carrier, which a receiver prefers.
-    metadata.update({"openwop": outbound.trace_fields()})
+    openwop: dict[str, Any] = dict(outbound.trace_fields())
+    if permitted_purposes is not None:
+        # security-defaults.md §Onward hops: the label the data came with goes on with it.
+        openwop["permittedPurposes"] = list(permitted_purposes)
+    metadata.update({"openwop": openwop})
     parts = []
     if data is not None:
         parts.append(Part(data=json_format.ParseDict(data, Value())))
@@ -112,7 +118,13 @@ def _message(outbound: Outbound, *, text: str | None, data: Any) -> Message:
 
 
 def a2a_call(
-    outbound: Outbound, *, requested: str | None, text: str | None, data: Any, probe: bool = False
+    outbound: Outbound,
+    *,
+    requested: str | None,
+    text: str | None,
+    data: Any,
+    probe: bool = False,
+    permitted_purposes: list[str] | None = None,
 ) -> dict[str, Any]:
     """One exchange; returns `{negotiatedVersion, peerDigest, result: {task}|{message}}`.
 
@@ -138,7 +150,8 @@ def a2a_call(
     card = card_holder.get("card")
     with probe_settled(outbound, agreement):
         endpoint = _jsonrpc_endpoint(card, agreement.decision.version)
-        request = SendMessageRequest(message=_message(outbound, text=text, data=data))
+        message = _message(outbound, text=text, data=data, permitted_purposes=permitted_purposes)
+        request = SendMessageRequest(message=message)
         result = _rpc(outbound, endpoint, agreement, "SendMessage", json_format.MessageToDict(request))
     if agreement.probing:  # the peer took a version we do not speak: its answer is not ours to read
         raise probe_not_refused(outbound, agreement)

@@ -12,7 +12,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from apps.core.admin_read_only import ReadOnlyAdminMixin
-from apps.peers.models import CardSignaturePolicy, PeerCredential
+from apps.peers.models import CardSignaturePolicy, PeerBinding, PeerCredential
 from apps.peers.services import peer_credential_set_card_signature_policy
 
 
@@ -56,3 +56,15 @@ class PeerCredentialAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.action(description="Card signatures: ignore", permissions=["change"])
     def ignore_card_signatures(self, request: HttpRequest, queryset: QuerySet[PeerCredential]) -> None:
         self._set_policy(request, queryset, CardSignaturePolicy.IGNORE)
+
+
+@admin.register(PeerBinding)
+class PeerBindingAdmin(admin.ModelAdmin):
+    """The names tenants' workflows call peers by (an MCP serverId, an A2A peer name): operators
+    point a name at another URL here without editing a workflow."""
+
+    list_display = ("binding_id", "protocol", "tenant", "url", "credential", "updated_at")
+    list_filter = ("protocol", "tenant")
+    search_fields = ("binding_id", "url")
+    list_select_related = ("tenant", "credential")
+    readonly_fields = ("created_at", "updated_at")

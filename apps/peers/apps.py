@@ -11,3 +11,7 @@ class PeersAppConfig(AppConfig):
         from apps.peers.seams import conformance_capability
 
         register_capability("conformance", conformance_capability)
+
+        from apps.facets import surfaces
+
+        surfaces.register_surface(surfaces.MCP_CLIENT)  # the mcp.client node kind: ctx.mcp (RFC 0204)

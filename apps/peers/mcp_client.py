@@ -177,3 +177,77 @@ def _next_round(
     if "requestState" in result:
         retry["requestState"] = result["requestState"]  # byte for byte; never inspected
     return retry
+
+
+# ---------------------------------------------------------------------------------------------
+# ctx.mcp (host-services.md §mcp, RFC 0204): what a workflow's `mcp.client` node asks of a bound
+# server. Each method resolves to the server's MCP result UNALTERED (content, structuredContent,
+# isError, _meta, nextCursor, cache hints): a tool error is a result, not a failure; one page is
+# one page, and the caller's cursor is forwarded as given.
+
+CTX_MCP_METHODS = ("callTool", "listTools", "readResource", "serverHealth")
+_REQUEST_OF = {"listTools": "tools/list", "readResource": "resources/read"}
+
+
+def mcp_ctx_call(
+    outbound: Outbound,
+    *,
+    method: str,
+    name: str | None = None,
+    arguments: dict[str, Any] | None = None,
+    cursor: str | None = None,
+    uri: str | None = None,
+) -> dict[str, Any]:
+    """`ctx.mcp.<method>` against the server `outbound` names. serverHealth never fails: it is
+    `{state: "reachable", discover}` when server/discover succeeded with a revision we negotiate,
+    else `{state: "unreachable", reason}` (reachability, never a session state)."""
+    discovered: dict[str, Any] = {}
+
+    def offers_of(candidate: str) -> list[str]:
+        document = _post(outbound, candidate, "server/discover", {"_meta": _meta(outbound, candidate, {})})
+        error = document.get("error")
+        if isinstance(error, dict):
+            data = _error_data(error)
+            if error.get("code") == UNSUPPORTED_PROTOCOL_VERSION and isinstance(data.get("supported"), list):
+                return [v for v in data["supported"] if isinstance(v, str)]
+            raise PeerFailure(PEER_ERROR, "The server refused server/discover.", {"code": error.get("code")})
+        try:
+            result = mcp_types.DiscoverResult.model_validate(document.get("result"))
+        except ValidationError:
+            raise PeerFailure(PEER_PROTOCOL_ERROR, "The server's DiscoverResult is not valid.") from None
+        discovered.clear()
+        discovered.update(document["result"])
+        return list(result.supported_versions)
+
+    if method == "serverHealth":
+        try:
+            negotiate(outbound, protocol="mcp", requested=None, offers_of=offers_of)
+        except PeerFailure as failure:
+            return {"state": "unreachable", "reason": failure.code}
+        return {"state": "reachable", "discover": dict(discovered)}
+    agreement = negotiate(outbound, protocol="mcp", requested=None, offers_of=offers_of)
+    if method == "callTool":
+        if not name:
+            raise PeerFailure("validation_error", "callTool needs the tool's name.", {"field": "name"})
+        return _call_tool(outbound, agreement, name, dict(arguments or {}), {}, None)
+    request = _REQUEST_OF.get(method)
+    if request is None:
+        raise PeerFailure("validation_error", f"ctx.mcp has no method {method!r}.", {"field": "method"})
+    params: dict[str, Any] = {"_meta": _meta(outbound, agreement.version, {})}
+    if method == "listTools" and cursor is not None:
+        params["cursor"] = cursor  # opaque: forwarded exactly as the caller got it
+    if method == "readResource":
+        if not uri:
+            raise PeerFailure("validation_error", "readResource needs the resource's uri.", {"field": "uri"})
+        params["uri"] = uri
+    # The Mcp-Name header names what the method acts on: a resource by its uri (as a tool by its name).
+    document = _post(outbound, agreement.version, request, params, name=uri if method == "readResource" else None)
+    error = document.get("error")
+    if isinstance(error, dict):
+        if error.get("code") == UNSUPPORTED_PROTOCOL_VERSION:
+            raise peer_refused_version(outbound, agreement.decision, _error_data(error).get("supported") or ())
+        raise PeerFailure(PEER_ERROR, f"The server refused {request}.", {"code": error.get("code")})
+    result = document.get("result")
+    if not isinstance(result, dict):
+        raise PeerFailure(PEER_PROTOCOL_ERROR, f"The server's {request} answer has no result.")
+    return result

@@ -6,6 +6,7 @@ the tenant registered for that destination, bound to the destination's origin, s
 
 from __future__ import annotations
 
+from django.core.validators import RegexValidator
 from django.db import models
 
 from apps.tenants.models import TenantOwnedModel
@@ -51,3 +52,42 @@ class PeerCredential(TenantOwnedModel):
 
     def __str__(self) -> str:
         return self.credential_id  # never the secret
+
+
+class PeerBindingProtocol(models.TextChoices):
+    A2A = "a2a", "A2A agent"
+    MCP = "mcp", "MCP server"
+
+
+class PeerBinding(TenantOwnedModel):
+    """A name a tenant's workflows use for one peer: `serverId` for the MCP client host service
+    (`ctx.mcp.<method>`, host-services.md §mcp), a peer name for the A2A relay. The workflow names
+    the binding, never the URL, so operators move a peer without editing a workflow; an unknown
+    name fails the node `not_found`. An optional registered credential goes with it (only to its
+    own origin, as every peer credential)."""
+
+    binding_id = models.CharField(
+        max_length=128,
+        validators=[RegexValidator(r"^[A-Za-z0-9._~:-]{1,128}$", "A binding id is 1-128 of [A-Za-z0-9._~:-].")],
+        help_text="The name workflows use (an MCP serverId, an A2A peer name).",
+    )
+    protocol = models.CharField(max_length=8, choices=PeerBindingProtocol.choices)
+    url = models.CharField(max_length=2048, help_text="The MCP endpoint, or the A2A agent (its base or card URL).")
+    credential = models.ForeignKey(
+        PeerCredential, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+        help_text="Presented to the peer when set (its origin must be the URL's).",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta(TenantOwnedModel.Meta):
+        ordering = ["protocol", "binding_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "protocol", "binding_id"], name="peer_binding_unique"),
+            models.CheckConstraint(
+                condition=models.Q(protocol__in=PeerBindingProtocol.values), name="peer_binding_protocol_known"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.protocol}:{self.binding_id}"

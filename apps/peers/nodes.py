@@ -10,15 +10,16 @@ never forwarded). That credential also says what the peer's agent card must prov
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from apps.core.errors import NotFound
 from apps.core.ids import split_bound_id
 from apps.peers.a2a_client import a2a_call
-from apps.peers.mcp_client import mcp_call
+from apps.peers.mcp_client import CTX_MCP_METHODS, mcp_call, mcp_ctx_call
 from apps.peers.outbound import CardTrust, Outbound, PeerCancelled, PeerFailure
 from apps.peers.seams import conformance_seams_on
-from apps.peers.selectors import peer_authorization, peer_credential_get, peer_origin_of
+from apps.peers.selectors import peer_authorization, peer_binding_get, peer_credential_get, peer_origin_of
 from apps.runs.models import Run
 from apps.runs.nodes import (
     CancelObserved,
@@ -179,3 +180,83 @@ class SeamMcpCallNode(McpCallNode):
     kind = "openwop-host.seam.mcp-call"
     probe = True
     config_schema: ClassVar[dict[str, Any]] = _seam_schema(McpCallNode.config_schema)
+
+
+def binding_outbound(ctx: NodeContext, protocol: str, binding_id: str) -> Outbound:
+    """The Outbound to the tenant's peer binding `binding_id`: its URL and its credential, if it
+    has one. An unknown binding fails the node `not_found` (host-services.md §mcp)."""
+    tenant_slug, _ = split_bound_id(ctx.run_id)
+    tenant_pk = Tenant.objects.filter(slug=tenant_slug).values_list("pk", flat=True).get()
+    try:
+        binding = peer_binding_get(tenant_pk=tenant_pk, protocol=protocol, binding_id=binding_id)
+    except NotFound:
+        details = {"bindingId": binding_id}
+        raise PeerFailure("not_found", f"No {protocol} peer is bound to {binding_id!r}.", details) from None
+    config: dict[str, Any] = {"url": binding.url}
+    if binding.credential is not None:
+        config["credentialId"] = binding.credential.credential_id
+    return _outbound(ctx, config)
+
+
+@register_node_kind
+class McpClientNode(NodeKind):
+    """`ctx.mcp.<method>` (host-services.md §mcp, RFC 0204): calls `method` (callTool, listTools,
+    readResource, serverHealth) on the MCP server bound to `serverId` and completes with
+    `outputs.result` = the server's result unaltered. Every config value may be a `{{input}}`
+    placeholder (the conformance fixture takes them all from the run's inputs, `defaults` filling
+    what they leave out); an absent method is serverHealth. An unknown serverId fails the node
+    `not_found`; a tool error is a result."""
+
+    kind = "mcp.client"
+    config_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "method": {"type": "string", "minLength": 1},
+            "serverId": {"type": "string", "minLength": 1, "maxLength": 128},
+            "name": {"type": "string"},
+            "arguments": {"type": ["object", "string"]},
+            "cursor": {"type": "string"},
+            "uri": {"type": "string"},
+            "timeoutMs": {"type": "integer", "minimum": 100, "maximum": 300_000},
+            # Values for members whose placeholder the run's inputs left empty (a fixture's defaults).
+            "defaults": {
+                "type": "object",
+                "properties": {"method": {"type": "string"}, "serverId": {"type": "string"}},
+                "additionalProperties": False,
+            },
+        },
+        "required": ["serverId"],
+        "additionalProperties": False,
+    }
+
+    def execute(self, ctx: NodeContext) -> NodeResult:
+        config = render_config(dict(ctx.config), ctx.inputs)
+        for member, value in (ctx.config.get("defaults") or {}).items():
+            if config.get(member) in (None, ""):
+                config[member] = value
+        method = config.get("method") or "serverHealth"
+        server_id = config.get("serverId")
+        if method not in CTX_MCP_METHODS:
+            message = f"ctx.mcp has no method {method!r}."
+            return Failed(code="validation_error", message=message, details={"field": "method"})
+        if not isinstance(server_id, str) or not server_id:
+            message = "serverId names a bound MCP server."
+            return Failed(code="validation_error", message=message, details={"field": "serverId"})
+        arguments = config.get("arguments")
+        try:
+            outbound = binding_outbound(ctx, "mcp", server_id)
+            if isinstance(config.get("timeoutMs"), int):
+                outbound = replace(outbound, timeout_seconds=config["timeoutMs"] / 1000)
+            result = mcp_ctx_call(
+                outbound,
+                method=method,
+                name=_optional_str(config.get("name")),
+                arguments=arguments if isinstance(arguments, dict) else None,
+                cursor=_optional_str(config.get("cursor")),
+                uri=_optional_str(config.get("uri")),
+            )
+        except PeerCancelled:
+            return CancelObserved()
+        except PeerFailure as failure:
+            return Failed(code=failure.code, message=failure.message, details=failure.details or None)
+        return Completed(outputs={"result": result})

@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 from apps.core.errors import NotFound
 from apps.core.sealing import unseal
-from apps.peers.models import PeerCredential
+from apps.peers.models import PeerBinding, PeerCredential
 from apps.tenants.models import Tenant
 
 # apps.core.sealing: peer credentials have their own purpose, so no other sealed value opens as one.
@@ -62,3 +62,20 @@ def peer_credential_doc(credential: PeerCredential) -> dict[str, Any]:
 def peer_authorization(credential: PeerCredential) -> str:
     """The `Authorization` value to present: opened only at the moment of sending."""
     return f"{credential.scheme} {unseal(credential.secret_sealed, purpose=PEER_CREDENTIALS)}"
+
+
+NO_SUCH_BINDING = "No such peer binding."
+
+
+def peer_binding_get(*, tenant_pk: int, protocol: str, binding_id: str) -> PeerBinding:
+    """The tenant's binding of that name for that protocol; NotFound otherwise (another tenant's
+    binding of the same name is simply not there)."""
+    binding = (
+        PeerBinding.objects.for_tenant(tenant_pk)
+        .select_related("credential")
+        .filter(protocol=protocol, binding_id=binding_id)
+        .first()
+    )
+    if binding is None:
+        raise NotFound(NO_SUCH_BINDING, details={"bindingId": binding_id})
+    return binding

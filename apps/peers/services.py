@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.db import transaction
 
@@ -13,12 +14,13 @@ from apps.core.errors import ValidationFailed
 from apps.core.ids import mint_opaque
 from apps.core.sealing import seal
 from apps.peers.card_signatures import pinned_card_key_parse
-from apps.peers.models import CardSignaturePolicy, PeerCredential
+from apps.peers.models import CardSignaturePolicy, PeerBinding, PeerBindingProtocol, PeerCredential
 from apps.peers.selectors import PEER_CREDENTIALS, peer_credential_get, peer_origin_of
 from apps.tenants.models import Tenant
 from apps.tenants.subject import Subject
 
 MAX_SECRET_LENGTH = 4096
+_BINDING_ID_RE = re.compile(r"^[A-Za-z0-9._~:-]{1,128}$")
 _SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]{0,31}$")  # an RFC 9110 token
 
 
@@ -106,3 +108,35 @@ def peer_credential_set_card_signature_policy(*, credential_pk: int, policy: str
 def peer_credential_delete(*, subject: Subject, credential_id: str) -> None:
     with transaction.atomic(durable=True):
         peer_credential_get(tenant_slug=subject.tenant, credential_id=credential_id).delete()
+
+
+def peer_binding_set(
+    *, tenant: Tenant, protocol: str, binding_id: str, url: str, credential_id: str | None = None
+) -> PeerBinding:
+    """Create or repoint the tenant's binding `binding_id` (idempotent: the same URL changes
+    nothing). The URL must be http(s); the egress guard judges its addresses at every call, as for
+    any peer, so a binding never widens what the host may reach. Not durable: a caller may set
+    several bindings in one transaction."""
+    if protocol not in PeerBindingProtocol.values:
+        raise ValidationFailed("protocol must be a2a or mcp.", details={"field": "protocol"})
+    if not _BINDING_ID_RE.match(binding_id):
+        raise ValidationFailed("A binding id is 1-128 of [A-Za-z0-9._~:-].", details={"field": "bindingId"})
+    if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname:
+        raise ValidationFailed("A peer binding's URL is an http(s) URL.", details={"field": "url"})
+    with transaction.atomic():
+        credential = None
+        if credential_id is not None:
+            credential = peer_credential_get(tenant_slug=tenant.slug, credential_id=credential_id)
+        binding, created = PeerBinding.objects.for_tenant(tenant).get_or_create(
+            protocol=protocol, binding_id=binding_id, defaults={"tenant": tenant, "url": url, "credential": credential}
+        )
+        if not created and (binding.url, binding.credential_id) != (url, getattr(credential, "pk", None)):
+            binding.url, binding.credential = url, credential
+            binding.save(update_fields=["url", "credential", "updated_at"])
+    return binding
+
+
+def peer_binding_delete(*, tenant: Tenant, protocol: str, binding_id: str) -> bool:
+    """Remove the binding; False when there was none."""
+    deleted, _ = PeerBinding.objects.for_tenant(tenant).filter(protocol=protocol, binding_id=binding_id).delete()
+    return deleted > 0

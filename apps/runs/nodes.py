@@ -332,21 +332,22 @@ class ApprovalNode(NodeKind):
             "title": {"type": "string", "minLength": 1},
             "artifactType": {"type": "string", "minLength": 1},
             "onReject": {"enum": ["fail", "continue"]},
+            # interrupt.md §Approver enforcement: only these principals may resolve; empty = anyone.
+            "approversList": {"type": "array", "items": {"type": "string", "minLength": 1}, "maxItems": 100},
         }
     )
 
     def execute(self, ctx: NodeContext) -> NodeResult:
         if not ctx.resolved:
-            return Suspended(
-                kind=InterruptKind.APPROVAL,
-                data={
-                    "artifactId": ctx.node_id,
-                    "artifactType": ctx.config.get("artifactType", "run"),
-                    "title": ctx.config.get("title", "Approve this run?"),
-                    "actions": ["accept", "reject"],
-                },
-                resume_schema=APPROVAL_RESUME_SCHEMA,
-            )
+            data = {
+                "artifactId": ctx.node_id,
+                "artifactType": ctx.config.get("artifactType", "run"),
+                "title": ctx.config.get("title", "Approve this run?"),
+                "actions": ["accept", "reject"],
+            }
+            if ctx.config.get("approversList"):
+                data["approversList"] = list(ctx.config["approversList"])
+            return Suspended(kind=InterruptKind.APPROVAL, data=data, resume_schema=APPROVAL_RESUME_SCHEMA)
         action = ctx.resume_value["action"]
         outputs: dict[str, Any] = {"approved": action == "accept", "action": action}
         if "comment" in ctx.resume_value:

@@ -26,6 +26,7 @@ from apps.agents.selectors import workflow_get
 from apps.core import tracing
 from apps.core.errors import Conflict, NotFound, ValidationFailed
 from apps.core.ids import mint_bound_id
+from apps.runs.approvers import approver_check
 from apps.runs.idempotency import (
     IdempotencyClaim,
     IdempotentReplay,
@@ -380,6 +381,7 @@ def interrupts_resolve(
                 details={"runStatus": run.status},
             )
         for node_id, resume_value in resolutions.items():
+            approver_check(subject=subject, payload=found[node_id].payload)  # before any answer counts
             _resume_value_check(interrupt=found[node_id], resume_value=resume_value)
         now = timezone.now()
         draft = Draft(run)

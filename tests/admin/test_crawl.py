@@ -25,15 +25,16 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.a2a.models import SkillRoute, TaskMessage
-from apps.a2a.services import card_key_activate, card_key_generate
+from apps.a2a.services import card_key_activate, card_key_generate, skill_route_pin
 from apps.agents.services import agent_create, agent_publish, prompt_create, workflow_fixtures_seed
+from apps.conformance.models import ProfileChange
 from apps.console.services import membership_create, sign_in_refusal_record
 from apps.core import egress
 from apps.facets.negotiation import negotiation_decide
 from apps.facets.services import facet_ensure, facet_refresh, facet_update, version_policy_set
 from apps.oauth.documents import IssuerDocuments
 from apps.oauth.services import issuer_add
-from apps.peers.services import peer_credential_create
+from apps.peers.services import peer_binding_set, peer_credential_create
 from apps.push.models import Delivery, DeliveryAttempt, DeliveryStatus
 from apps.push.services import push_config_create, webhook_register
 from apps.retention.services import retention_set
@@ -79,6 +80,9 @@ def world(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     card_key_activate(key_pk=card_key_generate(algorithm="EdDSA", actor="test").pk, actor="test")
     negotiation_decide(protocol="a2a", requested="1.0", peer_origin="https://peer.example", subject=subject)
     SkillRoute.objects.create(workflow_id="conformance-noop", name="Noop", description="Does nothing")
+    skill_route_pin(workflow_id="conformance-noop", actor="test")  # the routing choice and its audit row
+    peer_binding_set(tenant=tenant, protocol="mcp", binding_id="tools", url="https://mcp.example/mcp")
+    ProfileChange.objects.create(actor="test", action="apply", tenant="acme", tenant_b="globex")  # audit test data
     failed = run_create(subject=subject, workflow_id="conformance-failure", inputs={}, transport="rest")
     run_advance(run_id=failed.run_id, worker="crawl")
     waiting = run_create(subject=subject, workflow_id="conformance-approval", inputs={}, transport="rest")

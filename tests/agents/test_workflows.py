@@ -11,6 +11,7 @@ from apps.agents.fixtures import (
     MCP_CONFORMANCE_FIXTURES,
     MCP_CONTENT_FIXTURES,
     MCP_STREAM_FIXTURES,
+    OPENWOP_SUITE_FIXTURES,
 )
 from apps.agents.models import Workflow
 from apps.agents.services import workflow_create, workflow_fixtures_seed
@@ -33,6 +34,7 @@ FIXTURE_IDS = sorted([
     *MCP_CONFORMANCE_FIXTURES,  # the tools the MCP conformance suite calls by name
     *MCP_CONTENT_FIXTURES,  # conformance-artifact and the suite's rich-content tools
     *MCP_STREAM_FIXTURES,  # the suite's logging and progress tools
+    *OPENWOP_SUITE_FIXTURES,  # the rest of the OpenWOP conformance suite's fixture contract
 ])
 
 

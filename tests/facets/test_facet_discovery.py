@@ -25,6 +25,8 @@ def _schema(name: str) -> dict:  # type: ignore[type-arg]
     schema = json.loads((FACETS / f"{name}.schema.json").read_text())
     if name == "a2a":  # interop.md §Per-agent cards: newer than the vendored copy
         schema["properties"]["agentCards"] = {"const": True}
+    if name == "mcp":  # RFC 0204 §A.1 (host-services.md §mcp, ctx.mcp): newer than the vendored copy
+        schema["properties"]["client"] = {"type": "boolean"}
     schema["additionalProperties"] = False
     return schema
 
