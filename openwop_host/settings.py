@@ -278,6 +278,9 @@ if min(OPENWOP_RETENTION_RUNS_DAYS, OPENWOP_RETENTION_RECORDS_DAYS, OPENWOP_RETE
 # s3://bucket/prefix (S3-compatible servers via AWS_ENDPOINT_URL and the usual AWS_* variables).
 # Empty: no archive, and records expire without an export.
 OPENWOP_ARCHIVE_URL = env.str("OPENWOP_ARCHIVE_URL", default="")
+# Each Celery worker process writes a heartbeat row this often (apps/core/heartbeats.py); /readyz
+# says "no live worker" when none consuming the runs' queue wrote within three periods. 0: off.
+OPENWOP_WORKER_HEARTBEAT_SECONDS = env.float("OPENWOP_WORKER_HEARTBEAT_SECONDS", default=10.0)
 # Run executor lease (apps/runs/engine.py): a dead worker's runs resume about this long after it died.
 OPENWOP_RUN_LEASE_SECONDS = env.float("OPENWOP_RUN_LEASE_SECONDS", default=10.0)
 # Inline advance (apps/runs/engine.py run_advance_inline): a door that waits for a run's answer
