@@ -349,6 +349,9 @@ SPECTACULAR_SETTINGS = {
 # 0 turns a limit off. Discovery shows them under extensions."openwop-host.limits": the spec's
 # `limits` family has no field for any of them.
 OPENWOP_MAX_BODY_BYTES = env.int("OPENWOP_MAX_BODY_BYTES", default=1024 * 1024)
+# A request's body must have arrived this many seconds after its headers, or it is refused (408,
+# in the door's wire) and its connection closed (apps/core/read_deadline.py). 0: no deadline.
+OPENWOP_BODY_READ_TIMEOUT_SECONDS = env.float("OPENWOP_BODY_READ_TIMEOUT_SECONDS", default=30.0)
 OPENWOP_MAX_JSON_DEPTH = env.int("OPENWOP_MAX_JSON_DEPTH", default=64)
 OPENWOP_RATE_LIMIT_REQUESTS = env.int("OPENWOP_RATE_LIMIT_REQUESTS", default=1200)
 OPENWOP_RATE_LIMIT_WINDOW_SECONDS = env.int("OPENWOP_RATE_LIMIT_WINDOW_SECONDS", default=60)
