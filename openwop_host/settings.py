@@ -130,7 +130,7 @@ MIDDLEWARE = [
     "apps.core.middleware.StaticFilesMiddleware",  # WhiteNoise, async-capable
     "apps.core.middleware.ProtocolEnvelopeMiddleware",
     "apps.core.request_limits.RequestLimitsMiddleware",
-    "apps.core.overload.DatabaseUnavailableMiddleware",  # the console's and admin's 503 (no door renderer)
+    "apps.core.unavailable.DatabaseUnavailableMiddleware",  # the console's and admin's 503 (no door renderer)
     "apps.core.middleware.SessionMiddleware",  # these three and CSRF: cookie pages only
     "django.middleware.common.CommonMiddleware",
     "apps.core.middleware.BearerApiCsrfMiddleware",

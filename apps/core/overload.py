@@ -5,7 +5,7 @@ new connection can be opened (the server is down, restarting, or has no slot lef
 connection a request held is lost (the server was killed or restarted under it), the request failed
 because the host cannot reach its database right now, not because anything is wrong with the
 request: the answer is 503 with Retry-After in the door's own wire (apps/core/request_limits.py
-renders it, for every door; `DatabaseUnavailableMiddleware` below for Django's pages), never a 500.
+renders it, for every door; apps/core/unavailable.py for Django's pages), never a 500.
 
 The decision is by the driver's error class and SQLSTATE, never by message text (which changes
 between psycopg and libpq releases): psycopg raises OperationalError without a SQLSTATE only when
@@ -15,14 +15,7 @@ with a SQLSTATE of its own.
 
 from __future__ import annotations
 
-import logging
-
 import psycopg
-from django.http import HttpRequest, HttpResponse, HttpResponseBase
-
-from apps.core.hybrid_middleware import HybridMiddleware
-
-logger = logging.getLogger(__name__)
 
 # A hint: one second is about how long the pool's queue takes to move at the load that filled it,
 # and how long `make run`'s supervisor takes to start a killed embedded server again.
@@ -61,33 +54,3 @@ def is_overload(exc: BaseException) -> bool:
             return True
         current = current.__cause__ or current.__context__
     return False
-
-
-UNAVAILABLE_PAGE = (
-    "<!doctype html><title>Unavailable</title><h1>Unavailable</h1>"
-    "<p>The host cannot reach its database right now. Retry in a moment.</p>"
-)
-
-
-class DatabaseUnavailableMiddleware(HybridMiddleware):
-    """Django's pages without a door renderer of their own (the console, the admin): a view that
-    could not reach the database answers 503 with Retry-After, not the 500 page (or, under DEBUG,
-    the traceback page). Paths that have a renderer are RequestLimitsMiddleware's to answer."""
-
-    def _scall(self, request: HttpRequest) -> HttpResponseBase:
-        return self.sync_next(request)
-
-    async def _acall(self, request: HttpRequest) -> HttpResponseBase:
-        return await self.async_next(request)
-
-    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponseBase | None:
-        from apps.core.request_limits import renderer_for
-
-        if renderer_for(request.path) is not None or not is_overload(exception):
-            return None
-        logger.warning("database unreachable: %s %s answered 503 (%s)", request.method, request.path,
-                       type(exception).__name__)  # fmt: skip
-        response = HttpResponse(UNAVAILABLE_PAGE, status=503, content_type="text/html; charset=utf-8")
-        response["Retry-After"] = str(OVERLOAD_RETRY_AFTER_SECONDS)
-        response["Cache-Control"] = "no-store"
-        return response
