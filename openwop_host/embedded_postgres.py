@@ -421,11 +421,17 @@ def _ensure_running(pgdata: Path) -> Server:
     running = _postmaster(pgdata)
     if running is not None:
         pid, socket_dir, _ = running
-        if not _hba_is_ours(pgdata) or socket_dir != socket_dir_for(pgdata):
+        if not _hba_is_ours(pgdata):
             raise EmbeddedPostgresRefused(
                 f"a server started by an earlier release is running on {pgdata} (pid {pid}, socket in "
                 f"{socket_dir}); stop that host first (Ctrl-C its make run, or wait for its last process), "
                 "then start again: this start converts it to password authentication."
+            )
+        if socket_dir != socket_dir_for(pgdata):
+            raise EmbeddedPostgresRefused(
+                f"the server running on {pgdata} (pid {pid}) has its socket in {socket_dir}, not in "
+                f"{socket_dir_for(pgdata)} where this process looks (was TMPDIR changed?): start every process "
+                "of the host with the same TMPDIR, or stop the host and start it again."
             )
         _wait_ready(pgdata, pid)
         return Server(pgdata, socket_dir, PORT, _password(pgdata), pid)
