@@ -537,7 +537,11 @@ def _stop(pgdata: Path) -> None:
             if not _alive(pid):
                 break
     socket_dir = socket_dir_for(pgdata)
-    if socket_dir != pgdata:
+    if socket_dir != pgdata and _postmaster(pgdata) is None:
+        # A killed server leaves its socket and lock files; the folder is ours to remove with them.
+        for name in (SOCKET_NAME, f"{SOCKET_NAME}.lock"):
+            with contextlib.suppress(FileNotFoundError):
+                (socket_dir / name).unlink()
         with contextlib.suppress(OSError):
             socket_dir.rmdir()
 

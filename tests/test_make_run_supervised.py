@@ -247,5 +247,7 @@ def test_make_run_keeps_secrets_private_watches_its_processes_and_answers_503_wi
         log.close()
         pid_file = clone / "var/pg/postmaster.pid"
         if pid_file.exists():  # the server lives in a session of its own: stop it if the test failed
-            with contextlib.suppress(ValueError, ProcessLookupError, OSError):
-                os.kill(int(pid_file.read_text().split()[0]), signal.SIGKILL)
+            with contextlib.suppress(ValueError, IndexError, ProcessLookupError, OSError):
+                lines = pid_file.read_text().splitlines()
+                os.kill(int(lines[0]), signal.SIGKILL)
+                subprocess.run(["rm", "-rf", lines[4]], check=False)  # its private socket folder
