@@ -34,6 +34,11 @@ debug-loopback-guard:
 	      "(127.0.0.1, localhost, ::1). To serve a network, run it with DJANGO_DEBUG=0 and a DJANGO_SECRET_KEY." >&2; \
 	    exit 2; };; esac
 
+# One `make run` per checkout (openwop_host/supervise.py holds var/run.lock): refused before setup.
+.PHONY: run-lock-guard
+run-lock-guard:
+	@! test -x $(BIN)/python || $(BIN)/python -m openwop_host.supervise --check
+
 # A development .env (git-ignored, read by settings): DEBUG on and a secret generated once, kept
 # across restarts, so commands pasted in another shell (`.venv/bin/python manage.py ...`) work too.
 .env: | $(STAMP)
@@ -44,12 +49,13 @@ debug-loopback-guard:
 
 # Zero setup: an embedded PostgreSQL under var/pg (unless DATABASE_URL is set), filesystem Celery
 # broker under var/, in-memory channel layer.
+# umask 077: what these write under var/ (the demo key, broker messages) is this user's only.
 setup: install .env
-	$(BIN)/python manage.py migrate --noinput -v 0
-	$(BIN)/python manage.py seed_demo
-	@test -s var/demo-api-key || $(BIN)/python manage.py create_api_key --tenant demo --label "make run demo key" > var/demo-api-key
+	umask 077 && $(BIN)/python manage.py migrate --noinput -v 0
+	umask 077 && $(BIN)/python manage.py seed_demo
+	@umask 077 && { test -s var/demo-api-key || $(BIN)/python manage.py create_api_key --tenant demo --label "make run demo key" > var/demo-api-key; } && chmod 600 var/demo-api-key
 	@# The development host signs its agent cards (a host SHOULD); a key already active is kept.
-	@$(BIN)/python manage.py card_key generate --algorithm EdDSA --activate --if-none-active --actor "make setup" > /dev/null
+	@umask 077 && $(BIN)/python manage.py card_key generate --algorithm EdDSA --activate --if-none-active --actor "make setup" > /dev/null
 
 # Cards and facets advertise where this host listens (issue 32): OPENWOP_PUBLIC_URL from HOST and
 # PORT unless the environment (or the make command line) sets it; the card's gRPC URL is its host
@@ -57,7 +63,7 @@ setup: install .env
 run: export OPENWOP_PUBLIC_URL ?= http://$(URL_HOST):$(PORT)
 run: export OPENWOP_GRPC_ENABLED = 1
 run: export OPENWOP_GRPC_PORT = $(GRPC_PORT)
-run: debug-loopback-guard setup
+run: debug-loopback-guard run-lock-guard setup
 	@echo ""
 	@echo "openwop-host is starting on http://$(URL_HOST):$(PORT)"
 	@echo "  advertised  $(OPENWOP_PUBLIC_URL)  (cards, facets: OPENWOP_PUBLIC_URL)"
@@ -72,15 +78,15 @@ run: debug-loopback-guard setup
 	@echo "  beat        periodic jobs: facet refresh, stuck-run sweeper, scheduled floors (log var/beat.log)"
 	@echo "  database    $(if $(DATABASE_URL),PostgreSQL of DATABASE_URL,embedded PostgreSQL under var/pg (make psql; set DATABASE_URL for your own))"
 	@echo "  redis       $(if $(REDIS_URL),REDIS_URL,none: in-process channel layer and counters$(,) filesystem broker under var/)"
+	@echo "  watched     a child or the embedded PostgreSQL that dies is started again; one make run per checkout (var/run.lock)"
 	@echo ""
-	@$(BIN)/celery -A openwop_host worker --pool threads --concurrency 16 --loglevel info > var/worker.log 2>&1 & \
-	  worker=$$!; \
-	  $(BIN)/celery -A openwop_host beat --schedule var/celerybeat-schedule --loglevel info > var/beat.log 2>&1 & \
-	  beat=$$!; \
-	  $(BIN)/python manage.py grpc_serve --bind $(HOST) --port $(GRPC_PORT) > var/grpc.log 2>&1 & \
-	  grpc=$$!; trap 'kill $$worker $$beat $$grpc 2>/dev/null' EXIT INT TERM; \
-	  $(BIN)/uvicorn openwop_host.asgi:application --host $(HOST) --port $(PORT) \
-	    --loop uvloop --http httptools --lifespan off --no-proxy-headers
+	@# openwop_host/supervise.py: starts these (NAME LOG COMMAND), restarts the ones that die, stops them all on Ctrl-C.
+	@$(BIN)/python -m openwop_host.supervise \
+	  --child "worker var/worker.log $(BIN)/celery -A openwop_host worker --pool threads --concurrency 16 --loglevel info" \
+	  --child "beat var/beat.log $(BIN)/celery -A openwop_host beat --schedule var/celerybeat-schedule --loglevel info" \
+	  --child "grpc var/grpc.log $(BIN)/python manage.py grpc_serve --bind $(HOST) --port $(GRPC_PORT)" \
+	  --child "web - $(BIN)/uvicorn openwop_host.asgi:application --host $(HOST) --port $(PORT) \
+	    --loop uvloop --http httptools --lifespan off --no-proxy-headers"
 
 # On the PostgreSQL of DATABASE_URL, else on a throwaway embedded PostgreSQL (a temporary folder,
 # stopped and deleted after the run); on Redis when REDIS_URL is set.

@@ -125,12 +125,11 @@ def _settle() -> None:
     fell to 90 req/s with PostgreSQL at 89 % of a core (results/s10-quick-stale-stats.md)."""
     _analyze(DATABASE_URL)
     _analyze(PEER_DATABASE_URL)
-    pid_file = DEFAULT_VAR.joinpath("pg", "postmaster.pid")
-    if pid_file.exists():  # the make-run host's embedded server: its socket folder and port
-        from openwop_host.embedded_postgres import database_url
+    from openwop_host.embedded_postgres import running_database_url
 
-        lines = pid_file.read_text().splitlines()
-        _analyze(database_url(lines[4], int(lines[3])))
+    default_url = running_database_url(DEFAULT_VAR / "pg")  # the make-run host's embedded server, with its password
+    if default_url is not None:
+        _analyze(default_url)
 
 
 def _analyze(url: str) -> None:

@@ -20,11 +20,13 @@ tracing_configure("web")  # OpenTelemetry only when OTEL_EXPORTER_OTLP_ENDPOINT 
 from channels.routing import ProtocolTypeRouter  # noqa: E402 - Django must be set up first
 from django.conf import settings  # noqa: E402
 
+from apps.core.read_deadline import body_read_deadline  # noqa: E402
 from apps.doors.asgi import doors_application  # noqa: E402
 from openwop_host import gc_policy  # noqa: E402
 from openwop_host.loopback_only import loopback_only  # noqa: E402
 
-_http = doors_application(django_asgi_app)
+# Every HTTP request's body is due within OPENWOP_BODY_READ_TIMEOUT_SECONDS (apps/core/read_deadline.py).
+_http = body_read_deadline(doors_application(django_asgi_app))
 # A development host (DEBUG) answers loopback callers only (issue 33 item 7; loopback_only.py).
 application = ProtocolTypeRouter({"http": loopback_only(_http) if settings.DEBUG else _http})
 

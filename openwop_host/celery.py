@@ -13,6 +13,8 @@ app = Celery("openwop_host")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
+from openwop_host import worker_heartbeat  # noqa: E402, F401 - its signal handlers: readiness sees live workers
+
 
 @worker_init.connect
 def _tracing(**_: object) -> None:

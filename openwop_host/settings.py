@@ -16,6 +16,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
+from apps.core.file_modes import private_folder
 from openwop_host.loopback_only import is_loopback_host_name
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -29,7 +30,11 @@ if _env_file.is_file():
     environ.Env.read_env(_env_file, overwrite=False)
 
 VAR_DIR = Path(environ.Env().str("OPENWOP_VAR_DIR", default=str(BASE_DIR / "var")))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
+# 0700: what the host keeps there (the embedded PostgreSQL and its password, the demo key, the
+# broker's messages, logs) is for this user only (SECURITY.md §Files on disk; apps/core/file_modes.py).
+private_folder(VAR_DIR)
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # every process's samples (apps/core/metrics.py): 0700 too
+    private_folder(Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]))
 
 env = environ.Env()
 
@@ -126,6 +131,7 @@ MIDDLEWARE = [
     "apps.core.middleware.StaticFilesMiddleware",  # WhiteNoise, async-capable
     "apps.core.middleware.ProtocolEnvelopeMiddleware",
     "apps.core.request_limits.RequestLimitsMiddleware",
+    "apps.core.unavailable.DatabaseUnavailableMiddleware",  # the console's and admin's 503 (no door renderer)
     "apps.core.middleware.SessionMiddleware",  # these three and CSRF: cookie pages only
     "django.middleware.common.CommonMiddleware",
     "apps.core.middleware.BearerApiCsrfMiddleware",
@@ -167,9 +173,12 @@ if not OPENWOP_DATABASE_EMBEDDED:
     # A unix socket's folder as the URL's host, percent-encoded as libpq writes it (postgres://u@%2Frun%2Fpg/db).
     DATABASES["default"]["HOST"] = unquote(str(DATABASES["default"].get("HOST") or ""))
 else:
-    from openwop_host.embedded_postgres import embedded_database
+    from openwop_host.embedded_postgres import EmbeddedPostgresRefused, embedded_database
 
-    DATABASES = {"default": embedded_database(VAR_DIR / "pg")}
+    try:
+        DATABASES = {"default": embedded_database(VAR_DIR / "pg")}
+    except EmbeddedPostgresRefused as refused:  # it says why, and what to set instead
+        raise ImproperlyConfigured(f"embedded PostgreSQL: {refused}") from None
     # Several test runs may share this server (a second shell, two checkouts' helpers): one test
     # database per run, as xdist shares its run uid across workers and suffixes each worker's.
     _test_run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")[:12] or str(os.getpid())
@@ -222,7 +231,7 @@ _celery_fs_dir = VAR_DIR / "celery-broker"
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL or "filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
     for sub in ("in", "processed", "control"):
-        (_celery_fs_dir / sub).mkdir(parents=True, exist_ok=True)
+        private_folder(_celery_fs_dir / sub, root=VAR_DIR)  # messages carry tenants' ids: 0700
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_celery_fs_dir / "in"),
         "data_folder_out": str(_celery_fs_dir / "in"),
@@ -270,6 +279,9 @@ if min(OPENWOP_RETENTION_RUNS_DAYS, OPENWOP_RETENTION_RECORDS_DAYS, OPENWOP_RETE
 # s3://bucket/prefix (S3-compatible servers via AWS_ENDPOINT_URL and the usual AWS_* variables).
 # Empty: no archive, and records expire without an export.
 OPENWOP_ARCHIVE_URL = env.str("OPENWOP_ARCHIVE_URL", default="")
+# Each Celery worker process writes a heartbeat row this often (apps/core/heartbeats.py); /readyz
+# says "no live worker" when none consuming the runs' queue wrote within three periods. 0: off.
+OPENWOP_WORKER_HEARTBEAT_SECONDS = env.float("OPENWOP_WORKER_HEARTBEAT_SECONDS", default=10.0)
 # Run executor lease (apps/runs/engine.py): a dead worker's runs resume about this long after it died.
 OPENWOP_RUN_LEASE_SECONDS = env.float("OPENWOP_RUN_LEASE_SECONDS", default=10.0)
 # Inline advance (apps/runs/engine.py run_advance_inline): a door that waits for a run's answer
@@ -338,6 +350,9 @@ SPECTACULAR_SETTINGS = {
 # 0 turns a limit off. Discovery shows them under extensions."openwop-host.limits": the spec's
 # `limits` family has no field for any of them.
 OPENWOP_MAX_BODY_BYTES = env.int("OPENWOP_MAX_BODY_BYTES", default=1024 * 1024)
+# A request's body must have arrived this many seconds after its headers, or it is refused (408,
+# in the door's wire) and its connection closed (apps/core/read_deadline.py). 0: no deadline.
+OPENWOP_BODY_READ_TIMEOUT_SECONDS = env.float("OPENWOP_BODY_READ_TIMEOUT_SECONDS", default=30.0)
 OPENWOP_MAX_JSON_DEPTH = env.int("OPENWOP_MAX_JSON_DEPTH", default=64)
 OPENWOP_RATE_LIMIT_REQUESTS = env.int("OPENWOP_RATE_LIMIT_REQUESTS", default=1200)
 OPENWOP_RATE_LIMIT_WINDOW_SECONDS = env.int("OPENWOP_RATE_LIMIT_WINDOW_SECONDS", default=60)

@@ -101,9 +101,8 @@ def django_db_setup(django_db_setup):  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def embedded_tmp() -> Iterator[Path]:
-    """A temporary folder for a process that runs the embedded PostgreSQL (no DATABASE_URL). Not
-    under pytest's own temporary root: run as root, the server runs as a user of its own that must
-    traverse the folder's parents, and every pytest session resets its root to mode 0700."""
+    """A temporary folder for a process that runs the embedded PostgreSQL (no DATABASE_URL), with a
+    short path (pytest's own root is deep, and a unix socket's path is short)."""
     folder = Path(tempfile.mkdtemp(prefix="openwop-t-"))
     yield folder
     shutil.rmtree(folder, ignore_errors=True)

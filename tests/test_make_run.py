@@ -1,7 +1,8 @@
 """Issue 32 items 4, 5 and 7: the host `make run` starts, as a newcomer starts it.
 
-- The run recipe's plan (`make -n run`) starts a Celery beat beside the worker, kills it with the
-  rest, and advertises the origin derived from HOST and PORT unless OPENWOP_PUBLIC_URL is set.
+- The run recipe's plan (`make -n run`) starts a Celery beat beside the worker, all through the
+  supervisor (which stops it with the rest), and advertises the origin derived from HOST and PORT
+  unless OPENWOP_PUBLIC_URL is set.
 - Live, in a fresh clone (tests/test_fresh_clone.py's copy: installing is already done, so the
   bare venv gets the console scripts pip would have written) on this test's database (DATABASE_URL,
   so the run never depends on starting another server; every other setting is the clone's own
@@ -53,7 +54,10 @@ def test_the_run_recipe_starts_beat_and_advertises_host_and_port() -> None:
     plan = _plan("PORT=9000", "GRPC_PORT=50999")
     assert "celery -A openwop_host beat --schedule var/celerybeat-schedule" in plan
     assert "celery -A openwop_host worker" in plan
-    assert "trap 'kill $worker $beat $grpc" in plan  # beat dies with the rest
+    # Every child through the supervisor, which restarts and stops them (openwop_host/supervise.py).
+    assert "python -m openwop_host.supervise" in plan
+    assert '--child "beat var/beat.log ' in plan and '--child "worker var/worker.log ' in plan
+    assert "supervise --check" in plan  # a second make run is refused before setup
     assert "beat        periodic jobs" in plan  # the banner says so
     assert "advertised  http://127.0.0.1:9000  " in plan
     assert "127.0.0.1:8000" not in plan

@@ -25,6 +25,7 @@ REFUSAL_ROWS: dict[str, tuple[int, int, str, str]] = {
     "rate_limited": (-32000, 429, "RESOURCE_EXHAUSTED", "RATE_LIMIT_EXCEEDED"),
     "streams_exhausted": (-32000, 429, "RESOURCE_EXHAUSTED", "RATE_LIMIT_EXCEEDED"),
     "overloaded": (-32603, 503, "UNAVAILABLE", "INTERNAL_ERROR"),
+    "body_timeout": (-32600, 408, "DEADLINE_EXCEEDED", "INVALID_REQUEST"),  # the body came too slowly
 }
 
 

@@ -51,6 +51,7 @@ from django.utils import timezone
 from apps.audit.chain import canonical_content
 from apps.audit.models import ArchiveExport, HostEvent
 from apps.core.errors import ValidationFailed
+from apps.core.file_modes import PRIVATE_FILE, private_folder
 from apps.tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -92,8 +93,10 @@ class FileStore:
         target = self.root / key
         partial = target.with_name(f".{target.name}.{secrets.token_hex(4)}.partial")
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
+            # Tenant data: 0600 in folders 0700 below the archive's root (apps/core/file_modes.py).
+            private_folder(target.parent, root=self.root)
             shutil.move(source, partial)
+            os.chmod(partial, PRIVATE_FILE)
             os.replace(partial, target)
         except OSError as exc:
             raise ArchiveUnavailable(f"Could not write {target}: {exc.strerror or exc}") from exc

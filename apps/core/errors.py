@@ -215,3 +215,13 @@ class Overloaded(OpenWopError):
         super().__init__(message, **kwargs)
         self.headers["Retry-After"] = str(max(1, int(retry_after)))
 
+
+REQUEST_TIMEOUT = vendor_code("request_timeout", 408)
+
+
+class RequestTimeout(OpenWopError):
+    """408: the request's body did not arrive within the host's deadline (apps/core/read_deadline.py).
+    The registry has no row for a client too slow to send its request."""
+
+    code = REQUEST_TIMEOUT
+    default_message = "The request body did not arrive in time."

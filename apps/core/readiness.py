@@ -1,10 +1,15 @@
 """Readiness (`GET /readyz`): whether this process can serve, not merely whether it is alive.
 
-`/healthz` answers while the process runs; `/readyz` also asks the three things every request may
-need: the default database (`SELECT 1`), the Celery broker (a Redis `PING`) and the channel layer
-(a message sent to a fresh channel and received back). 200 `{"status": "ready"}`, else 503
-`{"status": "not-ready", "failing": [...]}` naming only the failing checks: never an exception's
-text, a connection string or a password, in the body or in the log (the class name only).
+`/healthz` answers while the process runs; `/readyz` also asks what the host's work needs: the
+default database (`SELECT 1`), the Celery broker (a Redis `PING`), the channel layer (a message
+sent to a fresh channel and received back) and a live worker (one consuming the runs' queue wrote
+its heartbeat lately: apps/core/heartbeats.py; a queue nobody consumes accepts runs that never
+run). 200 `{"status": "ready"}`, else 503 `{"status": "not-ready", "failing": [...], "reasons":
+{...}}` naming only the failing checks, each with a fixed sentence: never an exception's text, a
+connection string or a password, in the body or in the log (the class name only).
+
+A check is a name, a sentence, and a callable in `_checks` (blocking ones run on a thread of their
+own): adding one is one entry there.
 
 Each check has its own deadline, and they run side by side, so the answer comes within about
 `CHECK_TIMEOUT_SECONDS` even when a dependency hangs. The blocking checks (database, broker) run on
@@ -25,7 +30,7 @@ from typing import Any
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.http import HttpRequest, JsonResponse
 
@@ -36,6 +41,19 @@ CHECK_TIMEOUT_SECONDS = 1.0
 DATABASE = "database"
 BROKER = "broker"
 CHANNEL_LAYER = "channel-layer"
+WORKER = "worker"
+
+# What `/readyz` says of each failing check (fixed text: nothing of the error itself).
+REASONS = {
+    DATABASE: "the database did not answer",
+    BROKER: "the Celery broker did not answer",
+    CHANNEL_LAYER: "the channel layer did not answer",
+    WORKER: "no live worker",
+}
+
+
+class NoLiveWorker(Exception):
+    """No worker consuming the runs' queue wrote its heartbeat within its window."""
 
 
 def check_database(connection: BaseDatabaseWrapper | None = None) -> None:
@@ -85,6 +103,30 @@ def check_broker(broker_url: str | None = None, *, timeout: float = CHECK_TIMEOU
 
     with Connection(url, connect_timeout=timeout) as kombu_connection:
         kombu_connection.ensure_connection(max_retries=1, timeout=timeout)
+
+
+def check_worker(queue: str | None = None, *, within_seconds: float | None = None) -> None:
+    """A worker that consumes `queue` (default: the runs' queue) wrote its heartbeat within
+    `within_seconds` (default: LIVE_PERIODS heartbeat periods), else NoLiveWorker. Nothing to ask
+    in eager mode (tasks run in the caller) or with heartbeats off. While the database does not
+    answer this check cannot tell, and passes: the database check names what is wrong then."""
+    from apps.core.heartbeats import LIVE_PERIODS, heartbeat_period_seconds, live_worker_exists
+
+    period = heartbeat_period_seconds()
+    if getattr(settings, "CELERY_TASK_ALWAYS_EAGER", False) or period <= 0:
+        return
+    conn = connections[DEFAULT_DB_ALIAS]
+    try:
+        live = live_worker_exists(
+            queue=queue or str(settings.CELERY_TASK_DEFAULT_QUEUE),
+            within_seconds=within_seconds if within_seconds is not None else LIVE_PERIODS * period,
+        )
+    except DatabaseError:
+        return
+    finally:
+        conn.close()
+    if not live:
+        raise NoLiveWorker()
 
 
 async def check_channel_layer(layer: Any = None) -> None:
@@ -137,27 +179,44 @@ async def _passes(name: str, check: Awaitable[None], timeout: float) -> bool:
     return True
 
 
+def _checks(
+    *,
+    database: BaseDatabaseWrapper | None,
+    broker_url: str | None,
+    channel_layer: Any,
+    worker_queue: str | None,
+    timeout: float,
+) -> list[tuple[str, Awaitable[None]]]:
+    """Every check, in the order `/readyz` names them."""
+    return [
+        (DATABASE, _on_own_thread(lambda: check_database(database))),
+        (BROKER, _on_own_thread(lambda: check_broker(broker_url, timeout=timeout))),
+        (CHANNEL_LAYER, check_channel_layer(channel_layer)),
+        (WORKER, _on_own_thread(lambda: check_worker(worker_queue))),
+    ]  # fmt: skip
+
+
 async def readiness_failures(
     *,
     database: BaseDatabaseWrapper | None = None,
     broker_url: str | None = None,
     channel_layer: Any = None,
+    worker_queue: str | None = None,
     timeout: float = CHECK_TIMEOUT_SECONDS,
 ) -> list[str]:
     """The names of the failing checks, in a fixed order (empty: ready). Each target defaults to
     this host's own; tests pass unreachable ones."""
-    checks: list[tuple[str, Awaitable[None]]] = [
-        (DATABASE, _on_own_thread(lambda: check_database(database))),
-        (BROKER, _on_own_thread(lambda: check_broker(broker_url, timeout=timeout))),
-        (CHANNEL_LAYER, check_channel_layer(channel_layer)),
-    ]
+    checks = _checks(
+        database=database, broker_url=broker_url, channel_layer=channel_layer, worker_queue=worker_queue,
+        timeout=timeout,
+    )  # fmt: skip
     results = await asyncio.gather(*(_passes(name, check, timeout) for name, check in checks))
     return [name for (name, _), passed in zip(checks, results, strict=True) if not passed]
 
 
 def readiness_body(failing: list[str]) -> tuple[int, dict[str, Any]]:
     if failing:
-        return 503, {"status": "not-ready", "failing": failing}
+        return 503, {"status": "not-ready", "failing": failing, "reasons": {name: REASONS[name] for name in failing}}
     return 200, {"status": "ready"}
 
 

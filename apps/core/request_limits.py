@@ -26,7 +26,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
 
-from apps.core.errors import OpenWopError, Overloaded, PayloadTooLarge, RateLimited, ValidationFailed
+from apps.core.errors import OpenWopError, Overloaded, PayloadTooLarge, RateLimited, RequestTimeout, ValidationFailed
 from apps.core.hybrid_middleware import HybridMiddleware
 from apps.core.json_limits import json_depth_exceeds, max_json_depth, request_json
 from apps.core.overload import OVERLOAD_RETRY_AFTER_SECONDS, is_overload
@@ -51,8 +51,9 @@ STREAM_RETRY_AFTER_SECONDS = 5
 @dataclass(frozen=True, slots=True)
 class Refusal:
     """Why a request was refused, for a door's renderer. `kind` is one of payload_too_large,
-    json_too_deep, rate_limited, streams_exhausted (before dispatch), or overloaded (a view that
-    could not get a database connection: `RequestLimitsMiddleware.process_exception`)."""
+    json_too_deep, rate_limited, streams_exhausted (before dispatch), overloaded (a view that
+    could not get a database connection: `RequestLimitsMiddleware.process_exception`), or
+    body_timeout (the body did not arrive in time: apps/core/read_deadline.py)."""
 
     kind: str
     message: str
@@ -69,6 +70,8 @@ class Refusal:
             return ValidationFailed(self.message, details={"maxDepth": self.limit})
         if self.kind == "overloaded":
             return Overloaded(self.message, retry_after=self.retry_after or OVERLOAD_RETRY_AFTER_SECONDS)
+        if self.kind == "body_timeout":  # apps/core/read_deadline.py
+            return RequestTimeout(self.message, details={"timeoutSeconds": self.limit})
         return RateLimited(self.message, retry_after=self.retry_after or 1, details=details)
 
 

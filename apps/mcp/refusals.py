@@ -24,6 +24,7 @@ _ROWS: dict[str, tuple[int, int]] = {
     "rate_limited": (RATE_LIMITED_CODE, 429),
     "streams_exhausted": (RATE_LIMITED_CODE, 429),
     "overloaded": (INTERNAL_ERROR, 503),
+    "body_timeout": (INVALID_REQUEST, 408),  # the body came too slowly (apps/core/read_deadline.py)
 }
 
 
