@@ -357,6 +357,9 @@ defaults
 frontend web
     mode http
     bind {host}:{lb_port}
+    # Slow clients: the request's headers and its body (buffered before a replica sees it) must
+    # arrive within `timeout http-request`; uvicorn has no header-read deadline of its own.
+    option http-buffer-request
 {web_frontend_rules(metrics_allowed)}
     default_backend web
 
