@@ -11,3 +11,12 @@ class PeersAppConfig(AppConfig):
         from apps.peers.seams import conformance_capability
 
         register_capability("conformance", conformance_capability)
+
+        from apps.core.sealing import SealedField, sealed_field_register
+        from apps.peers.models import PeerCredential
+        from apps.peers.selectors import PEER_CREDENTIALS
+
+        # What `reseal` and `doctor secrets` reach (apps/core/sealing.py).
+        sealed_field_register(
+            SealedField("peer.credential", PeerCredential, "secret_sealed", PEER_CREDENTIALS, id_field="credential_id")
+        )
