@@ -35,15 +35,18 @@ class A2AConfig(AppConfig):
 
         register_extension("openwop-host.cardSigning", card_signing_advertised)  # are the cards signed
 
-        from apps.a2a.models import CardSigningKey
+        from django.db.models import Q
+
+        from apps.a2a.models import CardSigningKey, CardSigningKeyState
         from apps.a2a.signing import CARD_SIGNING_KEYS
         from apps.core.sealing import SealedField, sealed_field_register
 
-        # What `reseal` and `doctor secrets` reach (apps/core/sealing.py); host-wide keys.
+        # What `reseal` and `doctor secrets` reach (apps/core/sealing.py): host-wide keys, those
+        # that may still sign (a retired key never does again, so its private half is not needed).
         sealed_field_register(
             SealedField(
                 "card.signing-key", CardSigningKey, "private_key_sealed", CARD_SIGNING_KEYS,
-                id_field="kid", tenant_field=None,
+                id_field="kid", tenant_field=None, only=~Q(state=CardSigningKeyState.RETIRED),
             )
         )  # fmt: skip
 

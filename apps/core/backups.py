@@ -174,12 +174,15 @@ def known_migrations() -> set[str]:
 
 
 def relations_in(*, using: str = "default") -> int:
-    """How many tables, views, sequences... the database holds outside PostgreSQL's own schemas."""
+    """How many tables, views, sequences... the database holds outside PostgreSQL's own schemas,
+    not counting an extension's own objects (pg_stat_statements' views, say)."""
     with connections[using].cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
             "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_toast%%' "
-            "AND n.nspname NOT LIKE 'pg\\_temp\\_%%' AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f')"
+            "AND n.nspname NOT LIKE 'pg\\_temp\\_%%' AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f') "
+            "AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass "
+            "AND d.objid = c.oid AND d.deptype = 'e')"
         )
         return int(cursor.fetchone()[0])
 

@@ -104,7 +104,7 @@ class SealedField:
     """One model field holding Fernet tokens. `text`: the field is a TextField of the token's ASCII
     (else a BinaryField). `id_field` names the row to an operator (an opaque id, a kid, an issuer
     URL: never the value); `tenant_field` is the path to the owning tenant's slug, or None for
-    host-wide rows."""
+    host-wide rows; `only`, the rows whose value can still be used (a retired key's is not)."""
 
     kind: str
     model: type[models.Model]
@@ -113,9 +113,11 @@ class SealedField:
     id_field: str
     tenant_field: str | None = "tenant__slug"
     text: bool = False
+    only: models.Q | None = None
 
     def rows(self) -> models.QuerySet[Any]:
-        return _manager(self.model).exclude(**{f"{self.field}__isnull": True})
+        rows = _manager(self.model).exclude(**{f"{self.field}__isnull": True})
+        return rows if self.only is None else rows.filter(self.only)
 
     def token_of(self, value: Any) -> bytes:
         return value.encode("ascii") if self.text else bytes(value)

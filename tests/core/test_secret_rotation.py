@@ -178,6 +178,9 @@ def test_rotation_without_a_fallback_doctor_and_reseal_name_each_value_and_the_c
     # ...and doing it mends the card.
     call_command("card_key", "generate", "--algorithm", "EdDSA", "--activate", stdout=StringIO())
     assert card_signing_advertised()["signed"] is True
+    # The old key is retired: it never signs again, so its private half is no longer a loss.
+    code, out, _ = _command("doctor", "secrets")
+    assert code == 1 and "card.signing-key" not in out and f"webhook.secret\tacme\t{rows['webhook'].webhook_id}" in out
 
 
 def test_per_agent_cards_keep_their_tenant_across_a_secret_change_and_a_version_change(

@@ -1,6 +1,6 @@
 """Black box: DJANGO_SECRET_KEY rotated on a live host (uvicorn + a Celery worker, restarted with
-each new key as an operator would) while deliveries go to a real HTTPS receiver on loopback
-(docs/operators/secrets-and-rotation.md).
+each new key as an operator would; the commands run with its keys on its database) while
+deliveries go to a real HTTPS receiver on loopback (docs/operators/secrets-and-rotation.md).
 
 With the old key as a fallback: deliveries queued before the change and made after it arrive,
 signed with the webhook's secret and carrying the push credential; the card stays signed by the
@@ -16,15 +16,17 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from io import StringIO
 from typing import Any
 
 import httpx
 import pytest
 import trustme
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.test import override_settings
 
 from apps.a2a.services import card_key_activate, card_key_generate
@@ -33,7 +35,7 @@ from apps.push.models import Delivery, DeliveryAttempt, DeliveryStatus, PushConf
 from apps.push.services import push_config_create
 from apps.tenants.selectors import subject_from_api_key
 from tests.core.https_receivers import Received, Receiver, https_receiver
-from tests.live import ROOT, LiveProcess, start_celery_worker, start_web, wait_until
+from tests.live import LiveProcess, start_celery_worker, start_web, wait_until
 from tests.push.conftest import live_push_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("transactional_db")]
@@ -44,6 +46,13 @@ K3 = "live-rotation-key-three-" + "3" * 40
 HOOK_SECRET = "whsec-live-rotation-3f9d"
 TOKEN = "tok-live-rotation-8a21"
 PEER_SECRET = "peer-live-rotation-6c04"
+
+
+@dataclass
+class Outcome:
+    returncode: int
+    stdout: str
+    stderr: str
 
 
 class Host:
@@ -77,11 +86,16 @@ class Host:
             self.web.stop()
             self.web = None
 
-    def manage(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, capture_output=True, text=True,
-            timeout=300, check=False,
-        )  # fmt: skip
+    def manage(self, *args: str) -> Outcome:
+        """A management command with this host's keys, in this process (the same database)."""
+        fallbacks = [k for k in self.env["DJANGO_SECRET_KEY_FALLBACKS"].split(",") if k]
+        out, err = StringIO(), StringIO()
+        with override_settings(SECRET_KEY=self.env["DJANGO_SECRET_KEY"], SECRET_KEY_FALLBACKS=fallbacks):
+            try:
+                call_command(*args, stdout=out, stderr=err)
+            except CommandError as exc:
+                return Outcome(exc.returncode, out.getvalue(), err.getvalue() + str(exc))
+        return Outcome(0, out.getvalue(), err.getvalue())
 
     def logs(self) -> str:
         return "".join(p.log() for p in (self.web, self.worker) if p is not None)
