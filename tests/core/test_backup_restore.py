@@ -147,7 +147,7 @@ async def test_a_backup_restores_into_a_new_database_that_serves_what_the_host_s
     major = await db_read(lambda: connection.pg_version // 10000)
     assert manifest["server"]["major"] == major and manifest["dump"]["pgDumpVersion"].split(".")[0] == str(major)
     assert manifest["dump"]["size"] == (folder / "database.dump").stat().st_size
-    assert "agents.0007_agent_a2a_tenant_stored" in manifest["migrations"]
+    assert any(m.startswith("agents.") and m.endswith("_agent_a2a_tenant_stored") for m in manifest["migrations"])
     text = (folder / "manifest.json").read_text() + made.stdout + made.stderr
     for secret in [env["DJANGO_SECRET_KEY"], *SECRETS]:
         assert secret not in text
