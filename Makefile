@@ -171,3 +171,16 @@ chart-test: $(CHART_STAMP)
 
 clean:
 	rm -rf var .pytest_cache .ruff_cache .mypy_cache
+
+# Backups (docs/operators/backup-and-restore.md): `make backup` dumps this host's database with the
+# server's own pg_dump (the wheel's for the embedded server) and writes a manifest into TO (default
+# backups/<UTC time>, git-ignored); `make restore FROM=<folder>` restores one into this host's
+# database, which must be empty. Keep DJANGO_SECRET_KEY (.env in development) apart from both.
+TO ?= backups/$(shell date -u +%Y%m%dT%H%M%SZ)
+.PHONY: backup restore
+backup: install
+	$(BIN)/python manage.py backup --to $(TO)
+
+restore: install
+	@test -n "$(FROM)" || { echo "usage: make restore FROM=<backup folder>" >&2; exit 2; }
+	$(BIN)/python manage.py restore --from $(FROM)

@@ -49,6 +49,15 @@ if not _secret:
         )
     _secret = "django-insecure-development-only-key-" + "0" * 24
 SECRET_KEY = _secret
+# Rotation (docs/operators/secrets-and-rotation.md): earlier secret keys, comma-separated, newest
+# first (default none). Values sealed at rest (apps/core/sealing.py), sessions and signed cursors
+# made under any of them still open; everything new is sealed and signed under DJANGO_SECRET_KEY.
+# `manage.py reseal` moves stored values to the current key, after which a fallback can go.
+SECRET_KEY_FALLBACKS = [k for k in env.list("DJANGO_SECRET_KEY_FALLBACKS", default=[]) if k]
+# `manage.py backup` / `restore` (docs/operators/backup-and-restore.md): a folder holding pg_dump
+# and pg_restore of the database server's own major version, tried before the embedded server's
+# wheel, /usr/lib/postgresql/<major>/bin and PATH (default empty: only those).
+OPENWOP_PG_BIN_DIR = env.str("OPENWOP_PG_BIN_DIR", default="")
 
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 # DEBUG serves this machine only (issue 33 item 7): its pages list every URL and show tracebacks.

@@ -35,6 +35,21 @@ class A2AConfig(AppConfig):
 
         register_extension("openwop-host.cardSigning", card_signing_advertised)  # are the cards signed
 
+        from django.db.models import Q
+
+        from apps.a2a.models import CardSigningKey, CardSigningKeyState
+        from apps.a2a.signing import CARD_SIGNING_KEYS
+        from apps.core.sealing import SealedField, sealed_field_register
+
+        # What `reseal` and `doctor secrets` reach (apps/core/sealing.py): host-wide keys, those
+        # that may still sign (a retired key never does again, so its private half is not needed).
+        sealed_field_register(
+            SealedField(
+                "card.signing-key", CardSigningKey, "private_key_sealed", CARD_SIGNING_KEYS,
+                id_field="kid", tenant_field=None, only=~Q(state=CardSigningKeyState.RETIRED),
+            )
+        )  # fmt: skip
+
         from apps.a2a.previews import agent_card_preview, served_card_wire
         from apps.agents import admin as agents_admin
         from apps.facets import admin as facets_admin

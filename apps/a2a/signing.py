@@ -141,9 +141,26 @@ class SigningStatus:
     jwks_url: str
 
 
+UNOPENABLE_KEY_ADVICE = (
+    "card signing key %s cannot be opened with DJANGO_SECRET_KEY or DJANGO_SECRET_KEY_FALLBACKS, so cards are "
+    "served unsigned: put the key that sealed it back in DJANGO_SECRET_KEY_FALLBACKS (then manage.py reseal), "
+    "or make a new one with manage.py card_key generate --algorithm EdDSA --activate"
+)
+
+
+def _opens(key: CardSigningKey) -> bool:
+    try:
+        unseal(key.private_key_sealed, purpose=CARD_SIGNING_KEYS)
+    except InvalidToken:
+        return False
+    return True
+
+
 def _signing_status_load() -> SigningStatus | None:
     key = card_signing_key_active()
-    return None if key is None else SigningStatus(kid=key.kid, algorithm=key.algorithm, jwks_url=jwks_url())
+    if key is None or not _opens(key):
+        return None  # discovery says what the cards are: unsigned (card_sign logs why)
+    return SigningStatus(kid=key.kid, algorithm=key.algorithm, jwks_url=jwks_url())
 
 
 def card_signing_status() -> SigningStatus | None:
@@ -173,9 +190,10 @@ def card_sign(card: AgentCard) -> AgentCard:
     try:
         private_pem = unseal(key.private_key_sealed, purpose=CARD_SIGNING_KEYS)
     except InvalidToken:
-        # SECRET_KEY changed since the key was sealed: the card must still be served, so unsigned
-        # (a verifying client then sees no signature, never a bad one). Loud, never the key.
-        logger.error("card signing key %s cannot be unsealed (SECRET_KEY rotated?); card served unsigned", key.kid)
+        # SECRET_KEY changed without its predecessor in the fallbacks: the card must still be
+        # served, so unsigned (a verifying client then sees no signature, never a bad one). Loud,
+        # with what to do, never the key. Once per card version (the signed card is cached).
+        logger.error(UNOPENABLE_KEY_ADVICE, key.kid)
         return card
     signed = AgentCard()
     signed.CopyFrom(card)

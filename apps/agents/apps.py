@@ -25,3 +25,9 @@ class AgentsConfig(AppConfig):
         on_tenant_created(agent_demo_seed)
         register_fixture_source(fixture_workflow_ids)
         register_capability("agents", agents_capability)
+
+        from apps.agents.services import a2a_tenants_pending, a2a_tenants_store
+        from apps.core.sealing import SecretBound, secret_bound_register
+
+        # Routing values peers hold, derived from SECRET_KEY until stored: `reseal` stores them.
+        secret_bound_register(SecretBound("agent.a2a-tenant", a2a_tenants_pending, a2a_tenants_store))

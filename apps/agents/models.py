@@ -96,6 +96,12 @@ class Agent(TenantOwnedModel):
     published = models.BooleanField(default=False, editable=False, help_text="Changed by the publish actions only.")
     degraded = models.JSONField(default=list, blank=True, help_text="Capability tiers this host does not satisfy.")
     memory_degraded = models.BooleanField(default=False)
+    # NULL, not "": a row the previous release inserts (it knows no such column) must be valid, and
+    # "not stored yet" must differ from any stored value (routing_values.py).
+    a2a_tenant = models.CharField(  # noqa: DJ001
+        max_length=32, null=True, blank=True, editable=False,
+        help_text="The stored a2aTenant routing value (routing_values.py); empty: not stored yet.",
+    )  # fmt: skip
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

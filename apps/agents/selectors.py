@@ -65,7 +65,7 @@ def _entry(agent: Agent, workflows_by_id: dict[str, Workflow]) -> InventoryEntry
     roster = [w for w in agent.roster if isinstance(w, str)] if isinstance(agent.roster, list) else []
     routed = [workflows_by_id[w] for w in dict.fromkeys(roster) if w in workflows_by_id]
     return InventoryEntry(
-        agent=agent, workflows=routed, a2a_tenant=a2a_tenant_of(agent_pk=agent.pk) if routed else None
+        agent=agent, workflows=routed, a2a_tenant=a2a_tenant_of(agent=agent) if routed else None
     )
 
 

@@ -25,6 +25,7 @@ from apps.agents.models import (
     Workflow,
 )
 from apps.core.actors import system_actor
+from apps.agents.routing_values import a2a_tenant_legacy, a2a_tenant_mint
 from apps.core.errors import Conflict, ValidationFailed
 from apps.tenants.models import Tenant
 
@@ -169,9 +170,35 @@ def agent_create(
             pack_name=pack_name,
             system_prompt=system_prompt,
             handoff_schemas=handoff_schemas,
+            a2a_tenant=a2a_tenant_mint(),
         )
         _agent_audit(agent=agent, actor=actor, action=AgentChangeAction.CREATE, before=None)
     return agent
+
+
+def a2a_tenants_pending() -> int:
+    """Agents whose routing value is not stored yet (still derived from SECRET_KEY on each read)."""
+    return Agent.unscoped_all_tenants.filter(a2a_tenant__isnull=True).count()
+
+
+def a2a_tenants_store(batch: int) -> int:
+    """Store the routing value of up to `batch` agents that have none stored, as earlier releases
+    derived it under the current SECRET_KEY (the value their peers hold), so it survives the key's
+    next change. One short transaction; a row being edited is left for the next batch. Returns how
+    many were stored."""
+    with transaction.atomic():
+        rows = list(
+            Agent.unscoped_all_tenants.filter(a2a_tenant__isnull=True)
+            .select_for_update(skip_locked=True)
+            .order_by("pk")
+            .values_list("pk", flat=True)[:batch]
+        )
+        for pk in rows:
+            # No `updated_at` change: the agent as its tenant sees it did not change.
+            Agent.unscoped_all_tenants.filter(pk=pk, a2a_tenant__isnull=True).update(
+                a2a_tenant=a2a_tenant_legacy(agent_pk=pk)
+            )
+    return len(rows)
 
 
 AGENT_EDITABLE_FIELDS = (

@@ -69,6 +69,12 @@ PUSH_ATTEMPTS = Counter(
     "(failed for the last time: a dead letter).",
     ["result"],
 )
+PUSH_DEAD_LETTERED = Counter(
+    "openwop_push_dead_lettered_total",
+    "Push and webhook deliveries dead-lettered without an attempt, by reason: credential_unopenable (no "
+    "key opens its credential), credential_discarded, attempt_lost.",
+    ["reason"],
+)
 # OPENWOP_METRICS_TENANT_LABELS=1: the same counts again per tenant (its slug), in families of their
 # own (`openwop_tenant_*`), so the default ones never carry a tenant and their series stay few.
 TENANT_REQUESTS = Counter(
@@ -180,6 +186,10 @@ def run_events_committed(transport: str, types: list[str], tenant: str | None = 
 
 def push_attempt_settled(result: str) -> None:
     PUSH_ATTEMPTS.labels(result).inc()
+
+
+def push_dead_lettered(reason: str) -> None:
+    PUSH_DEAD_LETTERED.labels(reason).inc()
 
 
 def sign_in_observed(door: str, outcome: str) -> None:

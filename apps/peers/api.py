@@ -2,9 +2,9 @@
 (`/conformance/seams/sample/{a2a,mcp}/invoke`). Thin views over services and selectors.
 
 credentialIds are opaque and name no tenant: another tenant's id and an unknown one take the same
-NotFound path (STYLE.md habit 5). A secret goes in once and never comes back out. What the peer's
-agent card must prove (`cardSignaturePolicy`, `pinnedCardKey`, a public key) is set at creation or
-with PATCH.
+NotFound path (STYLE.md habit 5). A secret goes in and never comes back out; PATCH may replace it
+(rotation: the next call presents the new one). What the peer's agent card must prove
+(`cardSignaturePolicy`, `pinnedCardKey`, a public key) is set at creation or with PATCH.
 """
 
 from __future__ import annotations
@@ -79,6 +79,7 @@ class PeerCredentialDetailApi(APIView):
 
         cardSignaturePolicy = _card_signature_policy_field()
         pinnedCardKey = _pinned_card_key_field()  # null removes the pin
+        secret = StrictCharField(required=False, max_length=4096, trim_whitespace=False)  # replaces it
 
     @extend_schema(operation_id="updatePeerCredential", request=UpdateSerializer, responses=OpenApiTypes.OBJECT)
     def patch(self, request: Request, credential_id: str) -> Response:
@@ -90,6 +91,7 @@ class PeerCredentialDetailApi(APIView):
             credential_id=credential_id,
             card_signature_policy=data.get("cardSignaturePolicy", UNCHANGED),
             pinned_card_key=data.get("pinnedCardKey", UNCHANGED),
+            secret=data.get("secret", UNCHANGED),
         )
         return Response(peer_credential_doc(credential))
 

@@ -15,3 +15,12 @@ class PeersAppConfig(AppConfig):
         from apps.facets import surfaces
 
         surfaces.register_surface(surfaces.MCP_CLIENT)  # the mcp.client node kind: ctx.mcp (RFC 0204)
+
+        from apps.core.sealing import SealedField, sealed_field_register
+        from apps.peers.models import PeerCredential
+        from apps.peers.selectors import PEER_CREDENTIALS
+
+        # What `reseal` and `doctor secrets` reach (apps/core/sealing.py).
+        sealed_field_register(
+            SealedField("peer.credential", PeerCredential, "secret_sealed", PEER_CREDENTIALS, id_field="credential_id")
+        )

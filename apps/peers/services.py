@@ -1,5 +1,6 @@
-"""Writes for peer credentials: register (sealed; the secret is never returned), set what the peer's
-agent card must prove (`cardSignaturePolicy`, a pinned public key), delete."""
+"""Writes for peer credentials: register (sealed; the secret is never returned), replace the secret
+(rotation), set what the peer's agent card must prove (`cardSignaturePolicy`, a pinned public
+key), delete."""
 
 from __future__ import annotations
 
@@ -37,6 +38,12 @@ def _card_signature_policy(value: object) -> str:
     return str(value)
 
 
+def _secret_check(secret: object) -> str:
+    if not isinstance(secret, str) or not secret or len(secret) > MAX_SECRET_LENGTH or "\n" in secret:
+        raise ValidationFailed("secret must be a non-empty single-line string.", details={"field": "secret"})
+    return secret
+
+
 def _pinned_card_key(value: object) -> dict[str, Any] | None:
     return None if value is None else pinned_card_key_parse(value)
 
@@ -54,8 +61,7 @@ def peer_credential_create(
     """Register a credential for the origin of `url` (checked by the egress guard's grammar now;
     every use re-checks the destination at connect time)."""
     egress_check_url(url, resolve=False)
-    if not isinstance(secret, str) or not secret or len(secret) > MAX_SECRET_LENGTH or "\n" in secret:
-        raise ValidationFailed("secret must be a non-empty single-line string.", details={"field": "secret"})
+    _secret_check(secret)
     if not isinstance(scheme, str) or not _SCHEME_RE.match(scheme):
         raise ValidationFailed("scheme must be an HTTP auth scheme token, e.g. Bearer.", details={"field": "scheme"})
     policy = _card_signature_policy(card_signature_policy)
@@ -79,9 +85,14 @@ def peer_credential_update(
     credential_id: str,
     card_signature_policy: object = UNCHANGED,
     pinned_card_key: object = UNCHANGED,
+    secret: object = UNCHANGED,
 ) -> PeerCredential:
-    """Change what the peer's agent card must prove; `pinned_card_key=None` removes the pin."""
+    """Change what the peer's agent card must prove (`pinned_card_key=None` removes the pin), or
+    replace the secret: sealed under the current key, presented from the next call on (a run in
+    flight reads it when it calls), so a peer that accepts both during the change sees no gap."""
     fields: dict[str, Any] = {}
+    if secret is not UNCHANGED:
+        fields["secret_sealed"] = seal(_secret_check(secret), purpose=PEER_CREDENTIALS)
     if card_signature_policy is not UNCHANGED:
         fields["card_signature_policy"] = _card_signature_policy(card_signature_policy)
     if pinned_card_key is not UNCHANGED:

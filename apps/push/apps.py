@@ -29,3 +29,14 @@ class PushAppConfig(AppConfig):
         on_scrape(push_backlog_gauges)  # /metrics' backlog gauges
         operations.push_services = services  # A2A's push-config operations
         operations.push_backlog_check = push_backlog_check
+
+        from apps.core.sealing import PUSH_CREDENTIALS, SealedField, sealed_field_register
+        from apps.push.models import PushConfig, Webhook
+
+        # What `reseal` and `doctor secrets` reach (apps/core/sealing.py).
+        sealed_field_register(
+            SealedField("push.credentials", PushConfig, "credentials_sealed", PUSH_CREDENTIALS, id_field="config_id")
+        )
+        sealed_field_register(
+            SealedField("webhook.secret", Webhook, "secret_sealed", PUSH_CREDENTIALS, id_field="webhook_id")
+        )

@@ -22,6 +22,11 @@ Three rules keep a push what its task's client expects:
 - the config's credential is discarded only once no delivery of it can still be attempted (the
   final push settled and nothing is pending), and a push is never sent without a credential its
   config had: a row that would be is dead-lettered (`credential_discarded`).
+
+A credential (push) or secret (webhook) that no key opens (DJANGO_SECRET_KEY changed without its
+predecessor in DJANGO_SECRET_KEY_FALLBACKS) can never be sent: the row is dead-lettered at its
+claim (`credential_unopenable`, no attempt), counted and logged once with its tenant, rather than
+failing every retry for ever. An operator redelivers it once the key is back (admin).
 """
 
 from __future__ import annotations
@@ -42,7 +47,8 @@ from django.utils import timezone
 from apps.core import tracing
 from apps.core.egress import EgressRefused, sanitize_url
 from apps.core.egress_transport import egress_request
-from apps.core.metrics import push_attempt_settled
+from apps.core.metrics import push_attempt_settled, push_dead_lettered
+from apps.core.sealing import InvalidToken
 from apps.push.capabilities import DEAD_LETTER_RETENTION_DAYS, push_setting
 from apps.push.crypto import credential_open
 from apps.push.lanes import lane_cap, lane_in_flight, lane_lock, lane_wake, senders
@@ -54,6 +60,8 @@ logger = logging.getLogger(__name__)
 A2A_CONTENT_TYPE = "application/a2a+json"
 # A message that arrives this early (clock skew between broker and worker) still counts as due.
 DUE_TOLERANCE = timedelta(seconds=1)
+# The reason a delivery whose credential no key opens is dead-lettered with (Delivery.last_error).
+CREDENTIAL_UNOPENABLE = "credential_unopenable"
 # Every sender thread of this process busy: the message comes back this much later.
 SENDERS_BUSY_RETRY_SECONDS = 0.5
 
@@ -116,7 +124,7 @@ def _claim(delivery_pk: int) -> _Claimed | None:
     with transaction.atomic():
         delivery = (
             Delivery.unscoped_all_tenants.select_for_update(of=("self",))
-            .select_related("push_config", "webhook")
+            .select_related("push_config", "webhook", "tenant")
             .filter(pk=delivery_pk)
             .first()
         )
@@ -145,6 +153,13 @@ def _claim(delivery_pk: int) -> _Claimed | None:
                 # Never sent without the credential its config carried (a redelivered dead letter).
                 _settle(delivery, now, status=DeliveryStatus.DEAD, error="credential_discarded")
                 return None
+        try:
+            url, headers = _headers(delivery)
+        except InvalidToken:
+            # It may have been woken for a free slot it will not use: the lane's next row takes it.
+            transaction.on_commit(partial(lane_wake, delivery.lane, delivery_enqueue))
+            _settle(delivery, now, status=DeliveryStatus.DEAD, error=CREDENTIAL_UNOPENABLE)
+            return None
         lane = delivery.lane
         lane_lock(lane)
         if lane_in_flight(lane) >= lane_cap():
@@ -152,7 +167,6 @@ def _claim(delivery_pk: int) -> _Claimed | None:
             delivery.parked = True
             delivery.save(update_fields=["parked"])
             return None
-        url, headers = _headers(delivery)
         delivery.attempts += 1
         delivery.in_flight_until = now + timedelta(seconds=claim_seconds())
         delivery.parked = False
@@ -173,7 +187,21 @@ def _settle(delivery: Delivery, now: datetime, *, status: str, error: str) -> No
     delivery.status, delivery.settled_at, delivery.in_flight_until = status, now, None
     delivery.last_error = error
     delivery.save(update_fields=["status", "settled_at", "in_flight_until", "last_error"])
-    logger.info("push delivery %s (%s) %s without an attempt: %s", delivery.delivery_id, delivery.kind, status, error)
+    if error == CREDENTIAL_UNOPENABLE:
+        # Once per delivery (it is dead now), with what an operator needs and never the value.
+        logger.error(
+            "push delivery %s (%s, tenant %s) dead-lettered: its %s cannot be opened with DJANGO_SECRET_KEY or "
+            "DJANGO_SECRET_KEY_FALLBACKS; put the key that sealed it back in DJANGO_SECRET_KEY_FALLBACKS and "
+            "redeliver, or have the tenant register it again (manage.py doctor secrets lists them)",
+            delivery.delivery_id, delivery.kind, delivery.tenant.slug,
+            "credential" if delivery.kind == DeliveryKind.A2A_PUSH else "secret",
+        )  # fmt: skip
+    else:
+        logger.info(
+            "push delivery %s (%s) %s without an attempt: %s", delivery.delivery_id, delivery.kind, status, error
+        )
+    if status == DeliveryStatus.DEAD:
+        transaction.on_commit(partial(push_dead_lettered, error))
     _settled(delivery)
 
 

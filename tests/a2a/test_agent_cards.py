@@ -66,10 +66,10 @@ def minted(acme: Caller, globex: Caller) -> Minted:
         published=True,
     )
     return Minted(
-        acme_helper=a2a_tenant_of(agent_pk=helper.pk),
-        acme_quiet=a2a_tenant_of(agent_pk=quiet.pk),
-        acme_draft=a2a_tenant_of(agent_pk=draft.pk),
-        globex_helper=a2a_tenant_of(agent_pk=g_helper.pk),
+        acme_helper=a2a_tenant_of(agent=helper),
+        acme_quiet=a2a_tenant_of(agent=quiet),
+        acme_draft=a2a_tenant_of(agent=draft),
+        globex_helper=a2a_tenant_of(agent=g_helper),
     )
 
 
@@ -267,7 +267,7 @@ async def test_sdk_client_reaches_the_agent_through_its_card(
     def routing_value() -> str:
         demo = Agent.objects.for_tenant(Tenant.objects.get(slug="acme")).get(agent_id=DEMO_AGENT_ID)
         with override_settings(SECRET_KEY=env["DJANGO_SECRET_KEY"]):  # the live host's key
-            return a2a_tenant_of(agent_pk=demo.pk)
+            return a2a_tenant_of(agent=demo)
 
     r = await db_read(routing_value)
     async with httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=90) as http:

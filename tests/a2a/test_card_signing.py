@@ -155,7 +155,7 @@ async def test_public_per_agent_and_moved_cards_verify_against_the_served_jwks(
         # A per-agent card (GetExtendedAgentCard with `tenant: R`) through the sdk client.
         def routing_value() -> str:
             demo = Agent.objects.for_tenant(Tenant.objects.get(slug="acme")).get(agent_id=DEMO_AGENT_ID)
-            return a2a_tenant_of(agent_pk=demo.pk)
+            return a2a_tenant_of(agent=demo)
 
         r = await db_read(routing_value)
         config = ClientConfig(streaming=False, supported_protocol_bindings=["HTTP+JSON"], httpx_client=http)

@@ -327,7 +327,7 @@ def test_configured_grpc_is_on_the_host_and_per_agent_cards(acme: Caller) -> Non
         tenant=Tenant.objects.get(slug="acme"), actor="test", agent_id="helper", persona="Helper",
         roster=["conformance-noop"], published=True,
     )  # fmt: skip
-    r = a2a_tenant_of(agent_pk=helper.pk)
+    r = a2a_tenant_of(agent=helper)
     card = acme.rpc("GetExtendedAgentCard", {"tenant": r}).json()["result"]
     assert card["supportedInterfaces"] == [{**i, "tenant": r} for i in public["supportedInterfaces"]]
 

@@ -10,15 +10,17 @@ import hmac
 import json
 import re
 from dataclasses import dataclass
+from io import StringIO
 
 import httpx
 import pytest
 from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
-from django.test import Client, override_settings
+from django.core.management import call_command
+from django.test import Client
 
 from apps.agents.models import Agent, AgentChange, AgentChangeAction, AgentChangeRefused
-from apps.agents.routing_values import A2A_TENANT_PURPOSE, a2a_tenant_of
+from apps.agents.routing_values import A2A_TENANT_PURPOSE, LEGACY_HOST_VERSION, a2a_tenant_of
 from apps.agents.services import (
     DEMO_AGENT_ID,
     agent_create,
@@ -129,27 +131,58 @@ def test_unauthenticated_is_refused(acme: Tenancy) -> None:
     assert_envelope(Client().get("/agents/helper"), "unauthenticated", 401)
 
 
-def test_routing_value_is_derived_stable_unique_and_opaque(acme: Tenancy, globex: Tenancy, settings) -> None:  # type: ignore[no-untyped-def]
+def test_routing_value_is_stored_random_unique_opaque_and_stable_across_keys_and_versions(  # type: ignore[no-untyped-def]
+    acme: Tenancy, globex: Tenancy, settings
+) -> None:
     first = _agents(acme)["helper"]["a2aTenant"]
     assert _agents(acme)["helper"]["a2aTenant"] == first  # stable across calls
     agent = Agent.objects.for_tenant(acme.tenant).get(agent_id="helper")
-    # Derived (an independent recomputation), not random or stored: the same in every process.
+    # Minted when the agent was created and kept: not derived from the key or the host version.
+    assert agent.a2a_tenant == first == a2a_tenant_of(agent=agent)
     key = hashlib.sha256((A2A_TENANT_PURPOSE + django_settings.SECRET_KEY).encode()).digest()
-    mac = hmac.new(key, f"{agent.pk}:{settings.SPECTACULAR_SETTINGS['VERSION']}".encode(), hashlib.sha256).digest()
-    assert first == base64.urlsafe_b64encode(mac).decode().rstrip("=")[:32]
-    assert first == a2a_tenant_of(agent_pk=agent.pk)
+    derived = hmac.new(key, f"{agent.pk}:{LEGACY_HOST_VERSION}".encode(), hashlib.sha256).digest()
+    assert first != base64.urlsafe_b64encode(derived).decode().rstrip("=")[:32]
 
     minted = [e["a2aTenant"] for t in (acme, globex) for e in _agents(t).values() if "a2aTenant" in e]
     assert len(minted) == len(set(minted)) == 3  # acme helper, globex helper, globex g-only
     subject = subject_from_api_key(acme.key)
     for value in minted:
-        assert R_SHAPE.match(value) and "~" not in value
+        assert R_SHAPE.match(value) and len(value) == 32 and "~" not in value
         for disclosed in ("acme", "globex", subject.subject_id, "helper", "g-only"):
             assert disclosed not in value
 
-    # Stable per host version: a new host version mints new values.
+    # Peers hold it: a new host version or a new secret key moves nothing.
     settings.SPECTACULAR_SETTINGS = {**settings.SPECTACULAR_SETTINGS, "VERSION": "9.9.9"}
-    assert _agents(acme)["helper"]["a2aTenant"] != first
+    settings.SECRET_KEY = "another-secret-key-" + "y" * 40
+    assert _agents(acme)["helper"]["a2aTenant"] == first
+
+
+def test_a_routing_value_from_before_it_was_stored_is_kept_then_stored_by_reseal(  # type: ignore[no-untyped-def]
+    acme: Tenancy, settings
+) -> None:
+    """An agent of an earlier release has no stored R: it keeps the one that release derived (so
+    its peers' cards still route, and that release's processes route what this one publishes
+    during a rolling upgrade), whatever this release's version; `reseal` stores it, after which
+    the secret key may change."""
+    agent = Agent.objects.for_tenant(acme.tenant).get(agent_id="helper")
+    Agent.unscoped_all_tenants.filter(pk=agent.pk).update(a2a_tenant=None)  # as the migration leaves it
+    # What an earlier release computes: HMAC(K, "<pk>:<its version>"), its version being 0.1.0.
+    key = hashlib.sha256((A2A_TENANT_PURPOSE + django_settings.SECRET_KEY).encode()).digest()
+    mac = hmac.new(key, f"{agent.pk}:0.1.0".encode(), hashlib.sha256).digest()
+    earlier = base64.urlsafe_b64encode(mac).decode().rstrip("=")[:32]
+    assert _agents(acme)["helper"]["a2aTenant"] == earlier
+    settings.SPECTACULAR_SETTINGS = {**settings.SPECTACULAR_SETTINGS, "VERSION": "9.9.9"}
+    assert _agents(acme)["helper"]["a2aTenant"] == earlier  # a version change moves nothing
+
+    out = StringIO()
+    call_command("reseal", stdout=out)
+    assert "agent.a2a-tenant: 1 stored" in out.getvalue()
+    agent.refresh_from_db()
+    assert agent.a2a_tenant == earlier
+    call_command("reseal", stdout=(again := StringIO()))
+    assert "agent.a2a-tenant: 0 stored" in again.getvalue()  # idempotent
+    settings.SECRET_KEY = "another-secret-key-" + "y" * 40
+    assert _agents(acme)["helper"]["a2aTenant"] == earlier  # stored: the key may change now
 
 
 def test_publish_and_unpublish_are_audited(acme: Tenancy) -> None:
@@ -225,20 +258,18 @@ def test_openwop_client_parses_the_inventory_live(live_url: str, live_env, make_
     one = client.agents_get(DEMO_AGENT_ID)
     assert one is not None and one.agentId == DEMO_AGENT_ID
     assert client.agents_get("no-such-agent") is None
-    # The live process (its own SECRET_KEY) mints what recomputing with that key gives: derived,
-    # not per process; the same on every call.
+    # The live process has its own SECRET_KEY, and serves the stored value: the same in every
+    # process, whatever its key, on every call.
     demo = Agent.objects.for_tenant(tenant).get(agent_id=DEMO_AGENT_ID)
     env, _ = live_env
-    with override_settings(SECRET_KEY=env["DJANGO_SECRET_KEY"]):
-        expected = a2a_tenant_of(agent_pk=demo.pk)
+    assert env["DJANGO_SECRET_KEY"] != django_settings.SECRET_KEY
     seen = {
         httpx.get(f"{live_url}/agents", headers={"Authorization": f"Bearer {key}"}, timeout=30).json()["agents"][0][
             "a2aTenant"
         ]
         for _ in range(2)
     }
-    assert seen == {expected}
-    assert expected != a2a_tenant_of(agent_pk=demo.pk)  # keyed: another key, another value
+    assert demo.a2a_tenant and seen == {demo.a2a_tenant} == {a2a_tenant_of(agent=demo)}
 
 
 def test_edits_are_audited(acme: Tenancy) -> None:

@@ -329,7 +329,7 @@ def test_the_per_agent_card_is_cached_for_found_agents_only(listening: None) -> 
     settle()
     subject = subject_from_authorization_cached(f"Bearer {raw}")
     demo = Agent.objects.for_tenant(subject.tenant_pk).get(agent_id=DEMO_AGENT_ID)
-    r = a2a_tenant_of(agent_pk=demo.pk)
+    r = a2a_tenant_of(agent=demo)
     entry = agent_by_a2a_tenant(subject=subject, a2a_tenant=r)
     assert entry is not None
     expected = agent_card(host_card=public_card_current()[0], entry=entry)

@@ -297,7 +297,7 @@ def test_an_agents_card_lists_only_the_versions_it_accepts_and_it_refuses_below(
 ) -> None:
     acme_t = Tenant.objects.get(slug="acme")
     helper, other = _agent(acme_t), _agent(acme_t, "other")
-    r_helper, r_other = a2a_tenant_of(agent_pk=helper.pk), a2a_tenant_of(agent_pk=other.pk)
+    r_helper, r_other = a2a_tenant_of(agent=helper), a2a_tenant_of(agent=other)
     version_policy_set(tenant=acme_t, agent=helper, protocol="a2a", minimum="1.0", actor="test")
 
     public = DoorClient().get("/.well-known/agent-card.json").json()

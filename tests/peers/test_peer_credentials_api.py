@@ -167,8 +167,32 @@ def test_bad_card_signature_fields_are_400_on_create_and_update(acme: Caller, fi
 
 def test_update_takes_no_other_member(acme: Caller) -> None:
     credential_id = acme.post(PATH, {"url": "https://peer.example.com/", "secret": "x"}).json()["credentialId"]
-    response = _patch(acme, credential_id, {"secret": "other"})
-    assert response.status_code == 400 and response.json()["error"] == "validation_error"
+    for body in ({"url": "https://other.example.com/"}, {"scheme": "Basic"}, {"origin": "https://x.example.com"}):
+        response = _patch(acme, credential_id, body)
+        assert response.status_code == 400 and response.json()["error"] == "validation_error"
+
+
+def test_the_secret_is_replaced_in_place_never_shown_and_not_across_tenants(
+    acme: Caller, globex: Caller, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Rotation (docs/operators/secrets-and-rotation.md): the same credentialId, so the workflows
+    naming it need no edit; the next call presents the new secret."""
+    caplog.set_level(logging.DEBUG)
+    credential_id = acme.post(PATH, {"url": "https://peer.example.com/", "secret": SECRET}).json()["credentialId"]
+    rotated = _patch(acme, credential_id, {"secret": "the-new-peer-token"})
+    assert rotated.status_code == 200, rotated.content
+    assert "the-new-peer-token" not in rotated.content.decode() and SECRET not in rotated.content.decode()
+    row = PeerCredential.unscoped_all_tenants.get(credential_id=credential_id)
+    assert peer_authorization(row) == "Bearer the-new-peer-token"
+    for bad in ("", "two\nlines"):
+        assert _patch(acme, credential_id, {"secret": bad}).status_code == 400
+    # Another tenant's credential: exactly an unknown id's answer, and its secret unchanged.
+    theirs = globex.post(PATH, {"url": "https://peer.example.com/", "secret": SECRET}).json()["credentialId"]
+    foreign = _patch(acme, theirs, {"secret": "taken-over"})
+    unknown = _patch(acme, "no-such-credential-id-000000", {"secret": "taken-over"})
+    assert foreign.status_code == unknown.status_code == 404 and foreign.content == unknown.content
+    assert peer_authorization(PeerCredential.unscoped_all_tenants.get(credential_id=theirs)) == f"Bearer {SECRET}"
+    assert "the-new-peer-token" not in caplog.text and "taken-over" not in caplog.text
 
 
 def test_another_tenants_credential_cannot_be_updated(acme: Caller, globex: Caller) -> None:
