@@ -24,8 +24,8 @@ from apps.agents.models import (
     TaskSupport,
     Workflow,
 )
-from apps.core.actors import system_actor
 from apps.agents.routing_values import a2a_tenant_legacy, a2a_tenant_mint
+from apps.core.actors import system_actor
 from apps.core.errors import Conflict, ValidationFailed
 from apps.tenants.models import Tenant
 
