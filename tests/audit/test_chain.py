@@ -14,7 +14,8 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.utils import timezone
 
-from apps.audit.chain import GENESIS, chain_verify
+from apps.audit.chain import GENESIS
+from apps.audit.verify import chain_verify
 from apps.audit.group_commit import host_event_append_batched, host_event_batcher
 from apps.audit.host_event_types import HOST_TEST_TYPES, NEGOTIATION_DECIDED, Delivery
 from apps.audit.models import ArchiveExport, HostEvent, HostEventStream

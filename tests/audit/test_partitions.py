@@ -19,7 +19,8 @@ from django.db import DatabaseError, connection, transaction
 from django.test import override_settings
 
 from apps.audit import partitions
-from apps.audit.chain import APPEND_SQL, chain_verify, content_hash
+from apps.audit.chain import APPEND_SQL, content_hash
+from apps.audit.verify import chain_verify
 from apps.audit.host_event_types import NEGOTIATION_DECIDED
 from apps.audit.models import HostEvent, HostEventStream, NegotiationDailyCount, NegotiationPeerDaily
 from apps.audit.partitions import records_expire, records_partitions_ensure
