@@ -295,6 +295,8 @@ def _manifest_urls(store: ArchiveStore, tenant_slug: str) -> list[str]:
     """The URLs of the tenant's manifests in the archive, in name order (names start with the range)."""
     folder = f"tenant={tenant_slug}"
     if isinstance(store, FileStore):
+        if not store.root.is_dir():  # a mistyped archive must not read as an empty one
+            raise ArchiveUnavailable(f"Could not list {store.root}: no such directory")
         try:
             return [path.as_uri() for path in sorted((store.root / folder).glob("*.manifest.json"))]
         except OSError as exc:

@@ -178,7 +178,7 @@ def records_expire(now: datetime, *, keep: Callable[[int], datetime | None]) -> 
     window = cache(keep)  # asked once per tenant
     # (table, its lower bound) whose rows may still go; the default partition first: what it holds
     # of the past is older than every partition (instants from before the table was partitioned).
-    remaining: list[tuple[str, datetime]] = [(DEFAULT, datetime.min.replace(tzinfo=UTC))]
+    remaining: list[Partition] = [Partition(DEFAULT, _NEVER, _NEVER)]
     for part in partitions():
         if part.lower >= now:
             break
@@ -189,17 +189,17 @@ def records_expire(now: datetime, *, keep: Callable[[int], datetime | None]) -> 
                 continue
         if part.upper <= now:
             result.held.append(part.name)
-        remaining.append((part.name, part.lower))
+        remaining.append(part)
     stalled: set[int] = set()  # tenants a busy table stopped: none of their later records go this run
-    for name, lower in remaining:
-        for tenant_pk in _tenants_in(name):
+    for table in remaining:
+        for tenant_pk in _tenants_in(table.name):
             until = window(tenant_pk)
-            if tenant_pk in stalled or until is None or lower >= until:
+            if tenant_pk in stalled or until is None or (table.name != DEFAULT and table.lower >= until):
                 continue
-            if not _delete_batched(name, tenant_pk, min(until, now), result):
+            if not _delete_batched(table, tenant_pk, min(until, now), result):
                 stalled.add(tenant_pk)
-                if name not in result.busy:
-                    result.busy.append(name)
+                if table.name not in result.busy:
+                    result.busy.append(table.name)
     return result
 
 
@@ -327,22 +327,36 @@ def _drop_leftovers(result: RecordsExpiry) -> None:
         logger.info("records: dropped partition %s (detached by an earlier run)", name)
 
 
-# For the streams of one batch: the last sequence that may go, so that a stream only ever loses a
-# front of its records: before its first record that stays (instant at or after `until`) and no
-# further than its chain reaches. A stream with no counter has no chain to keep: no bound.
+# For the streams of one batch from one table: the last sequence that may go, so that a stream only
+# ever loses a front of its records: no further than its chain reaches, and before its first record
+# that stays in this table (instant at or after `until`) or sits in another table (the bounds of
+# this one: `{elsewhere}`), whose turn has not come. A stream with no counter has no chain to keep:
+# no bound. Each `min` is one probe of each partition's stream index (the bounds prune the rest).
 _FLOORS_SQL = f"""
-SELECT s.subject_id, least({chained_head_sql("s")}, coalesce((
-    SELECT min(e.sequence) - 1 FROM {PARENT} AS e
-    WHERE e.tenant_id = s.tenant_id AND e.subject_id = s.subject_id AND e.at >= %s AND e.sequence > s.expired_through
-), {chained_head_sql("s")}))
-FROM {_STREAMS} AS s WHERE s.tenant_id = %s AND s.subject_id = ANY(%s::text[])
+SELECT s.subject_id, least({chained_head_sql("s")}, least(
+    (SELECT min(e.sequence) FROM {PARENT} AS e WHERE e.tenant_id = s.tenant_id AND e.subject_id = s.subject_id
+        AND e.sequence > s.expired_through AND e.at >= %(until)s),
+    {{elsewhere}}
+) - 1)
+FROM {_STREAMS} AS s WHERE s.tenant_id = %(tenant)s AND s.subject_id = ANY(%(subjects)s::text[])
 """  # noqa: S608 (our own table names)
+_ELSEWHERE = (
+    f"(SELECT min(e.sequence) FROM {PARENT} AS e WHERE e.tenant_id = s.tenant_id"  # noqa: S608 (our own table)
+    " AND e.subject_id = s.subject_id AND e.sequence > s.expired_through AND {where})"
+)
+# A range partition's other tables hold the instants outside its bounds; the default partition's,
+# the instants of every range partition (it has no bounds to prune by: its own rows are skipped).
+_RANGE_FLOORS_SQL = _FLOORS_SQL.format(
+    elsewhere=", ".join(_ELSEWHERE.format(where=w) for w in ("e.at < %(lower)s", "e.at >= %(upper)s"))
+)
+_DEFAULT_FLOORS_SQL = _FLOORS_SQL.format(elsewhere=_ELSEWHERE.format(where=f"e.tableoid <> '{DEFAULT}'::regclass"))
+_NEVER = datetime.min.replace(tzinfo=UTC)  # the default partition's (absent) bounds
 
 
 _DELETE_SQL = "DELETE FROM {table} WHERE (id, at) IN (SELECT * FROM unnest(%s::bigint[], %s::timestamptz[]))"
 
 
-def _delete_batched(table: str, tenant_pk: int, until: datetime, result: RecordsExpiry) -> bool:
+def _delete_batched(part: Partition, tenant_pk: int, until: datetime, result: RecordsExpiry) -> bool:
     """Delete `tenant_pk`'s records before `until` from one partition, BATCH candidates a
     transaction in stream order, each stream's front only (`_FLOORS_SQL`); False if the partition
     stayed busy (the rest waits for the next run).
@@ -352,7 +366,8 @@ def _delete_batched(table: str, tenant_pk: int, until: datetime, result: Records
     exactly those rows with the retention job's setting on (the append-only trigger lets only that
     transaction's DELETEs through: apps/core/append_only.py). Row locks only: writers and readers of
     the partition go on; it waits at most LOCK_TIMEOUT for a row a writer holds."""
-    after: tuple[str, int] = ("", 0)
+    table, after = part.name, ("", 0)
+    floors_sql = _DEFAULT_FLOORS_SQL if table == DEFAULT else _RANGE_FLOORS_SQL
     while True:
         try:
             with transaction.atomic(), connection.cursor() as cursor:
@@ -366,7 +381,9 @@ def _delete_batched(table: str, tenant_pk: int, until: datetime, result: Records
                 if not candidates:
                     return True
                 after = (candidates[-1][3], candidates[-1][4])
-                cursor.execute(_FLOORS_SQL, [until, tenant_pk, sorted({row[3] for row in candidates})])
+                subjects = sorted({row[3] for row in candidates})
+                bounds = {"lower": part.lower, "upper": part.upper}
+                cursor.execute(floors_sql, {"until": until, "tenant": tenant_pk, "subjects": subjects, **bounds})
                 floors = dict(cursor.fetchall())
                 rows = [row for row in candidates if row[4] <= floors.get(row[3], row[4])]
                 if rows:
