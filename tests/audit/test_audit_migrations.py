@@ -29,7 +29,7 @@ def _triggers() -> list[str]:
 
 def test_migrating_below_the_one_way_partitioning_is_refused_before_anything_is_undone() -> None:
     before = _applied()
-    with pytest.raises(CommandError, match="audit 0010 .* is one-way"):
+    with pytest.raises(CommandError, match=r"audit 0010 .* is one-way"):
         call_command("migrate", "audit", "0009", stdout=StringIO())
     assert _applied() == before  # 0011-0013 still applied: nothing was undone half way
     assert _triggers() == ["audit_hosteventstream_track_head"]

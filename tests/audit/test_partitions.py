@@ -20,10 +20,10 @@ from django.test import override_settings
 
 from apps.audit import partitions
 from apps.audit.chain import APPEND_SQL, content_hash
-from apps.audit.verify import chain_verify
 from apps.audit.host_event_types import NEGOTIATION_DECIDED
 from apps.audit.models import HostEvent, HostEventStream, NegotiationDailyCount, NegotiationPeerDaily
 from apps.audit.partitions import records_expire, records_partitions_ensure
+from apps.audit.verify import chain_verify
 from apps.core.ids import mint_opaque
 from apps.tenants.subject import Subject
 
@@ -220,7 +220,7 @@ def test_a_stream_only_ever_loses_a_front_of_its_records(subjects) -> None:  # t
         _record(alice, at)
 
     def expire(keep_from: datetime) -> tuple[int, list[int]]:
-        expiry = records_expire(_day(2035, 8, 1), keep=lambda tenant_pk: keep_from)
+        records_expire(_day(2035, 8, 1), keep=lambda tenant_pk: keep_from)
         assert chain_verify().intact  # after every pass: nothing at or below the anchor, no gap after it
         stream = HostEventStream.unscoped_all_tenants.get(subject_id=alice.subject_id)
         return stream.expired_through, sorted(_where(alice))

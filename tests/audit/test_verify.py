@@ -22,7 +22,6 @@ from apps.audit.host_event_types import CHAIN_REANCHORED, NEGOTIATION_DECIDED
 from apps.audit.models import HostEvent, HostEventStream
 from apps.audit.partitions import records_expire, records_partitions_ensure
 from apps.audit.services import host_event_append
-from apps.audit.verify import chain_verify
 from apps.tenants.models import Tenant
 from apps.tenants.subject import Subject
 from tests.audit.records import record_at, tamper
@@ -103,10 +102,9 @@ def test_records_altered_below_a_moved_anchor_are_caught(alice: Subject, archive
     # Someone with the database moves the anchor over two kept records and alters them: the records
     # below it were skipped, and verify said intact.
     _move_anchor(alice, 8)
-    tamper(
-        "UPDATE audit_hostevent SET payload = '{\"outcome\": \"refused\"}' WHERE subject_id = %s AND sequence IN (7, 8)",
-        [alice.subject_id],
-    )
+    refused = json.dumps({"outcome": "refused"})
+    tamper("UPDATE audit_hostevent SET payload = %s WHERE subject_id = %s AND sequence IN (7, 8)",
+           [refused, alice.subject_id])  # fmt: skip
 
     status, out = _verify(*against)
 
@@ -173,7 +171,7 @@ def test_the_archives_manifests_catch_what_the_databases_export_rows_no_longer_d
 
 
 @pytest.mark.django_db
-def test_the_configured_archive_is_checked_and_streams_never_exported_are_named(make_subject, archive, settings) -> None:  # type: ignore[no-untyped-def]
+def test_the_configured_archive_is_checked_and_never_exported_streams_named(make_subject, archive, settings) -> None:  # type: ignore[no-untyped-def]
     _, alice = make_subject("acme")
     _, bob = make_subject("acme")
     host_event_append(subject=alice, type=NEGOTIATION_DECIDED, payload={}, durable=True)
