@@ -115,7 +115,8 @@ def main() -> None:
                     for size in (1, 16):
                         stream = f"{repeat}-{size}-{secrets.token_hex(4)}"
                         conn.execute(
-                            "INSERT INTO audit_hosteventstream (tenant_id, subject_id, last_sequence) VALUES (%s, %s, 0)",
+                            "INSERT INTO audit_hosteventstream (tenant_id, subject_id, last_sequence)"
+                            " VALUES (%s, %s, 0)",
                             [tenant.pk, stream],
                         )
                         times = []
