@@ -5,12 +5,16 @@ installed, against the previous release's statement (0.19.0, 556a03d) without th
     DATABASE_URL=postgres://.../<a scratch database> .venv/bin/python bench/chain_head_cost.py [--n 10000] [--repeats 5]
 
 The database must be migrated and is written to (tenant `bench-chainhead`, fresh streams per run);
-the trigger is dropped for the "without" variants and created again before the script ends, so
-never point it at a database that serves. Each variant runs `n` statements (psycopg, autocommit:
-each is its own transaction, prepared after 5 executions, as the group commit runs them) for a
-batch of 1 record and of 16 records of one stream, `repeats` times in alternation; it prints the
-median over the repeats of each run's median, in microseconds per statement. The Python content
-hash is the same in every variant and is left out.
+the trigger is dropped for the "no trigger" runs and created again before the script ends, so
+never point it at a database that serves. With the trigger installed and without, for a batch of 1
+record and of 16 records of one stream, the two statements run back to back `n` times, each on its
+own stream (psycopg, autocommit: each is its own transaction, prepared after 5 executions, as the
+group commit runs them), `repeats` times; it prints each statement's median and the median of the
+paired differences (this - previous), in microseconds per statement. With the trigger installed,
+the previous statement is what an old pod pays during the upgrade (the trigger's function runs
+for it), this one what the new release pays (the trigger's WHEN is false for it). The Python content
+hash is the same in every variant and is left out. On a loaded machine each commit's WAL flush
+dominates and varies more than the statements differ: `--no-flush-wait` leaves it out.
 """
 
 from __future__ import annotations
@@ -72,6 +76,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=10_000, help="statements per variant and run")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--no-flush-wait", action="store_true", help="synchronous_commit = off: the statement, not the WAL flush"
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openwop_host.settings")
@@ -99,43 +106,54 @@ def main() -> None:
                 "durable": [True] * size, "ordinal": list(range(1, size + 1)), "at": [now] * size,
                 "content": [content] * size}  # fmt: skip
 
-    variants = [
-        ("previous statement, no trigger", PREVIOUS_SQL, False),
-        ("this statement, trigger installed", APPEND_SQL, True),
-        ("previous statement, trigger installed (an old pod during the upgrade)", PREVIOUS_SQL, True),
-    ]
-    results: dict[tuple[str, int], list[float]] = {}
+    variants = [("previous statement", PREVIOUS_SQL), ("this statement", APPEND_SQL)]
+    # {(trigger installed?, batch size): {variant: [us per statement]}}, and the paired differences
+    # (this - previous, the two statements run back to back: the machine's load drifts out).
+    times: dict[tuple[bool, int], dict[str, list[float]]] = {}
+    diffs: dict[tuple[bool, int], list[float]] = {}
     with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as conn:
+        if args.no_flush_wait:
+            conn.execute("SET synchronous_commit = off")
         try:
             for repeat in range(args.repeats):
-                for label, sql, trigger in variants if repeat % 2 == 0 else variants[::-1]:
+                for trigger in (False, True) if repeat % 2 == 0 else (True, False):
                     conn.execute(migration.UNTRACK_HEAD[0])
                     if trigger:
                         conn.execute(migration.TRACK_HEAD[1])
                     for size in (1, 16):
-                        stream = f"{repeat}-{size}-{secrets.token_hex(4)}"
-                        conn.execute(
-                            "INSERT INTO audit_hosteventstream (tenant_id, subject_id, last_sequence)"
-                            " VALUES (%s, %s, 0)",
-                            [tenant.pk, stream],
-                        )
-                        times = []
+                        salt = secrets.token_hex(4)
+                        streams = {label: f"{label[:4]}-{repeat}-{size}-{salt}" for label, _ in variants}
+                        for stream in streams.values():
+                            conn.execute(
+                                "INSERT INTO audit_hosteventstream (tenant_id, subject_id, last_sequence)"
+                                " VALUES (%s, %s, 0)",
+                                [tenant.pk, stream],
+                            )
+                        cell = times.setdefault((trigger, size), {label: [] for label, _ in variants})
                         with conn.cursor() as cursor:
                             for i in range(args.n // size + 20):
-                                values = params(stream, size)
-                                started = time.perf_counter()
-                                cursor.execute(sql, values)
-                                cursor.fetchall()
+                                took = {}
+                                for label, sql in variants if i % 2 else variants[::-1]:
+                                    values = params(streams[label], size)
+                                    started = time.perf_counter()
+                                    cursor.execute(sql, values)
+                                    cursor.fetchall()
+                                    took[label] = (time.perf_counter() - started) * 1e6
                                 if i >= 20:  # warm-up: prepared, caches warm
-                                    times.append(time.perf_counter() - started)
-                        results.setdefault((label, size), []).append(statistics.median(times) * 1e6)
+                                    for label, value in took.items():
+                                        cell[label].append(value)
+                                    diffs.setdefault((trigger, size), []).append(
+                                        took["this statement"] - took["previous statement"]
+                                    )
         finally:
             conn.execute(migration.UNTRACK_HEAD[0])
             conn.execute(migration.TRACK_HEAD[1])
-    print(f"{args.n} records per variant and run, {args.repeats} runs; median of the runs' medians, us per statement:")
-    for (label, size), medians in results.items():
-        spread = f"{min(medians):.1f}-{max(medians):.1f}"
-        print(f"  batch of {size:2d}: {label}: {statistics.median(medians):.1f} (runs {spread})")
+    print(f"{args.n} records per cell and run, {args.repeats} runs, the two statements alternating; us per statement:")
+    for (trigger, size), cell in sorted(times.items()):
+        where = "trigger installed" if trigger else "no trigger"
+        medians = ", ".join(f"{label} {statistics.median(values):.1f}" for label, values in cell.items())
+        paired = statistics.median(diffs[(trigger, size)])
+        print(f"  batch of {size:2d}, {where}: median {medians}; this - previous, paired median {paired:+.1f}")
 
 
 if __name__ == "__main__":

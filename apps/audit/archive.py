@@ -313,18 +313,21 @@ def _manifest_urls(store: ArchiveStore, tenant_slug: str) -> list[str]:
     return [f"s3://{store.bucket}/{key}" for key in sorted(keys) if key.endswith(".manifest.json")]
 
 
-def archive_record_links(entry: ArchivedStream, *, sequences: set[int]) -> dict[int, tuple[str, str]]:
-    """{sequence: (prevDigest, digest)} of the stream's archived records among `sequences`, read
-    from the data file `entry` names (streamed; its SHA-256 must be the manifest's, or nothing it
-    holds is evidence: ArchiveUnavailable)."""
-    found: dict[int, tuple[str, str]] = {}
+def archive_record_links(
+    entry: ArchivedStream, *, wanted: set[tuple[str, int]]
+) -> dict[tuple[str, int], tuple[str, str]]:
+    """{(subject id, sequence): (prevDigest, digest)} of the archived records among `wanted`, read
+    once from the data file `entry` names (streamed; its SHA-256 must be the manifest's, or nothing
+    it holds is evidence: ArchiveUnavailable)."""
+    found: dict[tuple[str, int], tuple[str, str]] = {}
     sha = hashlib.sha256()
     reader = _HashingReader(archive_read(entry.file_url), sha)
     with gzip.GzipFile(fileobj=cast(IO[bytes], reader), mode="rb") as lines:
         for line in lines:
             record = json.loads(line)
-            if record.get("subjectId") == entry.subject_id and record.get("sequence") in sequences:
-                found[record["sequence"]] = (str(record.get("prevDigest", "")), str(record.get("digest", "")))
+            key = (record.get("subjectId"), record.get("sequence"))
+            if key in wanted:
+                found[key] = (str(record.get("prevDigest", "")), str(record.get("digest", "")))
     reader.drain()
     if sha.hexdigest() != entry.sha256:
         raise ArchiveUnavailable(f"{entry.file_url} does not have the SHA-256 its manifest says")

@@ -302,6 +302,7 @@ def chain_verify(*, tenant: Tenant | None = None, against: str = "", chunk_size:
         )
         walk.step(sequence, type_, prev_digest, digest, content, exported[key].get(sequence, set()), at, payload)
         report.records += 1
+    pinned = _anchors_pinned(heads, archived)
     for key, head in heads.items():
         walk = walks.get(key) or walk_of(*key)
         anchored = exported[key].get(head.expired_through, set())
@@ -311,7 +312,7 @@ def chain_verify(*, tenant: Tenant | None = None, against: str = "", chunk_size:
             if entry.last > head.last_sequence:  # the archive holds a record the database lost
                 walk.findings.append(ChainBreak(walk.tenant, walk.subject_id, head.last_sequence + 1, MISSING))
                 break
-        if head.expired_through and archived.get(key) and not _anchor_pinned(head, archived[key]):
+        if head.expired_through and archived.get(key) and key not in pinned:
             walk.findings.append(ChainBreak(walk.tenant, walk.subject_id, head.expired_through, ANCHOR_NOT_ARCHIVED))
         report.breaks.extend(walk.finish(head.last_sequence))
         report.reanchors.extend(walk.reanchors)
@@ -347,17 +348,29 @@ def _archived(url: str, slugs: dict[int, str]) -> dict[_Key, list[ArchivedStream
     return archived
 
 
-def _anchor_pinned(stream: HostEventStream, entries: list[ArchivedStream]) -> bool:
-    """Whether the archive holds the anchor: the record at `expired_through` with digest
-    `expired_digest`, or the record after it naming that digest as its predecessor."""
-    anchor, digest = stream.expired_through, stream.expired_digest
-    if any(entry.last == anchor and entry.head == digest for entry in entries):
-        return True
-    for entry in entries:
-        wanted = {s for s in (anchor, anchor + 1) if entry.first <= s <= entry.last}
-        if not wanted:
+def _anchors_pinned(heads: dict[_Key, HostEventStream], archived: dict[_Key, list[ArchivedStream]]) -> set[_Key]:
+    """The streams whose expiry anchor the archive holds: the record at `expired_through` with
+    digest `expired_digest` (an export's head, or a record in its data file), or the record after
+    it naming that digest as its predecessor. Each data file needed is read once."""
+    pinned: set[_Key] = set()
+    files: dict[str, tuple[ArchivedStream, set[tuple[str, int]]]] = {}
+    for key, stream in heads.items():
+        entries, anchor = archived.get(key, []), stream.expired_through
+        if not anchor or not entries:
             continue
-        links = archive_record_links(entry, sequences=wanted)
-        if links.get(anchor, ("", ""))[1] == digest or links.get(anchor + 1, ("", ""))[0] == digest:
-            return True
-    return False
+        if any(entry.last == anchor and entry.head == stream.expired_digest for entry in entries):
+            pinned.add(key)
+            continue
+        for entry in entries:
+            for sequence in (anchor, anchor + 1):
+                if entry.first <= sequence <= entry.last:
+                    files.setdefault(entry.file_url, (entry, set()))[1].add((key[1], sequence))
+    links = {url: archive_record_links(entry, wanted=wanted) for url, (entry, wanted) in files.items()}
+    for key, stream in heads.items():
+        anchor, digest = stream.expired_through, stream.expired_digest
+        for entry in archived.get(key, []) if anchor and key not in pinned else []:
+            found = links.get(entry.file_url, {})
+            at, after = found.get((key[1], anchor)), found.get((key[1], anchor + 1))
+            if (at is not None and at[1] == digest) or (after is not None and after[0] == digest):
+                pinned.add(key)
+    return pinned

@@ -1,4 +1,4 @@
-"""Exports to an s3:// archive (issue 36 item 3), and verify against it, against a real S3-compatible server on loopback
+"""Exports to an s3:// archive, and verify against it, on a real S3-compatible server on loopback
 (moto's, started here) reached through the usual variables: AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
 AWS_SECRET_ACCESS_KEY, AWS_REGION."""
 

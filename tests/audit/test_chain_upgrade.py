@@ -10,13 +10,17 @@ import threading
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection, connections, transaction
+from django.utils import timezone
 
+from apps.audit.archive import export_range
 from apps.audit.chain import GENESIS
 from apps.audit.chainer import chain_pending
 from apps.audit.host_event_types import NEGOTIATION_DECIDED
-from apps.audit.models import HostEvent, HostEventStream
+from apps.audit.models import ArchiveExport, HostEvent, HostEventStream
 from apps.audit.services import host_event_append
 from apps.audit.verify import chain_verify
+from apps.core.errors import ValidationFailed
+from apps.tenants.models import Tenant
 from apps.tenants.subject import Subject
 from tests.audit import old_writers
 
@@ -244,3 +248,29 @@ def _wait_until_blocked(subject: Subject) -> None:
             threading.Event().wait(0.01)
     raise AssertionError("the second connection never waited on the stream's lock")
 
+
+
+def test_an_export_chains_first_and_never_archives_a_record_without_its_link(make_subject, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _, alice = make_subject("acme")
+    _, bob = make_subject("acme")
+    for n in (1, 2):
+        old_writers.prechain_orm_append(alice, {"n": n})
+        old_writers.prechain_orm_append(bob, {"n": n})
+    acme = Tenant.objects.get(slug="acme")
+    archive = tmp_path.as_uri()
+
+    export = export_range(tenant=acme, since=None, until=timezone.now(), to_url=archive)  # chains both first
+
+    assert {s["subjectId"]: s["head"] for s in export.streams} == {
+        alice.subject_id: _stream(alice)[-1].digest, bob.subject_id: _stream(bob)[-1].digest,
+    }  # fmt: skip
+    assert "" not in {e.digest for e in _stream(alice) + _stream(bob)}
+    old_writers.prechain_orm_append(bob, {"n": 3})
+    with connection.cursor() as cursor:  # a record the chainer cannot link: its predecessor is gone
+        cursor.execute("ALTER TABLE audit_hostevent DISABLE TRIGGER audit_hostevent_append_only")
+        cursor.execute("DELETE FROM audit_hostevent WHERE subject_id = %s AND sequence = 2", [bob.subject_id])
+        cursor.execute("ALTER TABLE audit_hostevent ENABLE TRIGGER audit_hostevent_append_only")
+    HostEventStream.unscoped_all_tenants.filter(subject_id=bob.subject_id).update(chained_through=1)
+    with pytest.raises(ValidationFailed, match="not chained yet"):
+        export_range(tenant=acme, since=export.until, until=timezone.now(), to_url=archive)
+    assert ArchiveExport.unscoped_all_tenants.count() == 1
