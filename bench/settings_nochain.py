@@ -13,6 +13,9 @@ What differs, and nothing else (the `NoChain` app's `ready()` swaps two module g
   before the chain (git show 3dc14ba:apps/audit/group_commit.py), without the recursive `chain`
   CTE, its two `sha256()` per record and the `last_digest` update: `prev_digest` and `digest` keep
   their column default "" (such a stream does not verify: the bench gives it an API key of its own).
+  It sets the stream's `chained_through` to its counter, as the shipped statement does when it
+  chains: otherwise the stream table's trigger would mark the stream as waiting for the chainer
+  (apps/audit/chainer.py), whose beat job would then link those records during the point.
 - `apps.audit.services.content_hash_of_texts` (Python's canonical JSON + SHA-256 of the record,
   computed before the record is queued; both writers build their rows there) returns "" without
   computing anything.
@@ -43,7 +46,8 @@ WITH r AS (
     ORDER BY s.tenant_id, s.subject_id
     FOR UPDATE OF s
 ), bumped AS (
-    UPDATE audit_hosteventstream AS s SET last_sequence = s.last_sequence + l.n
+    UPDATE audit_hosteventstream AS s SET last_sequence = s.last_sequence + l.n,
+        chained_through = s.last_sequence + l.n
     FROM locked AS l WHERE s.id = l.id
     RETURNING s.tenant_id, s.subject_id, s.last_sequence - l.n AS base
 )

@@ -282,6 +282,16 @@ if not 0 < OPENWOP_RETENTION_RUNS_DUTY <= 1:
     raise ImproperlyConfigured("OPENWOP_RETENTION_RUNS_DUTY is a share of the time: above 0, at most 1.")
 # One record partition per interval: daily, weekly or monthly (apps/audit/partitions.py).
 OPENWOP_RECORDS_PARTITION_INTERVAL = env.str("OPENWOP_RECORDS_PARTITION_INTERVAL", default="daily")
+# The record chainer (apps/audit/chainer.py) runs every this many seconds (60): it links records a
+# writer left without digests (a release before the chain, during an upgrade); on a host whose
+# writers all chain it finds nothing to do. OPENWOP_MIGRATE_OFFLINE=1 says the doors are stopped
+# (a maintenance window): the one-way audit migration 0010, which copies the records table while
+# holding a lock that stops every door, then runs on a large table instead of refusing (default 0).
+CELERY_BEAT_SCHEDULE["audit-chain-pending"] = {
+    "task": "audit.chain_pending",
+    "schedule": env.float("OPENWOP_AUDIT_CHAIN_SECONDS", default=60.0),
+}
+OPENWOP_MIGRATE_OFFLINE = env.bool("OPENWOP_MIGRATE_OFFLINE", default=False)
 if min(OPENWOP_RETENTION_RUNS_DAYS, OPENWOP_RETENTION_RECORDS_DAYS, OPENWOP_RETENTION_BATCH_RUNS) < 1:
     raise ImproperlyConfigured("OPENWOP_RETENTION_RUNS_DAYS, _RECORDS_DAYS and _BATCH_RUNS are at least 1.")
 # Where records are exported before they expire (apps/audit/archive.py): file:///dir or

@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any, Protocol, cast
 from urllib.parse import unquote, urlsplit
 
 from django.conf import settings
@@ -49,6 +49,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from apps.audit.chain import canonical_content
+from apps.audit.chainer import chain_pending
 from apps.audit.models import ArchiveExport, HostEvent
 from apps.core.errors import ValidationFailed
 from apps.core.file_modes import PRIVATE_FILE, private_folder
@@ -172,6 +173,7 @@ def export_range(
         raise ValidationFailed("No archive is configured (OPENWOP_ARCHIVE_URL) and none was named.")
     store = archive_store(url)
     _check_range(since, until)
+    chain_pending(tenant=tenant)  # an export holds chained records only: their heads are evidence
     with tempfile.TemporaryDirectory(prefix="openwop-export-") as scratch:
         data = Path(scratch) / "records.jsonl.gz"
         written = _write_records(data, tenant=tenant, since=since, until=until)
@@ -248,6 +250,114 @@ def archive_read(url: str) -> Iterator[bytes]:
     return _s3_chunks(body)
 
 
+@dataclass(frozen=True, slots=True)
+class ArchivedStream:
+    """One stream's entry in one manifest read from the archive itself (not from the database)."""
+
+    subject_id: str
+    first: int
+    last: int
+    head: str
+    manifest_url: str
+    file_url: str  # the data file the manifest describes
+    sha256: str  # the data file's, as the manifest says it
+
+
+def archive_manifest_streams(url: str, *, tenant_slug: str) -> list[ArchivedStream]:
+    """Every stream entry of every manifest under `url` for the tenant, oldest export first.
+    Raises ArchiveUnavailable when the archive cannot be listed or read, or a manifest is not one
+    this module wrote for that tenant."""
+    entries: list[ArchivedStream] = []
+    for manifest_url in _manifest_urls(archive_store(url), tenant_slug):
+        try:
+            manifest = json.loads(b"".join(archive_read(manifest_url)))
+            if manifest.get("format") != MANIFEST_FORMAT or manifest.get("tenant") != tenant_slug:
+                raise ValueError("not a records manifest of this tenant")
+            file_name = manifest["file"]
+            if not isinstance(file_name, str) or "/" in file_name or not file_name.endswith(".jsonl.gz"):
+                raise ValueError("its file is not a data file beside it")
+            file_url = f"{manifest_url.rsplit('/', 1)[0]}/{file_name}"
+            entries += [
+                ArchivedStream(
+                    subject_id=str(stream["subjectId"]),
+                    first=int(stream["firstSequence"]),
+                    last=int(stream["lastSequence"]),
+                    head=str(stream["head"]),
+                    manifest_url=manifest_url,
+                    file_url=file_url,
+                    sha256=str(manifest["sha256"]),
+                )
+                for stream in manifest["streams"]
+            ]
+        except (ValueError, KeyError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
+            raise ArchiveUnavailable(f"{manifest_url} is not a usable manifest: {exc}") from exc
+    return entries
+
+
+def _manifest_urls(store: ArchiveStore, tenant_slug: str) -> list[str]:
+    """The URLs of the tenant's manifests in the archive, in name order (names start with the range)."""
+    folder = f"tenant={tenant_slug}"
+    if isinstance(store, FileStore):
+        if not store.root.is_dir():  # a mistyped archive must not read as an empty one
+            raise ArchiveUnavailable(f"Could not list {store.root}: no such directory")
+        try:
+            return [path.as_uri() for path in sorted((store.root / folder).glob("*.manifest.json"))]
+        except OSError as exc:
+            raise ArchiveUnavailable(f"Could not list {store.root / folder}: {exc.strerror or exc}") from exc
+    assert isinstance(store, S3Store)
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    prefix = f"{store.prefix}/{folder}/" if store.prefix else f"{folder}/"
+    try:
+        pages = _s3_client().get_paginator("list_objects_v2").paginate(Bucket=store.bucket, Prefix=prefix)
+        keys = [obj["Key"] for page in pages for obj in page.get("Contents", [])]
+    except (BotoCoreError, ClientError) as exc:
+        raise ArchiveUnavailable(f"Could not list s3://{store.bucket}/{prefix}: {exc}") from exc
+    return [f"s3://{store.bucket}/{key}" for key in sorted(keys) if key.endswith(".manifest.json")]
+
+
+def archive_record_links(
+    entry: ArchivedStream, *, wanted: set[tuple[str, int]]
+) -> dict[tuple[str, int], tuple[str, str]]:
+    """{(subject id, sequence): (prevDigest, digest)} of the archived records among `wanted`, read
+    once from the data file `entry` names (streamed; its SHA-256 must be the manifest's, or nothing
+    it holds is evidence: ArchiveUnavailable)."""
+    found: dict[tuple[str, int], tuple[str, str]] = {}
+    sha = hashlib.sha256()
+    reader = _HashingReader(archive_read(entry.file_url), sha)
+    with gzip.GzipFile(fileobj=cast(IO[bytes], reader), mode="rb") as lines:
+        for line in lines:
+            record = json.loads(line)
+            key = (record.get("subjectId"), record.get("sequence"))
+            if key in wanted:
+                found[key] = (str(record.get("prevDigest", "")), str(record.get("digest", "")))
+    reader.drain()
+    if sha.hexdigest() != entry.sha256:
+        raise ArchiveUnavailable(f"{entry.file_url} does not have the SHA-256 its manifest says")
+    return found
+
+
+class _HashingReader:
+    """A file-like reader over chunks that hashes every byte it hands out."""
+
+    def __init__(self, chunks: Iterator[bytes], sha: Any) -> None:
+        self._chunks, self._sha, self._buffer = chunks, sha, b""
+
+    def read(self, size: int = -1) -> bytes:
+        while size < 0 or len(self._buffer) < size:
+            chunk = next(self._chunks, b"")
+            if not chunk:
+                break
+            self._buffer += chunk
+        out, self._buffer = (self._buffer, b"") if size < 0 else (self._buffer[:size], self._buffer[size:])
+        self._sha.update(out)
+        return out
+
+    def drain(self) -> None:
+        while self.read(_CHUNK):
+            pass
+
+
 def _file_chunks(source: IO[bytes]) -> Iterator[bytes]:
     with source:
         while chunk := source.read(_CHUNK):
@@ -310,6 +420,12 @@ def _record_lines(*, tenant: Tenant, since: datetime | None, until: datetime) ->
             cursor.execute(_BATCH_SQL, [tenant.pk, until, since or _BEGINNING, *after, BATCH])
             rows = cursor.fetchall()
         for subject_id, sequence, subject, event_id, type_, durable, at, payload, prev_digest, digest in rows:
+            if not digest:
+                raise ValidationFailed(
+                    f"Sequence {sequence} of a stream in the range is not chained yet (the chainer is behind:"
+                    " manage.py audit_chain); nothing was exported.",
+                    details={"field": "until"},
+                )
             content = canonical_content(
                 tenant=tenant.slug,
                 subject_id=subject_id,

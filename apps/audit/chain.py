@@ -17,6 +17,14 @@ already holds, so Python computes it before the statement; the link depends on t
 which only the statement that locks the stream knows, so `APPEND_SQL` computes it in PostgreSQL
 (`sha256()` is built in) while it allocates sequences. Both writers (the ORM path of
 `services.host_event_append` and the group commit) run that one statement.
+
+The chain does not depend on the writer's version. A writer that does not chain (a release before
+the chain, still serving during a rolling upgrade) advances the counter and leaves the digests
+empty; the stream's head then stays behind (`HostEventStream.chained_through`, kept by a trigger
+on the stream table, migration 0013), this release's writers leave their records empty too while
+it lags, and the chainer (apps/audit/chainer.py) links the empty records in sequence order with
+this same function. A writer that chains (the release before this one) moves the head as this one
+does. Verification is apps/audit/verify.py.
 """
 
 from __future__ import annotations
@@ -24,17 +32,16 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
-from apps.audit.models import GENESIS, ArchiveExport, HostEvent, HostEventStream
-from apps.tenants.models import Tenant
+from apps.audit.models import GENESIS, HostEvent, HostEventStream
 
 __all__ = [
-    "APPEND_SQL", "GENESIS", "AppendRow", "ChainBreak", "ChainReport", "append_params", "canonical_content",
-    "canonical_json", "canonical_text", "chain_verify", "content_hash", "content_hash_of_texts", "link",
+    "APPEND_SQL", "GENESIS", "AppendRow", "append_params", "canonical_content", "canonical_json", "canonical_text",
+    "chained_head", "chained_head_sql", "content_hash", "content_hash_of_texts", "link",
 ]
 
 
@@ -175,6 +182,23 @@ def link(prev_digest: str, sequence: int, content: str) -> str:
     return hashlib.sha256(f"{prev_digest}:{sequence}:{content}".encode("ascii")).hexdigest()
 
 
+def chained_head(stream: HostEventStream) -> int:
+    """The last sequence the stream's chain reaches (`last_digest` is that record's digest): Python
+    twin of `chained_head_sql`."""
+    if stream.chained_through is not None:
+        return stream.chained_through
+    return 0 if stream.last_digest == GENESIS else stream.last_sequence
+
+
+def chained_head_sql(alias: str) -> str:
+    """`chained_head` of the stream row `alias` in SQL (the append statement, the chainer, the
+    stream table's trigger)."""
+    return (
+        f"coalesce({alias}.chained_through,"
+        f" CASE WHEN {alias}.last_digest = '{GENESIS}' THEN 0 ELSE {alias}.last_sequence END)"
+    )
+
+
 def _link_sql(prev: str, sequence: str, content: str) -> str:
     return f"encode(sha256(convert_to({prev} || ':' || ({sequence})::text || ':' || {content}, 'UTF8')), 'hex')"
 
@@ -191,11 +215,15 @@ _STREAMS = HostEventStream._meta.db_table
 # process does, so two statements never wait on each other in a cycle; under READ COMMITTED
 # `FOR UPDATE` returns the row's newest committed version, so `last_sequence` and `last_digest`
 # are the ones this statement extends. `chain` links a stream's records one ordinal at a time (its
-# depth is the most records of one stream in the batch). `bumped` moves each counter and head to
-# the stream's last record. The statement is one transaction on an autocommit connection and joins
-# the caller's on the ORM path; either way it writes all its rows or none, and the locks are held
-# to commit, so a reader never sees n+1 before n. A stream with no counter row yet is left out
-# (the caller creates the counter and runs the statement again for those rows).
+# depth is the most records of one stream in the batch); `linked` is false while the stream's head
+# lags its counter (records of a writer that does not chain wait for the chainer before it): its
+# records are then written without digests, after those, for the chainer to link in order.
+# `bumped` moves each counter, head and `chained_through` to the stream's last record; the insert
+# reads it, so the counters move before any row goes in. The statement is one transaction on an
+# autocommit connection and joins the caller's on the ORM path; either way it writes all its rows
+# or none, and the locks are held to commit, so a reader never sees n+1 before n. A stream with no
+# counter row yet is left out (the caller creates the counter and runs the statement again for
+# those rows).
 APPEND_SQL = f"""
 WITH RECURSIVE r AS (
     SELECT * FROM unnest(
@@ -206,162 +234,36 @@ WITH RECURSIVE r AS (
 ), wanted AS (
     SELECT tenant_id, subject_id, count(*) AS n FROM r GROUP BY tenant_id, subject_id
 ), locked AS MATERIALIZED (
-    SELECT s.id, s.tenant_id, s.subject_id, s.last_sequence, s.last_digest, w.n FROM {_STREAMS} AS s
+    SELECT s.id, s.tenant_id, s.subject_id, s.last_sequence, s.last_digest, w.n,
+           {chained_head_sql("s")} AS head
+    FROM {_STREAMS} AS s
     JOIN wanted AS w ON s.tenant_id = w.tenant_id AND s.subject_id = w.subject_id
     ORDER BY s.tenant_id, s.subject_id
     FOR UPDATE OF s
 ), chain AS (
     SELECT r.tenant_id, r.subject_id, r.ordinal, l.last_sequence + 1 AS sequence, l.last_digest::text AS prev,
-           {_link_sql("l.last_digest", "l.last_sequence + 1", "r.content")} AS digest
+           {_link_sql("l.last_digest", "l.last_sequence + 1", "r.content")} AS digest,
+           l.head = l.last_sequence AS linked
     FROM r JOIN locked AS l ON l.tenant_id = r.tenant_id AND l.subject_id = r.subject_id
     WHERE r.ordinal = 1
     UNION ALL
     SELECT r.tenant_id, r.subject_id, r.ordinal, c.sequence + 1, c.digest,
-           {_link_sql("c.digest", "c.sequence + 1", "r.content")}
+           {_link_sql("c.digest", "c.sequence + 1", "r.content")}, c.linked
     FROM chain AS c JOIN r ON r.tenant_id = c.tenant_id AND r.subject_id = c.subject_id AND r.ordinal = c.ordinal + 1
 ), bumped AS (
-    UPDATE {_STREAMS} AS s SET last_sequence = s.last_sequence + l.n, last_digest = c.digest
+    UPDATE {_STREAMS} AS s SET last_sequence = s.last_sequence + l.n,
+        last_digest = CASE WHEN c.linked THEN c.digest ELSE s.last_digest END,
+        chained_through = CASE WHEN c.linked THEN s.last_sequence + l.n ELSE l.head END
     FROM locked AS l JOIN chain AS c ON c.tenant_id = l.tenant_id AND c.subject_id = l.subject_id AND c.ordinal = l.n
     WHERE s.id = l.id
+    RETURNING s.tenant_id, s.subject_id
 )
 INSERT INTO {_EVENTS} (
     tenant_id, subject_id, subject, event_id, type, payload, durable, sequence, at, prev_digest, digest
 )
 SELECT r.tenant_id, r.subject_id, r.subject::jsonb, r.event_id, r.type, r.payload::jsonb, r.durable,
-       c.sequence, r.at, c.prev, c.digest
+       c.sequence, r.at, CASE WHEN c.linked THEN c.prev ELSE '' END, CASE WHEN c.linked THEN c.digest ELSE '' END
 FROM r JOIN chain AS c ON c.tenant_id = r.tenant_id AND c.subject_id = r.subject_id AND c.ordinal = r.ordinal
+JOIN bumped AS b ON b.tenant_id = r.tenant_id AND b.subject_id = r.subject_id
 RETURNING event_id, id, sequence, prev_digest, digest
 """  # noqa: S608 (our own table names; every value is a parameter)
-
-
-# --- Verification ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ChainBreak:
-    """The first sequence of one stream that is altered or missing."""
-
-    tenant: str
-    subject_id: str
-    sequence: int
-    problem: str  # "altered" or "missing"
-
-    def __str__(self) -> str:
-        return f"{self.tenant} {self.subject_id}: sequence {self.sequence} {self.problem}"
-
-
-@dataclass(slots=True)
-class ChainReport:
-    records: int = 0
-    streams: int = 0
-    breaks: list[ChainBreak] = field(default_factory=list)
-
-    @property
-    def intact(self) -> bool:
-        return not self.breaks
-
-
-@dataclass
-class _Walk:
-    """One stream being walked: where it starts (after its expired records) and how far it is proved."""
-
-    tenant: str
-    subject_id: str
-    expected: int  # the next sequence the chain must hold
-    prev: str  # the digest that sequence must link to
-    broken: ChainBreak | None = None
-
-    def __post_init__(self) -> None:
-        self.first = self.expected  # the first kept sequence: the one before it is not a record here
-
-    def fail(self, sequence: int, problem: str) -> None:
-        if self.broken is None:
-            self.broken = ChainBreak(self.tenant, self.subject_id, sequence, problem)
-
-    def step(self, sequence: int, prev_digest: str, digest: str, content: str, exported: str | None) -> None:
-        if self.broken is not None or sequence < self.first:
-            # Before the anchor: a record kept only because its instant fell just past a dropped
-            # partition's bound (instants are taken before sequences are allocated).
-            return
-        if sequence != self.expected:
-            self.fail(self.expected, "missing" if sequence > self.expected else "altered")
-        elif prev_digest != self.prev:
-            # The record does not link to the one before: that one was rewritten (digest included),
-            # or this one's link was; the first of the two is the first sequence no longer proved.
-            self.fail(sequence - 1 if sequence > self.first else sequence, "altered")
-        elif link(prev_digest, sequence, content) != digest or exported not in (None, digest):
-            self.fail(sequence, "altered")
-        self.expected, self.prev = sequence + 1, digest
-
-    def finish(self, last_sequence: int, last_digest: str) -> ChainBreak | None:
-        """The kept records end at the stream's head (its counter and last digest)."""
-        if self.broken is None:
-            if self.expected <= last_sequence:
-                self.fail(self.expected, "missing")
-            elif self.prev != last_digest:
-                self.fail(self.expected - 1, "altered")
-        return self.broken
-
-
-def chain_verify(*, tenant: Tenant | None = None, chunk_size: int = 2000) -> ChainReport:
-    """Walk every stream of `tenant` (every tenant if None) in sequence order and recompute each
-    link. A stream whose older records expired starts at `HostEventStream.expired_through` with
-    `expired_digest` (recorded by the expiry before it dropped them); it ends at `last_sequence`
-    and `last_digest`, so a removed or rewritten last record is caught too. The exports' chain
-    heads (`ArchiveExport.streams`, held outside the database too) must equal the digest of the
-    record they name, or the anchor when that record has expired: rewriting a stream's whole
-    chain does not pass either. Reads the records once, streamed: memory follows the number of
-    streams and exports, not of records."""
-    streams = HostEventStream.unscoped_all_tenants.select_related("tenant").order_by("tenant_id", "subject_id")
-    events = HostEvent.unscoped_all_tenants.order_by("tenant_id", "subject_id", "sequence")
-    if tenant is not None:
-        streams, events = streams.filter(tenant=tenant), events.filter(tenant=tenant)
-    heads = {(s.tenant_id, s.subject_id): s for s in streams}
-    exported = _export_heads(tenant)
-    slugs = {s.tenant_id: s.tenant.slug for s in heads.values()}
-    report = ChainReport(streams=len(heads))
-    walks: dict[tuple[int, str], _Walk] = {}
-
-    def walk_of(tenant_pk: int, subject_id: str) -> _Walk:
-        head = heads.get((tenant_pk, subject_id))
-        start, prev = (head.expired_through, head.expired_digest) if head else (0, GENESIS)
-        slug = slugs.get(tenant_pk) or Tenant.objects.get(pk=tenant_pk).slug
-        return _Walk(slug, subject_id, start + 1, prev)
-
-    columns = ["tenant_id", "subject_id", "subject", "event_id", "type", "durable", "at", "payload",
-               "sequence", "prev_digest", "digest"]  # fmt: skip
-    for row in events.values_list(*columns).iterator(chunk_size=chunk_size):
-        tenant_pk, subject_id, subject, event_id, type_, durable, at, payload, sequence, prev_digest, digest = row
-        key = (tenant_pk, subject_id)
-        walk = walks.get(key) or walks.setdefault(key, walk_of(tenant_pk, subject_id))
-        content = content_hash(
-            tenant=walk.tenant, subject_id=subject_id, subject=subject, event_id=event_id, type=type_,
-            durable=durable, at=at, payload=payload,
-        )
-        walk.step(sequence, prev_digest, digest, content, exported.get(key, {}).get(sequence))
-        report.records += 1
-    for key, head in heads.items():
-        walk = walks.get(key) or walk_of(*key)
-        anchor_head = exported.get(key, {}).get(head.expired_through)
-        if head.expired_through and anchor_head not in (None, head.expired_digest):
-            walk.fail(head.expired_through, "altered")
-        broken = walk.finish(head.last_sequence, head.last_digest)
-        if broken is not None:
-            report.breaks.append(broken)
-    for key, walk in walks.items():
-        if key not in heads:  # records of a stream whose counter is gone: nothing proves their end
-            walk.fail(walk.expected, "altered")
-            report.breaks.append(walk.broken)  # type: ignore[arg-type]
-    return report
-
-
-def _export_heads(tenant: Tenant | None) -> dict[tuple[int, str], dict[int, str]]:
-    """(tenant pk, subject id) -> {last sequence of an export: its chain head}."""
-    exports = ArchiveExport.unscoped_all_tenants.all()
-    if tenant is not None:
-        exports = exports.filter(tenant=tenant)
-    heads: dict[tuple[int, str], dict[int, str]] = {}
-    for tenant_pk, streams in exports.values_list("tenant_id", "streams"):
-        for stream in streams:
-            heads.setdefault((tenant_pk, stream["subjectId"]), {})[stream["lastSequence"]] = stream["head"]
-    return heads

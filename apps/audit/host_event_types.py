@@ -23,6 +23,10 @@ TYPE_PATTERN = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z][a-z0-9]*(-[a-z0-9]+)*$"  # 
 # interop.md §The audit event: a runless negotiation is recorded as the caller's durable host event.
 NEGOTIATION_DECIDED = "negotiation.decided"
 
+# An operator re-anchored the stream's hash chain (`audit_verify --reanchor`, apps/audit/chainer.py):
+# a record in the stream itself, which the verifier reports ever after. This host's own type.
+CHAIN_REANCHORED = "openwop-host.chain-reanchored"
+
 
 class Delivery(enum.StrEnum):
     DURABLE = "durable"  # stored, resumable by eventId, webhook-deliverable

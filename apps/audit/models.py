@@ -41,8 +41,9 @@ class HostEvent(TenantOwnedModel):
     durable = models.BooleanField(help_text="Delivery class: durable (resumable) or ephemeral (live only).")
     sequence = models.PositiveBigIntegerField(help_text="Position in the (tenant, subject) stream, from 1.")
     at = models.DateTimeField(help_text="When the host produced the event.")
-    # The hash chain (apps/audit/chain.py), hex SHA-256, written by the append statement. "" only on
-    # rows inserted around it (test fixtures): the verifier reports those as altered.
+    # The hash chain (apps/audit/chain.py), hex SHA-256, written by the append statement. "" on a
+    # record a writer that does not chain inserted (a release before the chain, during a rolling
+    # upgrade): the chainer fills both in, once (apps/audit/chainer.py); nothing else may change them.
     prev_digest = models.CharField(max_length=64, db_default="", help_text="The predecessor's digest.")
     digest = models.CharField(max_length=64, db_default="", help_text="SHA-256 chaining this record.")
 
@@ -98,6 +99,11 @@ class HostEventStream(TenantOwnedModel):
     # last expired sequence and its digest, which the first kept record's prev_digest must equal.
     expired_through = models.PositiveBigIntegerField(db_default=0)
     expired_digest = models.CharField(max_length=64, db_default=GENESIS)
+    # How far the chain reaches (apps/audit/chainer.py): `last_digest` is the digest of this record.
+    # Records after it were written by a writer that does not chain (a release before the chain,
+    # during a rolling upgrade) and wait for the chainer. Empty: the head is `last_sequence` (or 0
+    # while `last_digest` is still GENESIS), as every stream written before the column was.
+    chained_through = models.PositiveBigIntegerField(null=True, blank=True)
 
     class Meta(TenantOwnedModel.Meta):
         constraints = [models.UniqueConstraint(fields=["tenant", "subject_id"], name="hosteventstream_one_per_subject")]

@@ -17,11 +17,18 @@ daily rollups) apply to every partition.
   still needs is kept, and the records in it of tenants whose window is shorter are deleted in
   bounded batches (BATCH rows a transaction, the partition's append-only trigger disabled only
   inside that transaction: the sanctioned path), as are expired records in the default partition.
-  DETACH takes the parent's ACCESS EXCLUSIVE lock for a catalog change only; it waits at most
-  LOCK_TIMEOUT and is retried at the next run rather than queueing writers behind it.
+  DETACH takes the parent's ACCESS EXCLUSIVE lock for a catalog change and the move of the
+  partition's streams' anchors (computed before, applied in the same transaction); it waits at
+  most LOCK_TIMEOUT and is retried at the next run rather than queueing writers behind it.
 
-Before any record of a stream goes, the stream's `expired_through` / `expired_digest` move to its
-last expired record, so `audit_verify` still proves the kept records (apps/audit/chain.py).
+A stream only ever loses a front of its records, and only chained ones: its anchor
+(`expired_through` / `expired_digest`) moves to its last expired record in the same transaction
+that removes them, and no record at or below the anchor stays, so `audit_verify` proves the kept
+records from the anchor and treats any record below it as a finding (apps/audit/verify.py). A
+partition whose records would not be a front for some stream (a record of that stream written a
+few milliseconds across the bound with an earlier sequence, or one in a partition still held) is
+emptied in batches instead, front first, the rest going when what precedes it does. The chainer
+runs first: a record not yet chained does not expire.
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ from functools import cache
 from django.conf import settings
 from django.db import OperationalError, connection, transaction
 
+from apps.audit.chain import chained_head_sql
+from apps.audit.chainer import chain_pending
 from apps.audit.models import HostEvent, HostEventStream
 from apps.core.append_only import RETENTION_EXPIRY_SETTING
 
@@ -160,28 +169,37 @@ def _create_partition(name: str, lower: datetime, upper: datetime) -> bool:
 
 def records_expire(now: datetime, *, keep: Callable[[int], datetime | None]) -> RecordsExpiry:
     """Expire the records each tenant's window lets go (see the module docstring): whole past
-    partitions by DETACH + DROP when all their tenants may lose them, the rest in bounded batches.
+    partitions by DETACH + DROP when all their tenants may lose them and each of their streams
+    loses a front, the rest in bounded batches, front first.
     Rollups are not touched (their triggers count inserts only), so the charts keep their numbers."""
     result = RecordsExpiry()
+    chain_pending()  # a record expires only once it is chained
+    _drop_leftovers(result)
     window = cache(keep)  # asked once per tenant
-    remaining: list[tuple[str, datetime]] = []  # (partition, its lower bound) whose rows may still go
+    # (table, its lower bound) whose rows may still go; the default partition first: what it holds
+    # of the past is older than every partition (instants from before the table was partitioned).
+    remaining: list[Partition] = [Partition(DEFAULT, _NEVER, _NEVER)]
     for part in partitions():
         if part.lower >= now:
             break
         tenants = _tenants_in(part.name)
         if part.upper <= now and all((w := window(t)) is not None and part.upper <= w for t in tenants):
-            _drop(part.name, result)  # or, busy, left whole for the next run: never emptied row by row
-            continue
+            outcome = _drop(part, result)
+            if outcome != HELD:  # dropped, or busy: left whole for the next run, never emptied row by row
+                continue
         if part.upper <= now:
             result.held.append(part.name)
-        remaining.append((part.name, part.lower))
-    remaining.append((DEFAULT, datetime.min.replace(tzinfo=UTC)))
-    for name, lower in remaining:
-        for tenant_pk in _tenants_in(name):
+        remaining.append(part)
+    stalled: set[int] = set()  # tenants a busy table stopped: none of their later records go this run
+    for table in remaining:
+        for tenant_pk in _tenants_in(table.name):
             until = window(tenant_pk)
-            if until is not None and lower < until and not _delete_batched(name, tenant_pk, min(until, now), result):
-                result.busy.append(name)
-                break
+            if tenant_pk in stalled or until is None or (table.name != DEFAULT and table.lower >= until):
+                continue
+            if not _delete_batched(table, tenant_pk, min(until, now), result):
+                stalled.add(tenant_pk)
+                if table.name not in result.busy:
+                    result.busy.append(table.name)
     return result
 
 
@@ -243,60 +261,143 @@ def _partition_heads_sql(name: str) -> str:
     ) AS h"""  # noqa: S608 (our own table names)
 
 
-def _drop(name: str, result: RecordsExpiry) -> None:
-    """Anchor the partition's streams, then DETACH and DROP it. The anchors commit first: if the
-    DETACH then times out, the kept records still verify (audit_verify skips records at or before
-    an anchor), and the next run tries again."""
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(_ANCHOR_SQL.format(expiring=_partition_heads_sql(name)))
-        result.streams_anchored += cursor.rowcount
+# The streams of a partition that cannot lose it whole (rows: tenant_id, subject_id, last sequence in
+# the partition, its digest): their last record there is not chained yet, or another partition
+# still holds one of their records between the anchor and it (a record whose writer took its
+# instant after a later record's, a few milliseconds across the bound, or one of a held partition).
+# Each probe is a short range scan of the stream's index in the other partitions, which hold
+# none or a few of those sequences.
+_NOT_A_FRONT_SQL = f"""
+SELECT h.tenant_id, h.subject_id FROM ({_UNNEST}) AS h
+JOIN {_STREAMS} AS s ON s.tenant_id = h.tenant_id AND s.subject_id = h.subject_id
+WHERE h.sequence > {chained_head_sql("s")} OR h.digest = ''
+   OR EXISTS (SELECT 1 FROM {PARENT} AS e WHERE e.tenant_id = h.tenant_id AND e.subject_id = h.subject_id
+              AND e.sequence > s.expired_through AND e.sequence < h.sequence AND e.at >= %s)
+   OR EXISTS (SELECT 1 FROM {PARENT} AS e WHERE e.tenant_id = h.tenant_id AND e.subject_id = h.subject_id
+              AND e.sequence > s.expired_through AND e.sequence < h.sequence AND e.at < %s)
+LIMIT 1
+"""  # noqa: S608 (our own table names)
+
+DROPPED, BUSY, HELD = "dropped", "busy", "held"
+
+
+def _drop(part: Partition, result: RecordsExpiry) -> str:
+    """DETACH and DROP a partition whose every stream loses a front of its records there, its
+    streams' anchors moved in the DETACH's own transaction: at no moment does a stream show a
+    record at or below its anchor, or a gap after it. HELD when some stream would keep a record
+    before one it loses (the rows then go in batches, front first); BUSY when the DETACH timed out
+    waiting for the doors' writers (the next run tries again)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_partition_heads_sql(part.name))
+        heads = [list(column) for column in zip(*cursor.fetchall(), strict=True)] or [[], [], [], []]
+        cursor.execute(_NOT_A_FRONT_SQL, [*heads, part.upper, part.lower])
+        if cursor.fetchone() is not None:
+            return HELD
     try:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
-            cursor.execute(f"ALTER TABLE {PARENT} DETACH PARTITION {name}")
+            cursor.execute(f"ALTER TABLE {PARENT} DETACH PARTITION {part.name}")
+            # The heads read above: nothing is written into a past partition's range meanwhile.
+            cursor.execute(_ANCHOR_SQL.format(expiring=_UNNEST), heads)
+            result.streams_anchored += cursor.rowcount
     except OperationalError as exc:  # lock_not_available: writers were busy; try at the next run
-        logger.warning("records: could not detach %s now (%s)", name, exc)
-        result.busy.append(name)
-        return
+        logger.warning("records: could not detach %s now (%s)", part.name, exc)
+        result.busy.append(part.name)
+        return BUSY
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(f"DROP TABLE {name}")
-    result.dropped.append(name)
-    logger.info("records: dropped partition %s", name)
+        cursor.execute(f"DROP TABLE {part.name}")
+    result.dropped.append(part.name)
+    logger.info("records: dropped partition %s", part.name)
+    return DROPPED
 
 
-def _delete_batched(table: str, tenant_pk: int, until: datetime, result: RecordsExpiry) -> bool:
-    """Delete `tenant_pk`'s records before `until` from one partition, BATCH rows a transaction in
-    stream order; False if the partition stayed busy (the rest waits for the next run).
+def _drop_leftovers(result: RecordsExpiry) -> None:
+    """Drop partitions a run detached (and anchored) but did not get to drop (it stopped between)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname FROM pg_class AS c WHERE c.relkind = 'r' AND c.relname LIKE %s"
+            " AND NOT c.relispartition ORDER BY c.relname",
+            [f"{PARENT}\\_p%"],
+        )
+        leftovers = [row[0] for row in cursor.fetchall()]
+    for name in leftovers:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"DROP TABLE {name}")
+        result.dropped.append(name)
+        logger.info("records: dropped partition %s (detached by an earlier run)", name)
 
-    Each transaction reads its batch, moves the anchors of the batch's streams (locking their rows
-    in (tenant, subject) order, as a writer does), then deletes exactly those rows with the
-    retention job's setting on (the append-only trigger lets only that transaction's DELETEs
-    through: apps/core/append_only.py). Row locks only: writers and readers of the partition go on;
-    it waits at most LOCK_TIMEOUT for a row a writer holds."""
+
+# For the streams of one batch from one table: the last sequence that may go, so that a stream only
+# ever loses a front of its records: no further than its chain reaches, and before its first record
+# that stays in this table (instant at or after `until`) or sits in another table (the bounds of
+# this one: `{elsewhere}`), whose turn has not come. A stream with no counter has no chain to keep:
+# no bound. Each `min` is one probe of each partition's stream index (the bounds prune the rest).
+_FLOORS_SQL = f"""
+SELECT s.subject_id, least({chained_head_sql("s")}, least(
+    (SELECT min(e.sequence) FROM {PARENT} AS e WHERE e.tenant_id = s.tenant_id AND e.subject_id = s.subject_id
+        AND e.sequence > s.expired_through AND e.at >= %(until)s),
+    {{elsewhere}}
+) - 1)
+FROM {_STREAMS} AS s WHERE s.tenant_id = %(tenant)s AND s.subject_id = ANY(%(subjects)s::text[])
+"""  # noqa: S608 (our own table names)
+_ELSEWHERE = (
+    f"(SELECT min(e.sequence) FROM {PARENT} AS e WHERE e.tenant_id = s.tenant_id"  # noqa: S608 (our own table)
+    " AND e.subject_id = s.subject_id AND e.sequence > s.expired_through AND {where})"
+)
+# A range partition's other tables hold the instants outside its bounds; the default partition's,
+# the instants of every range partition (it has no bounds to prune by: its own rows are skipped).
+_RANGE_FLOORS_SQL = _FLOORS_SQL.format(
+    elsewhere=", ".join(_ELSEWHERE.format(where=w) for w in ("e.at < %(lower)s", "e.at >= %(upper)s"))
+)
+_DEFAULT_FLOORS_SQL = _FLOORS_SQL.format(elsewhere=_ELSEWHERE.format(where=f"e.tableoid <> '{DEFAULT}'::regclass"))
+_NEVER = datetime.min.replace(tzinfo=UTC)  # the default partition's (absent) bounds
+
+
+_DELETE_SQL = "DELETE FROM {table} WHERE (id, at) IN (SELECT * FROM unnest(%s::bigint[], %s::timestamptz[]))"
+
+
+def _delete_batched(part: Partition, tenant_pk: int, until: datetime, result: RecordsExpiry) -> bool:
+    """Delete `tenant_pk`'s records before `until` from one partition, BATCH candidates a
+    transaction in stream order, each stream's front only (`_FLOORS_SQL`); False if the partition
+    stayed busy (the rest waits for the next run).
+
+    Each transaction reads its batch, moves the anchors of the batch's streams to the last record
+    it deletes (locking their rows in (tenant, subject) order, as a writer does), then deletes
+    exactly those rows with the retention job's setting on (the append-only trigger lets only that
+    transaction's DELETEs through: apps/core/append_only.py). Row locks only: writers and readers of
+    the partition go on; it waits at most LOCK_TIMEOUT for a row a writer holds."""
+    table, after = part.name, ("", 0)
+    floors_sql = _DEFAULT_FLOORS_SQL if table == DEFAULT else _RANGE_FLOORS_SQL
     while True:
         try:
             with transaction.atomic(), connection.cursor() as cursor:
                 cursor.execute(
                     f"""SELECT id, at, tenant_id, subject_id, sequence, digest FROM {table}
-                        WHERE tenant_id = %s AND at < %s ORDER BY tenant_id, subject_id, sequence LIMIT %s""",  # noqa: S608
-                    [tenant_pk, until, BATCH],
+                        WHERE tenant_id = %s AND at < %s AND (subject_id, sequence) > (%s, %s)
+                        ORDER BY tenant_id, subject_id, sequence LIMIT %s""",  # noqa: S608
+                    [tenant_pk, until, *after, BATCH],
                 )
-                rows = cursor.fetchall()
-                if not rows:
+                candidates = cursor.fetchall()
+                if not candidates:
                     return True
-                ids, ats, *stream_columns = (list(column) for column in zip(*rows, strict=True))
-                cursor.execute(_ANCHOR_SQL.format(expiring=_UNNEST), stream_columns)
-                anchored = cursor.rowcount
-                cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
-                cursor.execute("SELECT set_config(%s, 'on', true)", [RETENTION_EXPIRY_SETTING])
-                cursor.execute(
-                    f"DELETE FROM {table} WHERE (id, at) IN (SELECT * FROM unnest(%s::bigint[], %s::timestamptz[]))",  # noqa: S608
-                    [ids, ats],
-                )
+                after = (candidates[-1][3], candidates[-1][4])
+                subjects = sorted({row[3] for row in candidates})
+                bounds = {"lower": part.lower, "upper": part.upper}
+                cursor.execute(floors_sql, {"until": until, "tenant": tenant_pk, "subjects": subjects, **bounds})
+                floors = dict(cursor.fetchall())
+                rows = [row for row in candidates if row[4] <= floors.get(row[3], row[4])]
+                if rows:
+                    ids, ats, *stream_columns = (list(column) for column in zip(*rows, strict=True))
+                    cursor.execute(_ANCHOR_SQL.format(expiring=_UNNEST), stream_columns)
+                    anchored = cursor.rowcount
+                    cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+                    cursor.execute("SELECT set_config(%s, 'on', true)", [RETENTION_EXPIRY_SETTING])
+                    cursor.execute(_DELETE_SQL.format(table=table), [ids, ats])
         except OperationalError as exc:  # lock_not_available
             logger.warning("records: could not delete from %s now (%s)", table, exc)
             return False
-        result.deleted += len(rows)
-        result.streams_anchored += anchored
-        if len(rows) < BATCH:
+        if rows:
+            result.deleted += len(rows)
+            result.streams_anchored += anchored
+        if len(candidates) < BATCH:
             return True

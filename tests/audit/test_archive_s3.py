@@ -1,4 +1,4 @@
-"""Exports to an s3:// archive (issue 36 item 3), against a real S3-compatible server on loopback
+"""Exports to an s3:// archive, and verify against it, on a real S3-compatible server on loopback
 (moto's, started here) reached through the usual variables: AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
 AWS_SECRET_ACCESS_KEY, AWS_REGION."""
 
@@ -18,10 +18,13 @@ from django.utils import timezone
 from moto.server import ThreadedMotoServer
 
 from apps.audit.archive import ArchiveUnavailable, export_range
+from apps.audit.chain import content_hash, link
 from apps.audit.host_event_types import HOST_TEST_TYPES, Delivery
-from apps.audit.models import ArchiveExport, HostEvent
+from apps.audit.models import ArchiveExport, HostEvent, HostEventStream
 from apps.audit.services import host_event_append
+from apps.audit.verify import chain_verify
 from apps.tenants.models import Tenant
+from tests.audit.records import tamper
 
 DURABLE = HOST_TEST_TYPES[Delivery.DURABLE]
 
@@ -110,3 +113,31 @@ def test_a_failed_upload_records_no_export(make_subject, bucket: str) -> None:  
             tenant=Tenant.objects.get(slug="acme"), since=None, until=timezone.now(), to_url=f"s3://{bucket}-missing"
         )
     assert not ArchiveExport.unscoped_all_tenants.exists()
+
+
+@pytest.mark.django_db
+def test_verify_checks_the_heads_against_the_buckets_own_manifests(make_subject, bucket: str) -> None:  # type: ignore[no-untyped-def]
+    _, alice = make_subject("acme")
+    for i in range(3):
+        host_event_append(subject=alice, type=DURABLE, payload={"i": i}, durable=True)
+    url = f"s3://{bucket}/host-a/records"
+    export = export_range(tenant=Tenant.objects.get(slug="acme"), since=None, until=timezone.now(), to_url=url)
+    report = chain_verify(against=url)
+    assert report.intact and report.outside == [f"acme {alice.subject_id}"] and report.inside == []
+
+    # The last record rewritten with a self-consistent digest, the stream's head and the database's
+    # export row moved with it: only the bucket's manifest still says what was exported.
+    third = HostEvent.unscoped_all_tenants.get(subject_id=alice.subject_id, sequence=3)
+    forged = link(third.prev_digest, 3, content_hash(
+        tenant="acme", subject_id=alice.subject_id, subject=third.subject, event_id=third.event_id, type=third.type,
+        durable=True, at=third.at, payload={"i": 9},
+    ))  # fmt: skip
+    tamper("UPDATE audit_hostevent SET payload = '{\"i\": 9}', digest = %s WHERE id = %s", [forged, third.pk])
+    HostEventStream.unscoped_all_tenants.filter(subject_id=alice.subject_id).update(last_digest=forged)
+    tamper("UPDATE audit_archiveexport SET streams = %s::jsonb WHERE id = %s",
+           [json.dumps([{**export.streams[0], "head": forged}]), export.pk], table="audit_archiveexport")  # fmt: skip
+
+    assert chain_verify().intact
+    assert [(b.sequence, b.problem) for b in chain_verify(against=url).breaks] == [(3, "altered")]
+    with pytest.raises(ArchiveUnavailable):
+        chain_verify(against=f"s3://{bucket}-missing")

@@ -14,11 +14,12 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.utils import timezone
 
-from apps.audit.chain import GENESIS, chain_verify
+from apps.audit.chain import GENESIS
 from apps.audit.group_commit import host_event_append_batched, host_event_batcher
 from apps.audit.host_event_types import HOST_TEST_TYPES, NEGOTIATION_DECIDED, Delivery
 from apps.audit.models import ArchiveExport, HostEvent, HostEventStream
 from apps.audit.services import host_event_append
+from apps.audit.verify import chain_verify
 from apps.core.async_db import async_pool_close
 from apps.tenants.subject import Subject
 

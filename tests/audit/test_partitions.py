@@ -19,10 +19,11 @@ from django.db import DatabaseError, connection, transaction
 from django.test import override_settings
 
 from apps.audit import partitions
-from apps.audit.chain import APPEND_SQL, chain_verify, content_hash
+from apps.audit.chain import APPEND_SQL, content_hash
 from apps.audit.host_event_types import NEGOTIATION_DECIDED
 from apps.audit.models import HostEvent, HostEventStream, NegotiationDailyCount, NegotiationPeerDaily
 from apps.audit.partitions import records_expire, records_partitions_ensure
+from apps.audit.verify import chain_verify
 from apps.core.ids import mint_opaque
 from apps.tenants.subject import Subject
 
@@ -206,3 +207,26 @@ def test_legal_hold_keeps_a_partition_and_shorter_windows_go_in_batches(subjects
     assert stream.expired_through == 4
     assert _rollups() == rollups
     assert chain_verify().intact
+
+
+def test_a_stream_only_ever_loses_a_front_of_its_records(subjects) -> None:  # type: ignore[no-untyped-def]
+    # Two writers took their instants across midnight in the other order than they got their
+    # sequences: sequence 2 is on Jul 2, sequence 3 on Jul 1. Dropping Jul 1 whole would leave
+    # sequence 2 below the anchor (3), which verify reports: expiry waits instead, front first.
+    alice = subjects("acme")
+    records_partitions_ensure(_day(2035, 7, 1))
+    for at in (_day(2035, 7, 1), _day(2035, 7, 2, 0) + timedelta(microseconds=1),
+               _day(2035, 7, 2, 0) - timedelta(microseconds=1), _day(2035, 7, 2)):  # fmt: skip
+        _record(alice, at)
+
+    def expire(keep_from: datetime) -> tuple[int, list[int]]:
+        records_expire(_day(2035, 8, 1), keep=lambda tenant_pk: keep_from)
+        assert chain_verify().intact  # after every pass: nothing at or below the anchor, no gap after it
+        stream = HostEventStream.unscoped_all_tenants.get(subject_id=alice.subject_id)
+        return stream.expired_through, sorted(_where(alice))
+
+    first = expire(_day(2035, 7, 2, 0))
+    assert first == (1, [2, 3, 4])  # Jul 1 held: only sequence 1 goes
+    assert expire(_day(2035, 7, 3, 0)) == (2, [3, 4])  # sequence 3 waits for 2, which goes from Jul 2
+    assert expire(_day(2035, 7, 3, 0)) == (4, [])  # then both partitions are fronts: dropped whole
+    assert _tables(["audit_hostevent_p20350701", "audit_hostevent_p20350702"]) == []

@@ -17,8 +17,9 @@ from django.core.management.base import CommandError
 from django.db import connection
 from django.utils import timezone
 
-from apps.audit.models import ArchiveExport, HostEvent, NegotiationDailyCount
+from apps.audit.models import ArchiveExport, HostEvent, HostEventStream, NegotiationDailyCount
 from apps.audit.partitions import records_partitions_ensure
+from apps.audit.verify import chain_verify
 from apps.facets.negotiation import NEGOTIATION_EVENT
 from apps.retention.services import retention_apply, retention_set
 from apps.tenants.models import Tenant
@@ -29,8 +30,14 @@ pytestmark = pytest.mark.django_db
 
 def _records(tenant: Tenant, count: int, *, at: dt.datetime, subject: str = "s") -> None:
     """`count` negotiation records of `tenant` written at `at` (one multi-row INSERT, as the group
-    commit issues; the instant is the test's, so the records are as old as it says)."""
+    commit issues; the instant is the test's, so the records are as old as it says), with their
+    stream's counter moved as a writer that does not chain moves it: the chainer links them
+    (apps/audit/chainer.py) before anything is exported or expires."""
     start = HostEvent.unscoped_all_tenants.filter(tenant=tenant, subject_id=subject).count() + 1
+    HostEventStream.unscoped_all_tenants.get_or_create(tenant=tenant, subject_id=subject)
+    HostEventStream.unscoped_all_tenants.filter(tenant=tenant, subject_id=subject).update(
+        last_sequence=start + count - 1
+    )
     HostEvent.unscoped_all_tenants.bulk_create(
         HostEvent(
             tenant=tenant, subject_id=subject, subject={"subjectId": subject},
@@ -96,6 +103,7 @@ def test_records_expire_by_partition_and_a_hold_keeps_them(tenants, now, setting
     assert old_partition not in _tables()  # dropped whole, not emptied
     assert _kept("globex") == Counter() and _kept("acme") == Counter({young.date(): 5})
     assert _rollup() == rollup  # the charts and the deprecation view keep their numbers
+    assert chain_verify().intact  # what stays starts at the anchors the expiry moved
     again = retention_apply(now)
     assert (again.records.dropped, again.records.deleted, again.runs_expired) == ([], 0, 0)
 
@@ -119,6 +127,7 @@ def test_nothing_expires_before_it_is_exported(tenants, now, settings, tmp_path:
         assert len(lines.readlines()) == 12
     assert f"audit_hostevent_p{old:%Y%m%d}" in report.records.dropped  # with the empty days around it
     assert sum(_kept("acme").values()) == 3
+    assert chain_verify(against=settings.OPENWOP_ARCHIVE_URL).intact  # the anchor is the export's head
 
     out = []
     for _ in range(2):  # idempotent: the second pass exports and expires nothing

@@ -14,7 +14,14 @@ partition and the range partitions from the oldest record's interval to AHEAD in
 are made, every record is copied (the rollup triggers are not on the new table yet: nothing is
 counted twice), the identity continues after the highest id, the old table is dropped, and the
 append-only and rollup triggers are created on the parent, which gives them to every partition,
-present and future. Irreversible.
+present and future.
+
+One-way, and not for a database that serves: the copy holds ACCESS EXCLUSIVE on the record table
+for as long as it takes (18 s for 300k records), and every exchange writes a record. On a table of
+more than OFFLINE_ABOVE records it refuses unless OPENWOP_MIGRATE_OFFLINE says the doors are
+stopped (docs/operators/upgrading-records.md: stop the doors, migrate, start them). Migrating
+audit below 0010 is refused before anything is undone (apps/audit/apps.py): deploy the earlier
+code instead, which serves this table as it is.
 """
 
 from typing import Any
@@ -59,9 +66,25 @@ FILL = [
 ]
 
 
+OFFLINE_ABOVE = 20_000  # records: about 1 s of the copy, the longest a door may wait on it
+
+
 def partition(apps: Any, schema_editor: Any) -> None:
+    from django.conf import settings
+    from django.core.management.base import CommandError
+
     from apps.audit.partitions import records_partitions_ensure
 
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM (SELECT 1 FROM audit_hostevent LIMIT %s) AS r", [OFFLINE_ABOVE + 1])
+        large = cursor.fetchone()[0] > OFFLINE_ABOVE
+    if large and not settings.OPENWOP_MIGRATE_OFFLINE:
+        raise CommandError(
+            f"audit 0010 copies the records table (more than {OFFLINE_ABOVE} records here) in one transaction"
+            " holding a lock that stops every door for the whole copy (about 60 us a record). Run it with the"
+            " doors stopped: stop them, OPENWOP_MIGRATE_OFFLINE=1 manage.py migrate, start them"
+            " (docs/operators/upgrading-records.md). Nothing was changed."
+        )
     for sql in CREATE:
         schema_editor.execute(sql, params=None)
     with schema_editor.connection.cursor() as cursor:
