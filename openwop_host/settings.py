@@ -16,6 +16,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
+from openwop_host import __version__
 from openwop_host.loopback_only import is_loopback_host_name
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -329,7 +330,7 @@ REST_FRAMEWORK = {
 SPECTACULAR_SETTINGS = {
     "TITLE": "openwop-host",
     "DESCRIPTION": "OpenWOP v2 host: the REST wire, with A2A 1.0 and MCP 2026-07-28 advertised as facets.",
-    "VERSION": "0.1.0",
+    "VERSION": __version__,  # the release number (openwop_host/__init__.py)
     "SERVE_INCLUDE_SCHEMA": False,
 }
 
