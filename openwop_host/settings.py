@@ -270,6 +270,25 @@ if min(OPENWOP_RETENTION_RUNS_DAYS, OPENWOP_RETENTION_RECORDS_DAYS, OPENWOP_RETE
 # s3://bucket/prefix (S3-compatible servers via AWS_ENDPOINT_URL and the usual AWS_* variables).
 # Empty: no archive, and records expire without an export.
 OPENWOP_ARCHIVE_URL = env.str("OPENWOP_ARCHIVE_URL", default="")
+# Upgrades while the previous release serves (docs/contributors/migrations.md). `migrate` takes each
+# lock within OPENWOP_MIGRATE_LOCK_TIMEOUT seconds (2) and retries a migration that timed out
+# OPENWOP_MIGRATE_LOCK_RETRIES times (5) before it fails naming the table (apps/core/migration_locks.py).
+OPENWOP_MIGRATE_LOCK_TIMEOUT = env.float("OPENWOP_MIGRATE_LOCK_TIMEOUT", default=2.0)
+OPENWOP_MIGRATE_LOCK_RETRIES = env.int("OPENWOP_MIGRATE_LOCK_RETRIES", default=5)
+# Post-deploy backfills (apps/core/backfills.py; `manage.py backfill`, and the beat job below):
+# rows per batch (1000; each batch is one transaction), the share of the time they work (0.25: they
+# rest between batches, the doors first) and how long one beat tick works (50 s of each minute).
+OPENWOP_BACKFILL_BATCH = env.int("OPENWOP_BACKFILL_BATCH", default=1000)
+OPENWOP_BACKFILL_DUTY = env.float("OPENWOP_BACKFILL_DUTY", default=0.25)
+OPENWOP_BACKFILL_TICK_SECONDS = env.float("OPENWOP_BACKFILL_TICK_SECONDS", default=50.0)
+if OPENWOP_MIGRATE_LOCK_TIMEOUT <= 0 or OPENWOP_MIGRATE_LOCK_RETRIES < 0 or OPENWOP_BACKFILL_BATCH < 1:
+    raise ImproperlyConfigured("OPENWOP_MIGRATE_LOCK_TIMEOUT is above 0, _RETRIES at least 0, OPENWOP_BACKFILL_BATCH at least 1.")
+if not 0 < OPENWOP_BACKFILL_DUTY <= 1:
+    raise ImproperlyConfigured("OPENWOP_BACKFILL_DUTY is a share of the time: above 0, at most 1.")
+CELERY_BEAT_SCHEDULE["core-backfills"] = {"task": "core.backfills", "schedule": 60.0}
+# A group-commit flush still waiting after this many seconds is logged while it waits, with the lock
+# it waits on and the backend holding it (apps/core/group_commit.py); again at each multiple. 1 s.
+OPENWOP_FLUSH_WAIT_LOG_SECONDS = env.float("OPENWOP_FLUSH_WAIT_LOG_SECONDS", default=1.0)
 # Run executor lease (apps/runs/engine.py): a dead worker's runs resume about this long after it died.
 OPENWOP_RUN_LEASE_SECONDS = env.float("OPENWOP_RUN_LEASE_SECONDS", default=10.0)
 # Inline advance (apps/runs/engine.py run_advance_inline): a door that waits for a run's answer
