@@ -282,7 +282,10 @@ OPENWOP_BACKFILL_BATCH = env.int("OPENWOP_BACKFILL_BATCH", default=1000)
 OPENWOP_BACKFILL_DUTY = env.float("OPENWOP_BACKFILL_DUTY", default=0.25)
 OPENWOP_BACKFILL_TICK_SECONDS = env.float("OPENWOP_BACKFILL_TICK_SECONDS", default=50.0)
 if OPENWOP_MIGRATE_LOCK_TIMEOUT <= 0 or OPENWOP_MIGRATE_LOCK_RETRIES < 0 or OPENWOP_BACKFILL_BATCH < 1:
-    raise ImproperlyConfigured("OPENWOP_MIGRATE_LOCK_TIMEOUT is above 0, _RETRIES at least 0, OPENWOP_BACKFILL_BATCH at least 1.")
+    raise ImproperlyConfigured(
+        "OPENWOP_MIGRATE_LOCK_TIMEOUT is above 0, OPENWOP_MIGRATE_LOCK_RETRIES at least 0,"
+        " OPENWOP_BACKFILL_BATCH at least 1."
+    )
 if not 0 < OPENWOP_BACKFILL_DUTY <= 1:
     raise ImproperlyConfigured("OPENWOP_BACKFILL_DUTY is a share of the time: above 0, at most 1.")
 CELERY_BEAT_SCHEDULE["core-backfills"] = {"task": "core.backfills", "schedule": 60.0}

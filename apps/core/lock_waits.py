@@ -45,9 +45,11 @@ class Blocker:
     transaction_age: timedelta | None
 
     def describe(self) -> str:
-        age = "" if self.transaction_age is None else f", in a transaction for {self.transaction_age.total_seconds():.1f} s"
+        age = self.transaction_age
+        since = "" if age is None else f", in a transaction for {age.total_seconds():.1f} s"
         # repr: an application name is whatever its client chose; quoted and escaped for a log line.
-        return f"pid {self.pid} (application_name {self.application_name!r}, {self.backend_type}, state {self.state!r}{age})"
+        name = self.application_name
+        return f"pid {self.pid} (application_name {name!r}, {self.backend_type}, state {self.state!r}{since})"
 
 
 @dataclass(frozen=True, slots=True)

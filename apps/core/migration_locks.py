@@ -183,17 +183,14 @@ class LockTimeoutExecutor(MigrationExecutor):
                         fake_initial: bool = False) -> ProjectState:  # fmt: skip
         if fake:
             return super().apply_migration(state, migration, fake=fake, fake_initial=fake_initial)
-        return self._retried(
-            migration, "apply", state,
-            lambda s: super(LockTimeoutExecutor, self).apply_migration(s, migration, fake=fake, fake_initial=fake_initial),
-        )  # fmt: skip
+        apply = super().apply_migration
+        return self._retried(migration, "apply", state, lambda s: apply(s, migration, fake_initial=fake_initial))
 
     def unapply_migration(self, state: ProjectState, migration: Migration, fake: bool = False) -> ProjectState:
         if fake:
             return super().unapply_migration(state, migration, fake=fake)
-        return self._retried(
-            migration, "unapply", state, lambda s: super(LockTimeoutExecutor, self).unapply_migration(s, migration)
-        )
+        unapply = super().unapply_migration
+        return self._retried(migration, "unapply", state, lambda s: unapply(s, migration))
 
     def _retried(self, migration: Migration, verb: str, state: ProjectState,
                  run: Callable[[ProjectState], ProjectState]) -> ProjectState:  # fmt: skip
