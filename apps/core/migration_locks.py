@@ -272,12 +272,13 @@ def migrating_under_lock_timeout(alias: str = DEFAULT_DB_ALIAS) -> Iterator[None
     connection its session settings back afterwards (a test run goes on using it)."""
     from django.core.management.commands import migrate
 
-    original = migrate.MigrationExecutor
-    migrate.MigrationExecutor = LockTimeoutExecutor  # type: ignore[misc]
+    namespace = vars(migrate)  # the command module's global, which its handle() instantiates
+    original = namespace["MigrationExecutor"]
+    namespace["MigrationExecutor"] = LockTimeoutExecutor
     try:
         yield
     finally:
-        migrate.MigrationExecutor = original  # type: ignore[misc]
+        namespace["MigrationExecutor"] = original
         connection = connections[alias]
         if connection.connection is not None:
             with connection.cursor() as cursor:
