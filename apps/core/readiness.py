@@ -1,8 +1,9 @@
 """Readiness (`GET /readyz`): whether this process can serve, not merely whether it is alive.
 
-`/healthz` answers while the process runs; `/readyz` also asks the three things every request may
-need: the default database (`SELECT 1`), the Celery broker (a Redis `PING`) and the channel layer
-(a message sent to a fresh channel and received back). 200 `{"status": "ready"}`, else 503
+`/healthz` answers while the process runs; `/readyz` also asks the things every request may
+need: the default database (`SELECT 1`), the write path (`check_write_path`: the locks a door's
+record write takes, within the check's deadline), the Celery broker (a Redis `PING`) and the
+channel layer (a message sent to a fresh channel and received back). 200 `{"status": "ready"}`, else 503
 `{"status": "not-ready", "failing": [...]}` naming only the failing checks: never an exception's
 text, a connection string or a password, in the body or in the log (the class name only).
 
@@ -34,8 +35,18 @@ logger = logging.getLogger(__name__)
 CHECK_TIMEOUT_SECONDS = 1.0
 
 DATABASE = "database"
+WRITE_PATH = "write-path"
 BROKER = "broker"
 CHANNEL_LAYER = "channel-layer"
+
+# The write path's probes, handed in by the apps that own the tables a door writes (apps/audit: the
+# record write); each takes, on the cursor it is given, the locks its write takes, writing nothing.
+_write_path_probes: list[Callable[[Any], None]] = []
+
+
+def register_write_path_probe(probe: Callable[[Any], None]) -> None:
+    if probe not in _write_path_probes:
+        _write_path_probes.append(probe)
 
 
 def check_database(connection: BaseDatabaseWrapper | None = None) -> None:
@@ -58,6 +69,28 @@ def check_database(connection: BaseDatabaseWrapper | None = None) -> None:
         finally:
             if shared:
                 conn.dec_thread_sharing()
+
+
+def check_write_path(*, timeout: float = CHECK_TIMEOUT_SECONDS) -> None:
+    """The registered write-path probes in one transaction, rolled back, under `lock_timeout` and
+    `statement_timeout` = `timeout`: a door whose write waits on a lock (a migration's ACCESS
+    EXCLUSIVE, a table rewrite) is not ready, though `SELECT 1` answers. Nothing is written.
+    The connection is closed afterwards (the check's thread is its own)."""
+    from django.db import transaction
+
+    conn = connections[DEFAULT_DB_ALIAS]
+    try:
+        with transaction.atomic(), conn.cursor() as cursor:
+            milliseconds = f"{max(1, round(timeout * 1000))}ms"
+            cursor.execute(
+                "SELECT set_config('lock_timeout', %s, true), set_config('statement_timeout', %s, true)",
+                [milliseconds, milliseconds],
+            )
+            for probe in _write_path_probes:
+                probe(cursor)
+            transaction.set_rollback(True)
+    finally:
+        conn.close()
 
 
 def check_broker(broker_url: str | None = None, *, timeout: float = CHECK_TIMEOUT_SECONDS) -> None:
@@ -148,6 +181,7 @@ async def readiness_failures(
     this host's own; tests pass unreachable ones."""
     checks: list[tuple[str, Awaitable[None]]] = [
         (DATABASE, _on_own_thread(lambda: check_database(database))),
+        (WRITE_PATH, _on_own_thread(lambda: check_write_path(timeout=timeout))),
         (BROKER, _on_own_thread(lambda: check_broker(broker_url, timeout=timeout))),
         (CHANNEL_LAYER, check_channel_layer(channel_layer)),
     ]
