@@ -120,6 +120,14 @@ cluster-stop:
 cluster-test: install
 	OPENWOP_CLUSTER_TESTS=1 $(BIN)/python -m pytest -p no:xdist -p no:cacheprovider tests/cluster $(PYTEST_ARGS)
 
+# This release upgrades the one named in deploy/upgrade-from while it serves (scripts/upgrade_test.py,
+# docs/operators/upgrading.md): that release installed from this repository's history under
+# var/upgrade-test/, a seeded database (UPGRADE_TEST_DATABASE_URL, default DATABASE_URL's server,
+# <name>_upgrade), a mixed load while this release migrates and replaces its processes one by one.
+.PHONY: upgrade-test
+upgrade-test: install
+	$(BIN)/python scripts/upgrade_test.py
+
 # psql on the embedded server of `make run` (DATABASE_URL unset; starts it if the host is down).
 psql: install
 	$(BIN)/python -m openwop_host.embedded_postgres psql

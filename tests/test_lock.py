@@ -95,3 +95,29 @@ def test_every_install_reads_a_lock() -> None:
     assert "pip install --require-hashes --no-deps -r requirements/main.lock" in dockerfile
     installs = re.findall(r"pip install [^\n]*", dockerfile)
     assert all("--require-hashes" in line or "--no-deps" in line for line in installs), installs
+
+
+def test_the_image_lock_holds_everything_the_host_imports() -> None:
+    """docker/Dockerfile installs main.lock alone: every distribution apps/ and openwop_host import
+    must be in it (a2a-sdk and mcp were test-only until 0.20.0, so the image could not start)."""
+    import ast
+    import sys
+    from importlib.metadata import packages_distributions
+
+    modules: set[str] = set()
+    for folder in ("apps", "openwop_host"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    modules |= {alias.name.split(".")[0] for alias in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    modules.add(node.module.split(".")[0])
+    owners = packages_distributions()
+    third_party = modules - set(sys.stdlib_module_names) - {"apps", "openwop_host"}
+    pins = parse_lock((ROOT / "requirements" / "main.lock").read_text())
+    missing = sorted(
+        f"{module} ({', '.join(owners.get(module, ['?']))})"
+        for module in third_party
+        if not any(canonicalize_name(dist) in pins for dist in owners.get(module, []))
+    )
+    assert not missing, f"imported by the host but not in main.lock: {missing}"
