@@ -25,7 +25,7 @@ from typing import Any
 sys.path.insert(0, os.getcwd())  # the old release's tree
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openwop_host.settings")
 
-import django  # noqa: E402
+import django
 
 django.setup()
 

@@ -26,6 +26,8 @@ db 13; flushed), UPGRADE_TEST_RECORDS (200000), UPGRADE_TEST_DAYS (35), UPGRADE_
 UPGRADE_TEST_USERS (6), UPGRADE_TEST_STEADY_SECONDS (15: the old and the new release alone).
 """
 
+# ruff: noqa: S603, S607 - every subprocess here is one of our own commands (git, tar, this host's), no shell
+
 from __future__ import annotations
 
 import asyncio
@@ -126,14 +128,16 @@ def old_venv(release: Release, tree: Path) -> Path:
         return venv
     subprocess.run(["rm", "-rf", str(venv)], check=True)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
+    log = (tree.parent / "install.log").open("w")
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--log", str(tree.parent / "pip.log")]
     own_lock = tree / "requirements" / "main.lock"
     if own_lock.exists():  # releases from 0.20.0 on ship their lock
-        subprocess.run([*pip, "--require-hashes", "--no-deps", "-r", str(own_lock)], check=True)
-        subprocess.run([*pip, "--no-deps", "--no-build-isolation", "-e", str(tree)], check=True)
+        subprocess.run([*pip, "--require-hashes", "--no-deps", "-r", str(own_lock)], check=True, stdout=log, stderr=log)
+        subprocess.run([*pip, "--no-deps", "--no-build-isolation", "-e", str(tree)], check=True, stdout=log, stderr=log)
     else:  # 0.19.0 imports a2a-sdk and mcp without declaring them outside its `test` extra
         constraints = _constraints_from_lock(ROOT / "requirements" / "main.lock", tree.parent / "constraints.txt")
-        subprocess.run([*pip, "-c", str(constraints), "-e", str(tree), "a2a-sdk", "mcp"], check=True)
+        subprocess.run([*pip, "-c", str(constraints), "-e", str(tree), "a2a-sdk", "mcp"], check=True, stdout=log,
+                       stderr=log)  # fmt: skip
     stamp.touch()
     return venv
 
@@ -464,7 +468,8 @@ class Processes:
     def worker(self, side: Side, env: dict[str, str]) -> Process:
         process = self.start(side, "worker", [
             side.python(), "-m", "celery", "-A", "openwop_host", "worker", "--pool", "threads", "--concurrency", "8",
-            "--loglevel", "warning", "-n", f"upgrade-{side.label}@%h", "--without-gossip", "--without-mingle"], env)  # fmt: skip
+            "--loglevel", "warning", "-n", f"upgrade-{side.label}@%h", "--without-gossip", "--without-mingle",
+        ], env)  # fmt: skip
         time.sleep(3)  # a worker has no readiness endpoint; the runs it takes prove it
         if process.popen.poll() is not None:
             raise UpgradeTestError(f"{process.name} exited:\n{process.tail()}")
@@ -538,7 +543,8 @@ def clone_ended_runs(url: str, total: int, days: int) -> int:
             " ORDER BY ordinal_position").fetchall()]  # fmt: skip
         event_columns = [row[0] for row in conn.execute(
             "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs_runevent'"
-            " AND column_name NOT IN ('id', 'run_id', 'event_id', 'at') ORDER BY ordinal_position").fetchall()]  # fmt: skip
+            " AND column_name NOT IN ('id', 'run_id', 'event_id', 'at') ORDER BY ordinal_position",
+        ).fetchall()]  # fmt: skip
         templates = conn.execute("SELECT count(*) FROM runs_run WHERE status IN ('completed', 'failed')").fetchone()[0]
         if not templates:
             raise UpgradeTestError("no ended run to copy")
@@ -551,7 +557,8 @@ def clone_ended_runs(url: str, total: int, days: int) -> int:
         select = ", ".join(shifted.get(c, f"t.{c}") for c in columns)
         conn.execute(f"""
             CREATE TEMP TABLE seed_map AS
-            SELECT t.id AS template, g, split_part(t.run_id, '/', 1) || '/seed' || md5(t.id::text || '-' || g) AS run_id,
+            SELECT t.id AS template, g,
+                   split_part(t.run_id, '/', 1) || '/seed' || md5(t.id::text || '-' || g) AS run_id,
                    make_interval(secs => (g * 7919 % ({days} * 86400))) AS shift
               FROM runs_run AS t CROSS JOIN generate_series(1, {copies}) AS g
              WHERE t.status IN ('completed', 'failed')""")  # noqa: S608
@@ -591,6 +598,8 @@ def _env(database_url: str, redis_url: str, var_dir: Path, secret: str) -> dict[
         "DATABASE_URL": database_url, "REDIS_URL": redis_url, "DJANGO_DEBUG": "1", "DJANGO_SECRET_KEY": secret,
         "DJANGO_LOG_LEVEL": "WARNING", "OPENWOP_VAR_DIR": str(var_dir), "PYTHONUNBUFFERED": "1",
         "OPENWOP_GRPC_ENABLED": "1", "DATABASE_POOL_MAX_SIZE": "8",
+        # The seeded push configs point at loopback (never reached: their tasks wait).
+        "OPENWOP_EGRESS_ALLOW_CIDRS": "127.0.0.0/8",
         # Each client has its own key; the doors' per-key limits stay on.
     })  # fmt: skip
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
@@ -602,44 +611,50 @@ def _rest(base: str, key: str) -> httpx.Client:
 
 
 def seed_through_the_doors(base: str, keys: dict[str, list[str]]) -> dict[str, Any]:
-    """Template runs on every door, push configs with sealed credentials, one approval waiting."""
+    """Template runs on every door (REST, A2A, MCP), approvals waiting, and push configs with sealed
+    credentials on them (a waiting task's: its final push, which would wipe them, has not come)."""
     sealed: dict[str, str] = {}
-    approval = ""
+    approvals: list[str] = []
     for tenant, tenant_keys in keys.items():
         with _rest(base, tenant_keys[0]) as rest:
             created = []
             for n in range(8):
                 workflow = "conformance-failure" if n == 7 else "echo"
-                response = rest.post("/runs", json={"workflowId": workflow, "inputs": {"n": n}})
-                if response.status_code != 201:
-                    raise UpgradeTestError(f"seeding: POST /runs answered {response.status_code}: {response.text}")
-                created.append(response.json()["runId"])
+                created.append(_created(rest.post("/runs", json={"workflowId": workflow, "inputs": {"n": n}})))
             for n in range(4):
                 message = {"messageId": f"seed-{tenant}-{n}", "role": "ROLE_USER", "parts": [{"text": "seed"}]}
                 body = {"jsonrpc": "2.0", "id": n, "method": "SendMessage", "params": {"message": message}}
-                task = rest.post("/a2a/jsonrpc", json=body, headers={"A2A-Version": "1.0"}).json()["result"]["task"]
+                ok, detail = _jsonrpc_ok(rest.post("/a2a/jsonrpc", json=body, headers={"A2A-Version": "1.0"}))
+                body = {"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                        "params": {"name": "echo", "arguments": {"greeting": "seed"}, "_meta": MCP_META}}
+                called, said = _jsonrpc_ok(rest.post("/mcp", json=body, headers={
+                    "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo"}))
+                if not (ok and called):
+                    raise UpgradeTestError(f"seeding: SendMessage {detail} / tools/call {said}")
+            for n in range(3):
+                run_id = _created(rest.post("/runs", json={"workflowId": "conformance-approval", "inputs": {}}))
+                approvals.append(run_id)
                 credential = f"{SEALED}-{tenant}-{n}"
                 config = rest.post("/a2a/jsonrpc", headers={"A2A-Version": "1.0"}, json={
                     "jsonrpc": "2.0", "id": n, "method": "CreateTaskPushNotificationConfig",
-                    "params": {"taskId": task["id"], "url": f"https://hooks.example.org/{tenant}/{n}",
+                    "params": {"taskId": run_id, "url": f"https://127.0.0.1:9/hooks/{tenant}/{n}",
                                "authentication": {"scheme": "Bearer", "credentials": credential}}}).json()  # fmt: skip
                 if "result" not in config:
                     raise UpgradeTestError(f"seeding: CreateTaskPushNotificationConfig: {config}")
                 sealed[config["result"]["id"]] = credential
-                body = {"jsonrpc": "2.0", "id": n, "method": "tools/call",
-                        "params": {"name": "echo", "arguments": {"greeting": "seed"}, "_meta": MCP_META}}
-                rest.post("/mcp", json=body, headers={"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
-                                                      "Mcp-Name": "echo"})  # fmt: skip
-            if not approval:
-                response = rest.post("/runs", json={"workflowId": "conformance-approval", "inputs": {}})
-                approval = response.json()["runId"]
             for run_id in created:
                 _until(lambda r=run_id: rest.get(f"/runs/{r.replace('/', '~2F')}").json()["status"]  # type: ignore[misc]
                        in ("completed", "failed"), f"seed run {run_id} to end")  # fmt: skip
     with _rest(base, keys[TENANTS[0]][0]) as rest:
-        path = f"/runs/{approval.replace('/', '~2F')}"
+        path = f"/runs/{approvals[0].replace('/', '~2F')}"
         _until(lambda: rest.get(path).json()["status"] == "waiting-approval", "the approval to wait")
-    return {"sealed": sealed, "approval": approval}
+    return {"sealed": sealed, "approval": approvals[0]}
+
+
+def _created(response: httpx.Response) -> str:
+    if response.status_code != 201:
+        raise UpgradeTestError(f"seeding: POST /runs answered {response.status_code}: {response.text[:300]}")
+    return str(response.json()["runId"])
 
 
 def approval_resumes(base: str, key: str, run_id: str) -> str:
@@ -670,7 +685,7 @@ def sealed_credentials_open(side: Side, env: dict[str, str], sealed: dict[str, s
         raise UpgradeTestError(f"the sealed-credential check failed:\n{done.stderr}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
     if result["opened"] != result["expected"]:
-        raise UpgradeTestError(f"sealed credentials: {result['opened']} of {result['expected']} open on the new release")
+        raise UpgradeTestError(f"sealed credentials: {result['opened']} of {result['expected']} open on the new one")
     return f"{result['opened']} of {result['expected']} open on the new release"
 
 
@@ -704,7 +719,8 @@ def main() -> int:
         keys: dict[str, list[str]] = json.loads(subprocess.run(
             [old.python(), str(ROOT / "scripts" / "upgrade_seed.py"), "tenants", ",".join(TENANTS),
              str(max(1, users_count // len(TENANTS)) + 1)],
-            cwd=old.tree, env=env, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1])  # fmt: skip
+            cwd=old.tree, env=env, capture_output=True, text=True, check=True,
+        ).stdout.strip().splitlines()[-1])  # fmt: skip
         old_web, web_url = processes.web(old, env)
         old_grpc, grpc_address = processes.grpc(old, env)
         old_worker = processes.worker(old, env)
@@ -735,7 +751,7 @@ def main() -> int:
         checks["migrate while the old release serves"] = f"{len(applied)} migrations in {time.monotonic() - t:.1f} s"
 
         recorder.begin("web replaced")
-        new_web, new_web_url = processes.web(new, env)
+        _, new_web_url = processes.web(new, env)
         targets.web = [web_url, new_web_url]
         time.sleep(2)
         targets.web = [new_web_url]
@@ -743,7 +759,7 @@ def main() -> int:
         old_web.stop()
 
         recorder.begin("gRPC replaced")
-        new_grpc, new_grpc_address = processes.grpc(new, env)
+        _, new_grpc_address = processes.grpc(new, env)
         targets.grpc = [grpc_address, new_grpc_address]
         time.sleep(2)
         targets.grpc = [new_grpc_address]
@@ -771,7 +787,8 @@ def main() -> int:
         verify = subprocess.run([new.python(), "manage.py", "audit_verify"], cwd=new.tree, env=env,
                                 capture_output=True, text=True, timeout=900)  # fmt: skip
         said = (verify.stdout + verify.stderr).strip().splitlines()
-        checks["chain after the upgrade (new audit_verify)"] = f"{said[-1] if said else ''} ({time.monotonic() - t:.0f} s)"
+        last = said[-1] if said else ""
+        checks["chain after the upgrade (new audit_verify)"] = f"{last} ({time.monotonic() - t:.0f} s)"
         if verify.returncode != 0:
             failures.append(f"audit_verify after the upgrade: {' / '.join(said[-3:])}")
     except (UpgradeTestError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
