@@ -127,16 +127,24 @@ def old_venv(release: Release, tree: Path) -> Path:
     if stamp.exists():
         return venv
     subprocess.run(["rm", "-rf", str(venv)], check=True)
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     log = (tree.parent / "install.log").open("w")
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--log", str(tree.parent / "pip.log")]
+    uv = Path(sys.executable).parent / "uv"  # this release's lock has it (make lock): much faster than pip
+    if uv.exists():
+        subprocess.run([str(uv), "venv", "--quiet", "--python", sys.executable, str(venv)], check=True, stdout=log,
+                       stderr=log)  # fmt: skip
+        install = [str(uv), "pip", "install", "--quiet", "--python", str(venv / "bin" / "python")]
+    else:
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        install = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
     own_lock = tree / "requirements" / "main.lock"
     if own_lock.exists():  # releases from 0.20.0 on ship their lock
-        subprocess.run([*pip, "--require-hashes", "--no-deps", "-r", str(own_lock)], check=True, stdout=log, stderr=log)
-        subprocess.run([*pip, "--no-deps", "--no-build-isolation", "-e", str(tree)], check=True, stdout=log, stderr=log)
+        subprocess.run([*install, "--require-hashes", "--no-deps", "-r", str(own_lock)], check=True, stdout=log,
+                       stderr=log)  # fmt: skip
+        subprocess.run([*install, "--no-deps", "--no-build-isolation", "-e", str(tree)], check=True, stdout=log,
+                       stderr=log)  # fmt: skip
     else:  # 0.19.0 imports a2a-sdk and mcp without declaring them outside its `test` extra
         constraints = _constraints_from_lock(ROOT / "requirements" / "main.lock", tree.parent / "constraints.txt")
-        subprocess.run([*pip, "-c", str(constraints), "-e", str(tree), "a2a-sdk", "mcp"], check=True, stdout=log,
+        subprocess.run([*install, "-c", str(constraints), "-e", str(tree), "a2a-sdk", "mcp"], check=True, stdout=log,
                        stderr=log)  # fmt: skip
     stamp.touch()
     return venv
