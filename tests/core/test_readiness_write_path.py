@@ -30,6 +30,7 @@ class _Holder:
     def close(self) -> None:
         self.raw.execute("ROLLBACK")
         self.raw.close()
+        connection.close()  # sync_to_async's thread: its own connection, which nothing else would close
 
 
 @pytest.fixture
@@ -40,9 +41,12 @@ def current_partition() -> Iterator[str]:
 
 
 def _records() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT count(*) FROM {HostEvent._meta.db_table}")
-        return int(cursor.fetchone()[0])
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT count(*) FROM {HostEvent._meta.db_table}")
+            return int(cursor.fetchone()[0])
+    finally:
+        connection.close()  # this runs on sync_to_async's thread, which nothing else would close
 
 
 async def test_ready_when_the_record_write_can_lock(current_partition: str) -> None:
