@@ -15,13 +15,28 @@ export DJANGO_DEBUG ?= 1
 
 .PHONY: install setup run test psql lint worker clean bench bench-quick fuzz soak
 
-$(STAMP): pyproject.toml
+# Installs come from the lock files (requirements/README.md): every package pinned with its hashes,
+# then the project itself, built by the locked setuptools. `make lock` refreshes them.
+PIP_LOCKED = $(BIN)/python -m pip install -q --require-hashes --no-deps -r
+PIP_PROJECT = $(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
+$(STAMP): pyproject.toml requirements/test.lock
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(PIP_LOCKED) requirements/test.lock
+	$(PIP_PROJECT)
 	touch $(STAMP)
 
 install: $(STAMP)
+
+UV_COMPILE = $(BIN)/uv pip compile --quiet --generate-hashes --universal --python-version 3.11 \
+  --custom-compile-command "make lock" $(LOCK_ARGS)
+.PHONY: lock
+lock: install
+	$(UV_COMPILE) pyproject.toml requirements/build.in requirements/tools.in --extra test -o requirements/test.lock
+	$(UV_COMPILE) pyproject.toml requirements/build.in -c requirements/test.lock -o requirements/main.lock
+	$(UV_COMPILE) pyproject.toml requirements/build.in requirements/tools.in --extra test --extra bench \
+	  -c requirements/test.lock -o requirements/bench.lock
+	$(UV_COMPILE) pyproject.toml requirements/build.in requirements/tools.in --extra test --extra chart \
+	  -c requirements/test.lock -o requirements/chart.lock
 
 # With DEBUG on, `make run` binds loopback only (issue 33 item 7): DEBUG pages list every URL
 # pattern and the development secret may be public; settings and the ASGI app refuse too
@@ -111,6 +126,14 @@ cluster-stop:
 cluster-test: install
 	OPENWOP_CLUSTER_TESTS=1 $(BIN)/python -m pytest -p no:xdist -p no:cacheprovider tests/cluster $(PYTEST_ARGS)
 
+# This release upgrades the one named in deploy/upgrade-from while it serves (scripts/upgrade_test.py,
+# docs/operators/upgrading.md): that release installed from this repository's history under
+# var/upgrade-test/, a seeded database (UPGRADE_TEST_DATABASE_URL, default DATABASE_URL's server,
+# <name>_upgrade), a mixed load while this release migrates and replaces its processes one by one.
+.PHONY: upgrade-test
+upgrade-test: install
+	$(BIN)/python scripts/upgrade_test.py
+
 # psql on the embedded server of `make run` (DATABASE_URL unset; starts it if the host is down).
 psql: install
 	$(BIN)/python -m openwop_host.embedded_postgres psql
@@ -140,8 +163,8 @@ lint: install
 # Benchmarks against the reference servers (bench/README.md). Needs wrk, PostgreSQL and Redis;
 # BENCH_DATABASE_URL / BENCH_PEER_DATABASE_URL / BENCH_REDIS_URL choose where (databases are created).
 BENCH_STAMP := $(VENV)/.bench-stamp
-$(BENCH_STAMP): pyproject.toml $(STAMP)
-	$(BIN)/python -m pip install -q -e '.[test,bench]'
+$(BENCH_STAMP): pyproject.toml requirements/bench.lock $(STAMP)
+	$(PIP_LOCKED) requirements/bench.lock
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)
@@ -158,8 +181,8 @@ bench-quick: $(BENCH_STAMP)
 CHART_STAMP := $(VENV)/.chart-stamp
 CHART_SCHEMAS := $(VENV)/chart-schemas
 CHART_CRD_PACKAGES := @kubernetes-models/gateway-api@0.5.1 @kubernetes-models/prometheus-operator@1.6.3
-$(CHART_STAMP): pyproject.toml $(STAMP)
-	$(BIN)/python -m pip install -q -e '.[test,chart]'
+$(CHART_STAMP): pyproject.toml requirements/chart.lock $(STAMP)
+	$(PIP_LOCKED) requirements/chart.lock
 	rm -rf $(CHART_SCHEMAS) && mkdir -p $(CHART_SCHEMAS)
 	npm pack --silent --pack-destination $(CHART_SCHEMAS) $(CHART_CRD_PACKAGES) > /dev/null
 	touch $(CHART_STAMP)

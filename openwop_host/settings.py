@@ -17,6 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
 from apps.core.file_modes import private_folder
+from openwop_host import __version__
 from openwop_host.loopback_only import is_loopback_host_name
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -301,6 +302,28 @@ OPENWOP_ARCHIVE_URL = env.str("OPENWOP_ARCHIVE_URL", default="")
 # Each Celery worker process writes a heartbeat row this often (apps/core/heartbeats.py); /readyz
 # says "no live worker" when none consuming the runs' queue wrote within three periods. 0: off.
 OPENWOP_WORKER_HEARTBEAT_SECONDS = env.float("OPENWOP_WORKER_HEARTBEAT_SECONDS", default=10.0)
+# Upgrades while the previous release serves (docs/contributors/migrations.md). `migrate` takes each
+# lock within OPENWOP_MIGRATE_LOCK_TIMEOUT seconds (2) and retries a migration that timed out
+# OPENWOP_MIGRATE_LOCK_RETRIES times (5) before it fails naming the table (apps/core/migration_locks.py).
+OPENWOP_MIGRATE_LOCK_TIMEOUT = env.float("OPENWOP_MIGRATE_LOCK_TIMEOUT", default=2.0)
+OPENWOP_MIGRATE_LOCK_RETRIES = env.int("OPENWOP_MIGRATE_LOCK_RETRIES", default=5)
+# Post-deploy backfills (apps/core/backfills.py; `manage.py backfill`, and the beat job below):
+# rows per batch (1000; each batch is one transaction), the share of the time they work (0.25: they
+# rest between batches, the doors first) and how long one beat tick works (50 s of each minute).
+OPENWOP_BACKFILL_BATCH = env.int("OPENWOP_BACKFILL_BATCH", default=1000)
+OPENWOP_BACKFILL_DUTY = env.float("OPENWOP_BACKFILL_DUTY", default=0.25)
+OPENWOP_BACKFILL_TICK_SECONDS = env.float("OPENWOP_BACKFILL_TICK_SECONDS", default=50.0)
+if OPENWOP_MIGRATE_LOCK_TIMEOUT <= 0 or OPENWOP_MIGRATE_LOCK_RETRIES < 0 or OPENWOP_BACKFILL_BATCH < 1:
+    raise ImproperlyConfigured(
+        "OPENWOP_MIGRATE_LOCK_TIMEOUT is above 0, OPENWOP_MIGRATE_LOCK_RETRIES at least 0,"
+        " OPENWOP_BACKFILL_BATCH at least 1."
+    )
+if not 0 < OPENWOP_BACKFILL_DUTY <= 1:
+    raise ImproperlyConfigured("OPENWOP_BACKFILL_DUTY is a share of the time: above 0, at most 1.")
+CELERY_BEAT_SCHEDULE["core-backfills"] = {"task": "core.backfills", "schedule": 60.0}
+# A group-commit flush still waiting after this many seconds is logged while it waits, with the lock
+# it waits on and the backend holding it (apps/core/group_commit.py); again at each multiple. 1 s.
+OPENWOP_FLUSH_WAIT_LOG_SECONDS = env.float("OPENWOP_FLUSH_WAIT_LOG_SECONDS", default=1.0)
 # Run executor lease (apps/runs/engine.py): a dead worker's runs resume about this long after it died.
 OPENWOP_RUN_LEASE_SECONDS = env.float("OPENWOP_RUN_LEASE_SECONDS", default=10.0)
 # Inline advance (apps/runs/engine.py run_advance_inline): a door that waits for a run's answer
@@ -361,7 +384,7 @@ REST_FRAMEWORK = {
 SPECTACULAR_SETTINGS = {
     "TITLE": "openwop-host",
     "DESCRIPTION": "OpenWOP v2 host: the REST wire, with A2A 1.0 and MCP 2026-07-28 advertised as facets.",
-    "VERSION": "0.1.0",
+    "VERSION": __version__,  # the release number (openwop_host/__init__.py)
     "SERVE_INCLUDE_SCHEMA": False,
 }
 

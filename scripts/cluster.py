@@ -368,7 +368,7 @@ backend web
     balance roundrobin
     # The replicas trust forwarded headers from this address only (uvicorn --forwarded-allow-ips).
     source {source}
-    option httpchk GET /readyz
+    option httpchk GET /readyz?scope=replica
     http-check expect status 200
     # A streaming response (SSE) is passed on as it comes; no buffering, no compression.
     option http-no-delay

@@ -49,3 +49,8 @@ class AuditConfig(AppConfig):
         from apps.facets.negotiation import HostEventWriters, on_host_events
 
         on_host_events(HostEventWriters(append=host_event_append, append_batched=host_event_append_batched))
+
+        from apps.audit.write_probe import record_write_probe
+        from apps.core.readiness import register_write_path_probe
+
+        register_write_path_probe(record_write_probe)  # /readyz: the record write can take its locks

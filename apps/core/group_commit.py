@@ -16,6 +16,10 @@ batch goes:
 - A batch whose write raises fails every waiter it has not settled with that exception; a flush
   slower than SLOW_FLUSH_SECONDS is logged with its size and what queued behind it (every caller
   waits on its flush, so this is where a stall would show).
+- A flush still waiting after OPENWOP_FLUSH_WAIT_LOG_SECONDS is logged while it waits, and again
+  at each multiple: what its backend waits on (the lock, and the pid, application name and state
+  of each backend holding it up: apps/core/lock_waits.py), read from a connection of its own,
+  since the pool may be what is exhausted. A stall says its cause while it lasts, not after.
 """
 
 from __future__ import annotations
@@ -26,9 +30,11 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from django.conf import settings
 from psycopg import AsyncConnection
 
-from apps.core.async_db import pooled_connection
+from apps.core.async_db import conninfo, pooled_connection
+from apps.core.lock_waits import LOCK_WAITS_SQL, describe_waits, lock_waits_from_rows
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +128,7 @@ class GroupCommit(Generic[T, R]):
         loop = asyncio.get_running_loop()
         started = loop.time()
         self.stats.flushes += 1
+        watcher = loop.create_task(self._watch(conn, len(batch), started), name=f"{self.what} watcher")
         try:
             outcomes = await self.write(conn, [item for item, _ in batch])
             for (_, done), outcome in zip(batch, outcomes, strict=True):
@@ -135,6 +142,7 @@ class GroupCommit(Generic[T, R]):
             self.stats.failures += 1
             _fail(batch, exc)
         finally:
+            watcher.cancel()
             took = loop.time() - started
             if took > SLOW_FLUSH_SECONDS:
                 self.stats.slow_flushes += 1
@@ -142,6 +150,29 @@ class GroupCommit(Generic[T, R]):
                     "%s: a flush of %d items took %.0f ms (%d queued behind it)",
                     self.what, len(batch), took * 1000, len(self._queue),
                 )  # fmt: skip
+
+
+    async def _watch(self, conn: AsyncConnection[Any], size: int, started: float) -> None:
+        """While the flush lasts: at each OPENWOP_FLUSH_WAIT_LOG_SECONDS, log what it waits on."""
+        every = float(settings.OPENWOP_FLUSH_WAIT_LOG_SECONDS)
+        if every <= 0:
+            return
+        pid = conn.info.backend_pid
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(every)
+            try:
+                async with await AsyncConnection.connect(
+                    conninfo(), autocommit=True, connect_timeout=5, application_name="openwop-flush-watch"
+                ) as side:
+                    waits = lock_waits_from_rows(await (await side.execute(LOCK_WAITS_SQL, [pid])).fetchall())
+                seen = describe_waits(waits)
+            except Exception as exc:  # the look is best effort: say that it failed, and how (class only)
+                seen = f"(could not look: {type(exc).__name__})"
+            logger.warning(
+                "%s: a flush of %d items has waited %.1f s (%d queued behind it); its backend waits on %s",
+                self.what, size, loop.time() - started, len(self._queue), seen,
+            )  # fmt: skip
 
 
 def _fail(batch: list[tuple[Any, asyncio.Future[Any]]], exc: BaseException) -> None:

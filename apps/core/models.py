@@ -17,3 +17,23 @@ class WorkerHeartbeat(models.Model):
 
     def __str__(self) -> str:
         return self.worker
+
+
+class BackfillProgress(models.Model):
+    """How far one post-deploy backfill (apps/core/backfills.py) has come: the position its next
+    batch starts after, committed in the same transaction as the batch, so a stopped backfill
+    resumes where it stopped and a batch is never applied twice."""
+
+    name = models.CharField(primary_key=True, max_length=100, help_text="The backfill's registered name.")
+    position = models.TextField(blank=True, db_default="", help_text="Where the next batch starts (empty: the start).")
+    rows = models.BigIntegerField(db_default=0, help_text="Rows the batches have changed so far.")
+    batches = models.IntegerField(db_default=0)
+    started_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(null=True, blank=True)
+    done_at = models.DateTimeField(null=True, blank=True, help_text="Set once a batch found nothing left.")
+
+    class Meta:
+        verbose_name_plural = "backfill progress"
+
+    def __str__(self) -> str:
+        return f"{self.name}: {'done' if self.done_at else 'pending'} ({self.rows} rows)"

@@ -1,12 +1,18 @@
 """Readiness (`GET /readyz`): whether this process can serve, not merely whether it is alive.
 
 `/healthz` answers while the process runs; `/readyz` also asks what the host's work needs: the
-default database (`SELECT 1`), the Celery broker (a Redis `PING`), the channel layer (a message
-sent to a fresh channel and received back) and a live worker (one consuming the runs' queue wrote
-its heartbeat lately: apps/core/heartbeats.py; a queue nobody consumes accepts runs that never
-run). 200 `{"status": "ready"}`, else 503 `{"status": "not-ready", "failing": [...], "reasons":
-{...}}` naming only the failing checks, each with a fixed sentence: never an exception's text, a
-connection string or a password, in the body or in the log (the class name only).
+default database (`SELECT 1`), the write path (`check_write_path`: the locks a door's record write
+takes, within the check's deadline), the Celery broker (a Redis `PING`), the channel layer (a
+message sent to a fresh channel and received back) and a live worker (one consuming the runs'
+queue wrote its heartbeat lately: apps/core/heartbeats.py; a queue nobody consumes accepts runs
+that never run). 200 `{"status": "ready"}`, else 503 `{"status": "not-ready", "failing": [...],
+"reasons": {...}}` naming only the failing checks, each with a fixed sentence: never an
+exception's text, a connection string or a password, in the body or in the log (the class name
+only).
+
+`/readyz?scope=replica` leaves the worker out: what a balancer or an orchestrator asks of one web
+replica, which serves reads and accepts runs whether or not a worker is alive (taking every
+replica out of service because the workers are down would stop the doors too).
 
 A check is a name, a sentence, and a callable in `_checks` (blocking ones run on a thread of their
 own): adding one is one entry there.
@@ -39,6 +45,7 @@ logger = logging.getLogger(__name__)
 CHECK_TIMEOUT_SECONDS = 1.0
 
 DATABASE = "database"
+WRITE_PATH = "write-path"
 BROKER = "broker"
 CHANNEL_LAYER = "channel-layer"
 WORKER = "worker"
@@ -49,11 +56,21 @@ REASONS = {
     BROKER: "the Celery broker did not answer",
     CHANNEL_LAYER: "the channel layer did not answer",
     WORKER: "no live worker",
+    WRITE_PATH: "a record write could not take its locks in time",
 }
 
 
 class NoLiveWorker(Exception):
     """No worker consuming the runs' queue wrote its heartbeat within its window."""
+
+# The write path's probes, handed in by the apps that own the tables a door writes (apps/audit: the
+# record write); each takes, on the cursor it is given, the locks its write takes, writing nothing.
+_write_path_probes: list[Callable[[Any], None]] = []
+
+
+def register_write_path_probe(probe: Callable[[Any], None]) -> None:
+    if probe not in _write_path_probes:
+        _write_path_probes.append(probe)
 
 
 def check_database(connection: BaseDatabaseWrapper | None = None) -> None:
@@ -76,6 +93,28 @@ def check_database(connection: BaseDatabaseWrapper | None = None) -> None:
         finally:
             if shared:
                 conn.dec_thread_sharing()
+
+
+def check_write_path(*, timeout: float = CHECK_TIMEOUT_SECONDS) -> None:
+    """The registered write-path probes in one transaction, rolled back, under `lock_timeout` and
+    `statement_timeout` = `timeout`: a door whose write waits on a lock (a migration's ACCESS
+    EXCLUSIVE, a table rewrite) is not ready, though `SELECT 1` answers. Nothing is written.
+    The connection is closed afterwards (the check's thread is its own)."""
+    from django.db import transaction
+
+    conn = connections[DEFAULT_DB_ALIAS]
+    try:
+        with transaction.atomic(), conn.cursor() as cursor:
+            milliseconds = f"{max(1, round(timeout * 1000))}ms"
+            cursor.execute(
+                "SELECT set_config('lock_timeout', %s, true), set_config('statement_timeout', %s, true)",
+                [milliseconds, milliseconds],
+            )
+            for probe in _write_path_probes:
+                probe(cursor)
+            transaction.set_rollback(True)
+    finally:
+        conn.close()
 
 
 def check_broker(broker_url: str | None = None, *, timeout: float = CHECK_TIMEOUT_SECONDS) -> None:
@@ -186,14 +225,18 @@ def _checks(
     channel_layer: Any,
     worker_queue: str | None,
     timeout: float,
+    worker: bool,
 ) -> list[tuple[str, Awaitable[None]]]:
-    """Every check, in the order `/readyz` names them."""
-    return [
+    """Every check, in the order `/readyz` names them (`worker` False: all but the worker's)."""
+    checks: list[tuple[str, Awaitable[None]]] = [
         (DATABASE, _on_own_thread(lambda: check_database(database))),
+        (WRITE_PATH, _on_own_thread(lambda: check_write_path(timeout=timeout))),
         (BROKER, _on_own_thread(lambda: check_broker(broker_url, timeout=timeout))),
         (CHANNEL_LAYER, check_channel_layer(channel_layer)),
-        (WORKER, _on_own_thread(lambda: check_worker(worker_queue))),
-    ]  # fmt: skip
+    ]
+    if worker:
+        checks.append((WORKER, _on_own_thread(lambda: check_worker(worker_queue))))
+    return checks
 
 
 async def readiness_failures(
@@ -203,12 +246,13 @@ async def readiness_failures(
     channel_layer: Any = None,
     worker_queue: str | None = None,
     timeout: float = CHECK_TIMEOUT_SECONDS,
+    worker: bool = True,
 ) -> list[str]:
     """The names of the failing checks, in a fixed order (empty: ready). Each target defaults to
     this host's own; tests pass unreachable ones."""
     checks = _checks(
         database=database, broker_url=broker_url, channel_layer=channel_layer, worker_queue=worker_queue,
-        timeout=timeout,
+        timeout=timeout, worker=worker,
     )  # fmt: skip
     results = await asyncio.gather(*(_passes(name, check, timeout) for name, check in checks))
     return [name for (name, _), passed in zip(checks, results, strict=True) if not passed]
@@ -235,7 +279,8 @@ def backends_in_use() -> dict[str, str]:
 
 
 async def readyz(request: HttpRequest) -> JsonResponse:
-    status, body = readiness_body(await readiness_failures())
+    replica = request.GET.get("scope") == "replica"
+    status, body = readiness_body(await readiness_failures(worker=not replica))
     body = {**body, "backends": backends_in_use()}
     response = JsonResponse(body, status=status)
     response["Cache-Control"] = "no-store"

@@ -24,9 +24,10 @@ from apps.core.ids import project_id
 from apps.runs.models import InterruptKind, Run, RunStatus
 from apps.runs.reads import OpenInterrupt, RunRow, RunSnapshot
 from apps.runs.wire import wire_timestamp
+from openwop_host import __version__
 
 SERVER_NAME = "openwop-host"
-SERVER_VERSION = "0.1.0"
+SERVER_VERSION = __version__
 RUN_ID_META_KEY = "dev.openwop/runId"
 TASK_POLL_INTERVAL_MS = 1000
 HOST_FAULT_CODE = "internal_error"  # apps/runs/engine.py: a node raised

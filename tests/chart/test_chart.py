@@ -234,7 +234,7 @@ def test_hpa_and_pdb_for_web_grpc_and_worker(chart: Rendered) -> None:
 
 def test_probes(chart: Rendered) -> None:
     web = container(chart.deployment("web"))
-    assert web["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert web["readinessProbe"]["httpGet"]["path"] == "/readyz?scope=replica"  # a replica serves without workers
     assert web["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert web["startupProbe"]["httpGet"]["path"] == "/healthz"
     ports = {p["name"] for p in web["ports"]}

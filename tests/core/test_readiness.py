@@ -183,6 +183,15 @@ def test_no_live_worker_answers_503_through_django(transactional_db: None, clien
     assert response.json()["reasons"] == {"worker": "no live worker"}
 
 
+def test_a_replica_is_ready_without_a_live_worker(transactional_db: None, client: Client) -> None:
+    """What a balancer asks of one web replica leaves the workers out: it serves without them, and
+    pulling every replica because the workers died would stop the doors as well."""
+    assert client.get("/readyz").status_code == 503
+    response = client.get("/readyz", {"scope": "replica"})
+    assert response.status_code == 200, response.content
+    assert response.json()["status"] == "ready"
+
+
 def test_a_stale_heartbeat_or_another_queues_is_no_live_worker(transactional_db: None, settings: Any) -> None:
     failures = async_to_sync(readiness_failures)
     queue = settings.CELERY_TASK_DEFAULT_QUEUE

@@ -7,10 +7,73 @@
 - `runs_run.tenant_id` loses its own index: every run index but the sweeper's leads with it.
 - `runs_runevent.run_id` loses its own index: `run_event_sequence_unique` (run_id, sequence) leads
   with it.
+
+On a database that has not run it yet, it runs while the previous release serves (outside a
+transaction, `atomic = False`): each unique index is built CONCURRENTLY and attached to its
+constraint (`ADD CONSTRAINT ... UNIQUE USING INDEX`, a catalog change) before the old one is
+dropped, so uniqueness holds throughout and no write waits for a build; the old indexes go with
+DROP INDEX CONCURRENTLY; the foreign keys are left as they are (Django's own operations dropped
+and re-validated them under lock, to the same definition). The migrated state is Django's
+operations' (`state_operations`), and the schema is the same as theirs (tests/runs/
+test_migration_0010.py compares the two). A build that failed leaves an invalid index, which the
+next attempt drops first. A database that already ran the original is unchanged.
 """
 
 import django.db.models.deletion
 from django.db import migrations, models
+
+
+def _unique_concurrently(table: str, column: str, name: str) -> list[migrations.RunSQL]:
+    """A unique constraint `name` on `table (column)` whose index is built CONCURRENTLY."""
+    leftover = (
+        f"DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_index WHERE indexrelid = to_regclass('{name}') AND NOT indisvalid)"
+        f" THEN DROP INDEX {name}; END IF; END $$"
+    )
+    return [
+        migrations.RunSQL(leftover, migrations.RunSQL.noop),
+        migrations.RunSQL(
+            f"CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {table} ({column})",
+            f"DROP INDEX CONCURRENTLY IF EXISTS {name}",
+        ),
+        migrations.RunSQL(
+            f"ALTER TABLE {table} ADD CONSTRAINT {name} UNIQUE USING INDEX {name}",
+            f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {name}",
+        ),
+    ]
+
+
+def _drop_unique(table: str, column: str, name: str) -> list[migrations.RunSQL]:
+    """Drop the old unique constraint `name` (its index goes with it; reversed: rebuilt CONCURRENTLY)."""
+    return [
+        migrations.RunSQL(f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {name}", migrations.RunSQL.noop),
+        migrations.RunSQL(
+            migrations.RunSQL.noop,
+            f"ALTER TABLE {table} ADD CONSTRAINT {name} UNIQUE USING INDEX {name}",
+        ),
+        migrations.RunSQL(
+            migrations.RunSQL.noop,
+            f"CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {table} ({column})",
+        ),
+    ]
+
+
+def _drop_index(table: str, name: str, definition: str) -> migrations.RunSQL:
+    return migrations.RunSQL(
+        f"DROP INDEX CONCURRENTLY IF EXISTS {name}",
+        f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {table} {definition}",
+    )
+
+
+DATABASE_OPERATIONS = [
+    *_unique_concurrently("runs_run", "run_id", "run_id_unique"),
+    *_unique_concurrently("runs_runevent", "event_id", "run_event_id_unique"),
+    *_drop_unique("runs_run", "run_id", "runs_run_run_id_key"),
+    _drop_index("runs_run", "runs_run_run_id_3817171d_like", "(run_id varchar_pattern_ops)"),
+    _drop_index("runs_run", "runs_run_tenant_id_45914888", "(tenant_id)"),
+    *_drop_unique("runs_runevent", "event_id", "runs_runevent_event_id_key"),
+    _drop_index("runs_runevent", "runs_runevent_event_id_8134f057_like", "(event_id varchar_pattern_ops)"),
+    _drop_index("runs_runevent", "runs_runevent_run_id_8bd13aa7", "(run_id)"),
+]
 
 
 class Migration(migrations.Migration):
@@ -21,7 +84,9 @@ class Migration(migrations.Migration):
         ('tenants', '0003_cache_invalidation_triggers'),
     ]
 
-    operations = [
+    atomic = False
+
+    operations = [migrations.SeparateDatabaseAndState(database_operations=DATABASE_OPERATIONS, state_operations=[
         migrations.AlterField(
             model_name='run',
             name='run_id',
@@ -50,4 +115,4 @@ class Migration(migrations.Migration):
             model_name='runevent',
             constraint=models.UniqueConstraint(fields=('event_id',), name='run_event_id_unique'),
         ),
-    ]
+    ])]
