@@ -454,7 +454,8 @@ class Processes:
             str(port), "--loop", "uvloop", "--http", "httptools", "--lifespan", "off", "--no-proxy-headers",
             "--no-access-log"], env)  # fmt: skip
         base = f"http://127.0.0.1:{port}"
-        _until(lambda: httpx.get(f"{base}/readyz?scope=replica", timeout=2).status_code == 200, f"{process.name} ready", process)
+        ready = f"{base}/readyz?scope=replica"
+        _until(lambda: httpx.get(ready, timeout=2).status_code == 200, f"{process.name} ready", process)
         return process, base
 
     def grpc(self, side: Side, env: dict[str, str]) -> tuple[Process, str]:
