@@ -37,6 +37,8 @@ lock: install
 	  -c requirements/test.lock -o requirements/bench.lock
 	$(UV_COMPILE) pyproject.toml requirements/build.in requirements/tools.in --extra test --extra chart \
 	  -c requirements/test.lock -o requirements/chart.lock
+	$(UV_COMPILE) pyproject.toml requirements/build.in requirements/tools.in --extra test --extra docs \
+	  -c requirements/test.lock -o requirements/docs.lock
 
 # With DEBUG on, `make run` binds loopback only (issue 33 item 7): DEBUG pages list every URL
 # pattern and the development secret may be public; settings and the ASGI app refuse too
@@ -207,3 +209,25 @@ backup: install
 restore: install
 	@test -n "$(FROM)" || { echo "usage: make restore FROM=<backup folder>" >&2; exit 2; }
 	$(BIN)/python manage.py restore --from $(FROM)
+
+# The documentation site (mkdocs.yml, docs/): `make docs` serves it with live reload on DOCS_ADDR;
+# `make docs-build` builds it into var/site with --strict (a broken link, anchor or nav entry fails),
+# as .ci/run does; `make docs-reference` regenerates docs/reference/configuration.md from the settings.
+DOCS_STAMP := $(VENV)/.docs-stamp
+DOCS_ADDR ?= 127.0.0.1:8001
+$(DOCS_STAMP): pyproject.toml requirements/docs.lock $(STAMP)
+	$(PIP_LOCKED) requirements/docs.lock
+	touch $(DOCS_STAMP)
+
+.PHONY: docs docs-build docs-reference
+# Material's banner about MkDocs 2 is not a warning of this site's; the strict build stays strict.
+docs docs-build: export NO_MKDOCS_2_WARNING = 1
+docs: $(DOCS_STAMP)
+	$(BIN)/mkdocs serve --strict --dev-addr $(DOCS_ADDR)
+
+docs-build: $(DOCS_STAMP)
+	$(BIN)/python scripts/settings_reference.py --check
+	$(BIN)/mkdocs build --strict --site-dir var/site
+
+docs-reference: install
+	$(BIN)/python scripts/settings_reference.py

@@ -19,6 +19,7 @@ LOCKS = {  # lock file -> the extras of pyproject.toml it covers
     "test": ("test",),
     "bench": ("test", "bench"),
     "chart": ("test", "chart"),
+    "docs": ("test", "docs"),
 }
 ENTRY = re.compile(r"^(?P<requirement>[A-Za-z0-9][^\s\\]*(?: ; [^\\]+?)?)\s*\\?$")
 
@@ -88,7 +89,7 @@ def test_the_parser_sees_a_mismatch() -> None:
 
 def test_every_install_reads_a_lock() -> None:
     makefile = (ROOT / "Makefile").read_text()
-    for lock in ("test", "bench", "chart"):
+    for lock in ("test", "bench", "chart", "docs"):
         assert f"$(PIP_LOCKED) requirements/{lock}.lock" in makefile
     assert "--require-hashes" in makefile
     dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
