@@ -319,7 +319,9 @@ def run_finish_cancelled(run: Run) -> None:
     run.completed_at = now
     run.current_node_id = ""
     run.lease_owner, run.lease_expires_at = "", None
-    run_save(run, "status", "completed_at", "current_node_id", "lease_owner", "lease_expires_at")
+    run_save(
+        run, "status", "completed_at", "current_node_id", "lease_owner", "lease_expires_at", "cancel_reason", "cancelled_by"
+    )
 
 
 def interrupt_resolve(
