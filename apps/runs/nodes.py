@@ -168,7 +168,10 @@ def clock_wait(ctx: NodeContext, deadline: datetime, *, poll_seconds: float) -> 
     """How a node waits for `deadline` (measured from its `node.started`, so a run resumed after a
     crash waits only what remains): None once it has passed; Parked while more than SLEEP_BELOW
     remains; otherwise the rest is slept here (CancelObserved when a cancel arrived first)."""
-    if deadline - timezone.now() > SLEEP_BELOW:
+    remaining = deadline - timezone.now()
+    if remaining <= timedelta(0):
+        return None  # a parked node woken when due: no cancel to watch for, the engine checks it
+    if remaining > SLEEP_BELOW:
         return Parked(until=deadline)
     return CancelObserved() if wait_until_deadline(ctx, deadline, poll_seconds=poll_seconds) else None
 

@@ -7,7 +7,6 @@ Every state change appends its events in the same transaction, under the run's r
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -58,7 +57,6 @@ from apps.runs.trace_context import run_trace_from
 from apps.tenants.selectors import subject_tenant_pk
 from apps.tenants.subject import Subject
 
-logger = logging.getLogger(__name__)
 
 CREATE_RUN_ENDPOINT = "POST /runs"
 
@@ -319,9 +317,8 @@ def run_finish_cancelled(run: Run) -> None:
     run.completed_at = now
     run.current_node_id = ""
     run.lease_owner, run.lease_expires_at = "", None
-    run_save(
-        run, "status", "completed_at", "current_node_id", "lease_owner", "lease_expires_at", "cancel_reason", "cancelled_by"
-    )
+    fields = ("status", "completed_at", "current_node_id", "lease_owner", "lease_expires_at")
+    run_save(run, *fields, "cancel_reason", "cancelled_by")
 
 
 def interrupt_resolve(
@@ -500,24 +497,12 @@ def advance_send(run: Run) -> None:
     not the caller's error: it is logged and recorded as `enqueued_at = NULL` (no message out), in
     the row and on `run`, and the sweeper or the client's retry (`run_resend_unclaimed`) sends it
     once the broker is back."""
+    from apps.runs.tasks import wake_send  # the task module imports the engine, which imports this one
+
     if not wake_send(run_id=run.run_id, queue=run.queue):
         unsent = Run.objects.for_tenant(run.tenant_id).filter(pk=run.pk, lease_owner="", status__in=RUNNABLE_STATUSES)
         unsent.update(enqueued_at=None)
         run.enqueued_at = None
-
-
-def wake_send(*, run_id: str, queue: str) -> bool:
-    """Send one `runs.advance` naming `run_id` (what prompted it; the previous release's workers
-    advance that run) to `queue`; False, logged, when the broker refused it."""
-    from apps.runs.tasks import advance  # the task module imports the engine, which imports this one
-
-    try:
-        advance.apply_async(args=[run_id], queue=queue)
-    except Exception as exc:  # kombu's and the transport's errors alike
-        # The class name only: a broker error's text may carry its URL, and so its password.
-        logger.warning("run %s: runs.advance not sent (%s); the sweeper re-sends it", run_id, type(exc).__name__)
-        return False
-    return True
 
 
 def claim_window() -> timedelta:

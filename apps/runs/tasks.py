@@ -23,7 +23,6 @@ from django.utils import timezone
 
 from apps.runs.engine import heartbeat_seconds, run_sweep_stale, runs_work
 from apps.runs.idempotency import idempotency_records_purge
-from apps.runs.services import wake_send
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +39,19 @@ def advance(self, run_id: str) -> None:
     worked = runs_work(worker=worker, queue=queue, on_park=_clock.wake_at)
     if worked.more and worked.last is not None:
         wake_send(run_id=worked.last, queue=queue)
+
+
+def wake_send(*, run_id: str, queue: str) -> bool:
+    """Send one `runs.advance` naming `run_id` (what prompted it; the previous release's workers
+    advance that run) to `queue`; False, logged, when the broker refused it. The one place the
+    executor's message goes out (services.advance_send records a refusal on the run)."""
+    try:
+        advance.apply_async(args=[run_id], queue=queue)
+    except Exception as exc:  # kombu's and the transport's errors alike
+        # The class name only: a broker error's text may carry its URL, and so its password.
+        logger.warning("run %s: runs.advance not sent (%s); the sweeper re-sends it", run_id, type(exc).__name__)
+        return False
+    return True
 
 
 @shared_task(bind=True, name="runs.sweep_stale", ignore_result=True)
@@ -65,11 +77,17 @@ class _Clock:
     def __init__(self) -> None:
         self._due: list[tuple[datetime, str, str]] = []
         self._changed = threading.Condition()
+        self.served_in = 0  # the process whose thread sends this clock's wake-ups
 
     def wake_at(self, run_id: str, queue: str, until: datetime) -> None:
         with self._changed:
             heapq.heappush(self._due, (until, run_id, queue))
             self._changed.notify()
+            if self.served_in != os.getpid():
+                # No thread of this process serves the clock: a pool process forked after the worker
+                # was ready (a prefork pool), or a task that ran before: serve it from here.
+                self.served_in = os.getpid()
+                threading.Thread(target=_wake_forever, name="runs-clock", daemon=True).start()
 
     def wait(self, seconds: float) -> list[tuple[str, str]]:
         """Wait at most `seconds`, less when a wake-up falls due first; the (run, queue) pairs due."""
@@ -92,10 +110,17 @@ class _Clock:
 _clock = _Clock()
 
 
+def _wake_forever() -> None:
+    while True:
+        for run_id, queue in _clock.wait(60.0):
+            wake_send(run_id=run_id, queue=queue)
+
+
 def _sweep_forever(stop: threading.Event) -> None:
     """Every worker sweeps on its own clock, so a killed worker's runs resume with no beat running.
     Sweeps are conditional updates: several workers sweeping at once send one message per run.
     Between sweeps it sends the wake-ups of the runs this process parked, each when it falls due."""
+    _clock.served_in = os.getpid()
     next_sweep = time.monotonic() + heartbeat_seconds()
     while not stop.is_set():
         for run_id, queue in _clock.wait(max(0.0, next_sweep - time.monotonic())):

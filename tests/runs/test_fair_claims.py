@@ -4,6 +4,7 @@ progress (engine.run_claim_next); the sweeper wakes workers only for what is los
 
 from __future__ import annotations
 
+import itertools
 import threading
 from datetime import timedelta
 
@@ -78,7 +79,7 @@ def test_claims_take_turns_between_tenants(acme: Caller, globex: Caller, setting
     acme_runs, globex_runs = _queued(acme, 5), _queued(globex, 5)
     claimed = _claims(10)
     tenants = [run_id.partition("/")[0] for run_id in claimed]
-    assert all(a != b for a, b in zip(tenants, tenants[1:], strict=False)), tenants  # never twice in a row
+    assert all(a != b for a, b in itertools.pairwise(tenants)), tenants  # never twice in a row
     assert sorted(claimed) == sorted(acme_runs + globex_runs)
 
 
@@ -188,7 +189,9 @@ def test_a_run_queued_and_unclaimed_within_its_claim_window_is_never_resent(acme
 
 
 @pytest.mark.django_db
-def test_a_lost_run_is_resent_once_per_claim_window(acme: Caller, django_capture_on_commit_callbacks, sent_advances) -> None:  # type: ignore[no-untyped-def]
+def test_a_lost_run_is_resent_once_per_claim_window(
+    acme: Caller, django_capture_on_commit_callbacks, sent_advances
+) -> None:  # type: ignore[no-untyped-def]
     [run_id] = _queued(acme, 1)
     _age([run_id], minutes=5)
     sent_advances.clear()
@@ -199,7 +202,9 @@ def test_a_lost_run_is_resent_once_per_claim_window(acme: Caller, django_capture
 
 
 @pytest.mark.django_db
-def test_a_backlog_never_multiplies_wake_ups(acme: Caller, django_capture_on_commit_callbacks, sent_advances, settings) -> None:  # type: ignore[no-untyped-def]
+def test_a_backlog_never_multiplies_wake_ups(
+    acme: Caller, django_capture_on_commit_callbacks, sent_advances, settings
+) -> None:  # type: ignore[no-untyped-def]
     """A long queue past its claim window: wake-ups go out for the idle threads only, none while
     every thread is busy (each claims the next run as it finishes)."""
     settings.OPENWOP_TENANT_RUNS_IN_PROGRESS = 0
@@ -213,7 +218,9 @@ def test_a_backlog_never_multiplies_wake_ups(acme: Caller, django_capture_on_com
 
 
 @pytest.mark.django_db
-def test_a_run_waiting_for_its_tenants_turn_is_not_resent(acme: Caller, globex: Caller, sent_advances, settings) -> None:  # type: ignore[no-untyped-def]
+def test_a_run_waiting_for_its_tenants_turn_is_not_resent(
+    acme: Caller, globex: Caller, sent_advances, settings
+) -> None:  # type: ignore[no-untyped-def]
     settings.OPENWOP_TENANT_RUNS_IN_PROGRESS = 2
     acme_runs = _queued(acme, 6)
     assert len(_claims(2)) == 2  # acme at its cap, four waiting their turn

@@ -32,7 +32,9 @@ def test_a_run_survives_its_worker_being_killed_mid_delay(live_env, transactiona
     replacement = None
     try:
         client = OpenwopClient(base_url=base_url, api_key=make_key("acme"), timeout=30)
-        run_id = client.runs_create(CreateRunRequest(workflowId="conformance-delay", inputs={"delayMs": DELAY_MS})).runId
+        run_id = client.runs_create(
+            CreateRunRequest(workflowId="conformance-delay", inputs={"delayMs": DELAY_MS})
+        ).runId
         assert Run.unscoped_all_tenants.get(run_id=run_id).queue == queue
 
         def doomed_worker_parked_the_delay() -> RunEvent | None:
