@@ -57,7 +57,6 @@ from apps.runs.trace_context import run_trace_from
 from apps.tenants.selectors import subject_tenant_pk
 from apps.tenants.subject import Subject
 
-
 CREATE_RUN_ENDPOINT = "POST /runs"
 
 
