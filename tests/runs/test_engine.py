@@ -234,3 +234,20 @@ def test_the_event_log_refuses_update_and_delete_on_postgresql(acme: Caller) -> 
     with pytest.raises(Exception, match="append-only"), transaction.atomic():
         events.delete()
     assert event_types(run_id) == ["run.started"]
+
+
+def test_a_parked_run_reads_as_a_sleeping_worker_left_it(acme: Caller) -> None:
+    """Parking and waking write no event and leave the row's version alone: GET /runs/{id} (and
+    its ETag), the A2A status timestamp (`updated_at`) read the same until the node moves on."""
+    run_id = acme.create_run("conformance-delay", {"delayMs": 60_000})
+    path = f"/runs/{run_id.replace('/', '~2F')}"
+    parked = advance(run_id)
+    assert (parked.status, parked.lease_owner) == (RunStatus.RUNNING, "") and parked.wake_at > timezone.now()
+    before = acme.get(path)
+    assert before.json()["status"] == "running" and before.json()["currentNodeId"] == "delay"
+    # Claimed again before it is due (an early wake-up): planned, executed, parked again.
+    again = advance(run_id, worker="another-worker")
+    assert again.wake_at == parked.wake_at and again.updated_at == parked.updated_at
+    after = acme.get(path)
+    assert after.json() == before.json() and after.headers["ETag"] == before.headers["ETag"]
+    assert event_types(run_id) == ["run.started", "node.started"]
