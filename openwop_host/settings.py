@@ -326,6 +326,13 @@ CELERY_BEAT_SCHEDULE["core-backfills"] = {"task": "core.backfills", "schedule": 
 OPENWOP_FLUSH_WAIT_LOG_SECONDS = env.float("OPENWOP_FLUSH_WAIT_LOG_SECONDS", default=1.0)
 # Run executor lease (apps/runs/engine.py): a dead worker's runs resume about this long after it died.
 OPENWOP_RUN_LEASE_SECONDS = env.float("OPENWOP_RUN_LEASE_SECONDS", default=10.0)
+# Runs of one tenant that workers advance at once, over every worker (docs/contributors/run-executor.md):
+# its other runnable runs wait their turn, so one tenant's backlog cannot take every worker thread.
+# A tenant's TenantBudget.runs_in_progress overrides it; 0 = unlimited. Default 8: half of one
+# worker's 16 threads; a parked (delaying) run holds none.
+OPENWOP_TENANT_RUNS_IN_PROGRESS = env.int("OPENWOP_TENANT_RUNS_IN_PROGRESS", default=8)
+if OPENWOP_TENANT_RUNS_IN_PROGRESS < 0:
+    raise ImproperlyConfigured("OPENWOP_TENANT_RUNS_IN_PROGRESS is a number of runs: 0 (unlimited) or more.")
 # Inline advance (apps/runs/engine.py run_advance_inline): a door that waits for a run's answer
 # (blocking SendMessage, MCP tools/call) runs up to this many instant nodes itself instead of a
 # Celery round trip; the first node that is not inline-safe goes to the queue. 0: always the queue.

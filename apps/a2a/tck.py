@@ -31,15 +31,14 @@ from apps.core.ids import mint_opaque
 from apps.runs.models import InterruptKind
 from apps.runs.nodes import (
     Artifact,
-    CancelObserved,
     Completed,
     Failed,
     NodeContext,
     NodeKind,
     NodeResult,
     Suspended,
+    clock_wait,
     register_node_kind,
-    wait_until_deadline,
 )
 
 TCK_WORKFLOW_ID = "a2a-tck"
@@ -113,7 +112,8 @@ class TckScenarioNode(NodeKind):
                 )
             return Completed(outputs={"scenario": scenario, "answer": ctx.resume_value})
         parts, wait_ms = _COMPLETIONS.get(scenario, _COMPLETIONS[DEFAULT_SCENARIO])
-        if wait_ms and wait_until_deadline(ctx, ctx.started_at + timedelta(milliseconds=wait_ms), poll_seconds=0.1):
-            return CancelObserved()
+        deadline = ctx.started_at + timedelta(milliseconds=wait_ms)
+        if wait_ms and (waiting := clock_wait(ctx, deadline, poll_seconds=0.1)) is not None:
+            return waiting
         artifacts = (Artifact(artifact_id=mint_opaque(), name=scenario, parts=parts),) if parts else ()
         return Completed(outputs={"scenario": scenario}, artifacts=artifacts)

@@ -7,6 +7,8 @@ row never disagree and sequences have no gaps.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from django.db import models
 
 from apps.agents.models import Workflow
@@ -31,6 +33,8 @@ TERMINAL_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.
 WAITING_STATUSES = frozenset({RunStatus.WAITING_APPROVAL, RunStatus.WAITING_INPUT, RunStatus.WAITING_EXTERNAL})
 # Statuses a worker advances; a waiting run moves only when its interrupt is resolved.
 RUNNABLE_STATUSES = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.CANCELLING})
+# `Run.wake_at` of a row written by a release that did not know the column: due at once.
+WAKE_AT_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 TERMINAL_EVENT_TYPES = frozenset({"run.completed", "run.failed", "run.cancelled"})
 
 
@@ -43,7 +47,7 @@ class RunTransport(models.TextChoices):
 
 
 class Run(TenantOwnedModel):
-    # Every index of the table but the sweeper's starts with the tenant: no index of its own.
+    # Every index of the table but the sweeper's and the claim's starts with the tenant: no index of its own.
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+", db_index=False)
     # Unique by a constraint, not `unique=True`, which adds a second, pattern-ops index nothing uses
     # (every index is paid on every run's insert).
@@ -74,11 +78,16 @@ class Run(TenantOwnedModel):
     completed_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
     # Executor lease: a worker owns the run while it advances it; a dead worker's lease expires
-    # and the sweeper re-enqueues the run (engine.py).
+    # and the sweeper makes the run claimable again (engine.py).
     queue = models.CharField(max_length=200, help_text="Celery queue the run's steps are sent to.")
     lease_owner = models.CharField(max_length=200, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # When the last wake-up (`runs.advance`) went out for it; NULL: the send failed, none is out.
     enqueued_at = models.DateTimeField(null=True, blank=True)
+    # The earliest a worker may claim the run (docs/contributors/run-executor.md): its creation
+    # time, or the deadline of the clock wait it is parked on. A database default, so a row the
+    # previous release inserts (which does not know the column) is due at once.
+    wake_at = models.DateTimeField(db_default=WAKE_AT_EPOCH, help_text="Claimable from (a parked run's wake-up time).")
 
     class Meta(TenantOwnedModel.Meta):
         ordering = ["-created_at", "-id"]
@@ -92,6 +101,15 @@ class Run(TenantOwnedModel):
             # ListTasks filtered by contextId (and its exact totalSize).
             models.Index(fields=["tenant", "context_id"], name="run_list_by_context"),
             models.Index(fields=["status", "lease_expires_at"], name="run_sweep"),
+            # The executor's claim (engine.run_claim_next): a queue's tenants with an unleased
+            # runnable run, and each tenant's due ones, oldest wake-up first.
+            models.Index(
+                fields=["queue", "tenant", "wake_at"],
+                name="run_claim",
+                condition=models.Q(status__in=sorted(RUNNABLE_STATUSES), lease_owner=""),
+            ),
+            # A tenant's runs in progress (leased), counted against its cap at every claim.
+            models.Index(fields=["tenant"], name="run_in_progress", condition=~models.Q(lease_owner="")),
         ]
         constraints = [
             models.UniqueConstraint(fields=["run_id"], name="run_id_unique"),

@@ -2,9 +2,12 @@
 
 A node kind is pure with respect to the run: it reads its context and returns a result; the
 engine (engine.py) turns that result into events and state in one transaction. A kind that waits
-(delay, cancellable) sleeps in the worker thread, heartbeating the run's lease and watching for a
-cancel. A kind that needs the outside world (approval, input, credential) suspends the run with an
-interrupt, and is executed again once the interrupt is resolved, with the resume value in hand.
+on the clock (delay, cancellable) parks the run (`clock_wait`): the worker lets it go with a
+durable wake-up time and any worker executes the node again once it is due; only the last
+moments of a wait (under SLEEP_BELOW) are slept in the worker thread, heartbeating the lease and
+watching for a cancel. A kind that needs the outside world (approval, input, credential) suspends
+the run with an interrupt, and is executed again once the interrupt is resolved, with the resume
+value in hand.
 """
 
 from __future__ import annotations
@@ -96,7 +99,16 @@ class CancelObserved:
     """The node stopped early because the run is cancelling."""
 
 
-NodeResult = Completed | Failed | Suspended | SuspendedMany | CancelObserved
+@dataclass(frozen=True)
+class Parked:
+    """The node waits on the clock until `until`. No event: the run stays `running` at this node
+    (what every door shows of a waiting node), the worker releases it, and a worker executes the
+    node again from its `node.started` once `until` has passed (`Run.wake_at`)."""
+
+    until: datetime
+
+
+NodeResult = Completed | Failed | Suspended | SuspendedMany | CancelObserved | Parked
 
 # interrupt.md: the snapshot status a suspension puts the run in. A credential interrupt waits for
 # the caller (interop map: waiting-input, A2A AUTH_REQUIRED when `oauth.credentialInterrupt`).
@@ -145,7 +157,23 @@ def node_config_errors(kind: str, config: Any) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Waiting without losing the lease or missing a cancel
+# Waiting on the clock without holding a worker
+
+# A wait with less than this left is slept in the worker thread: parking the run and claiming it
+# again cost two transactions and a wake-up, more than so short a sleep holds the thread.
+SLEEP_BELOW = timedelta(milliseconds=250)
+
+
+def clock_wait(ctx: NodeContext, deadline: datetime, *, poll_seconds: float) -> NodeResult | None:
+    """How a node waits for `deadline` (measured from its `node.started`, so a run resumed after a
+    crash waits only what remains): None once it has passed; Parked while more than SLEEP_BELOW
+    remains; otherwise the rest is slept here (CancelObserved when a cancel arrived first)."""
+    remaining = deadline - timezone.now()
+    if remaining <= timedelta(0):
+        return None  # a parked node woken when due: no cancel to watch for, the engine checks it
+    if remaining > SLEEP_BELOW:
+        return Parked(until=deadline)
+    return CancelObserved() if wait_until_deadline(ctx, deadline, poll_seconds=poll_seconds) else None
 
 
 def wait_until_deadline(ctx: NodeContext, deadline: datetime, *, poll_seconds: float) -> bool:
@@ -268,14 +296,15 @@ class DelayNode(NodeKind):
             delay_ms = round(seconds * 1000)
         delay_ms = max(0, min(int(delay_ms), self.MAX_DELAY_MS))
         deadline = ctx.started_at + timedelta(milliseconds=delay_ms)
-        if wait_until_deadline(ctx, deadline, poll_seconds=0.25):
-            return CancelObserved()
+        if (waiting := clock_wait(ctx, deadline, poll_seconds=0.25)) is not None:
+            return waiting
         return Completed(outputs={"delayedMs": delay_ms})
 
 
 @register_node_kind
 class CancellableNode(NodeKind):
-    """A long wait that ends promptly (within ~100 ms of the cancel) when the run is cancelled."""
+    """A long wait that ends promptly when the run is cancelled: parked, the cancel ends it at once
+    (services.run_cancel); in its last moments (slept), within ~100 ms."""
 
     kind = "cancellable"
     config_schema: ClassVar[dict[str, Any]] = closed_object(
@@ -285,8 +314,8 @@ class CancellableNode(NodeKind):
     def execute(self, ctx: NodeContext) -> NodeResult:
         wait_ms = int(ctx.inputs.get("waitMs", ctx.config.get("waitMs", 120_000)))
         deadline = ctx.started_at + timedelta(milliseconds=wait_ms)
-        if wait_until_deadline(ctx, deadline, poll_seconds=0.1):
-            return CancelObserved()
+        if (waiting := clock_wait(ctx, deadline, poll_seconds=0.1)) is not None:
+            return waiting
         return Completed(outputs={"waitedMs": wait_ms})
 
 

@@ -7,7 +7,6 @@ Every state change appends its events in the same transaction, under the run's r
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -58,8 +57,6 @@ from apps.runs.steps import (
 from apps.runs.trace_context import run_trace_from
 from apps.tenants.selectors import subject_tenant_pk
 from apps.tenants.subject import Subject
-
-logger = logging.getLogger(__name__)
 
 CREATE_RUN_ENDPOINT = "POST /runs"
 
@@ -115,6 +112,7 @@ def run_draft(
         tracestate=trace.tracestate,
         started_at=now,
         queue=settings.CELERY_TASK_DEFAULT_QUEUE,
+        wake_at=now,  # claimable from its creation: a worker's claims take a tenant's oldest first
     )
     draft = Draft(run)
     # runs.md §The start event: the owner block exactly as RunSnapshot.owner carries it.
@@ -261,9 +259,10 @@ def run_create_idempotent(
 def run_cancel(
     *, subject: Subject, run_id: str, reason: str | None = None, idempotency: IdempotencyClaim | None = None
 ) -> Run:
-    """Cancel a run (runs.md §Cancel). A run no worker is executing (pending, waiting) is cancelled
-    at once; a running one moves to `cancelling` and its worker finishes the cancel at the next
-    step, or within ~100 ms from inside a waiting node. 409 run_terminal on a finished run."""
+    """Cancel a run (runs.md §Cancel). A run no worker is executing (pending, waiting, parked on the
+    clock, between steps) is cancelled at once; one a worker holds moves to `cancelling` and its
+    worker finishes the cancel at its next write, or within ~100 ms from inside a short wait.
+    409 run_terminal on a finished run."""
     _require_own_tenant(subject=subject, run_id=run_id)
     with transaction.atomic(durable=True):
         run = _run_locked(subject=subject, run_id=run_id)
@@ -274,15 +273,19 @@ def run_cancel(
             return run
         run.cancel_reason = (reason or "cancelled by the caller")[:500]
         run.cancelled_by = subject.subject_id
-        if run.status == RunStatus.RUNNING:
+        now = timezone.now()
+        if run.status == RunStatus.RUNNING and run.lease_owner and (run.lease_expires_at or now) > now:
             run.status = RunStatus.CANCELLING
             run_save(run, "status", "cancel_reason", "cancelled_by")
             _complete_claim(idempotency, run, run_cancelled_doc(run))
-            # The worker holding the lease finishes the cancel; if none does (between steps, or
-            # dead), this step claims the run and finishes it (a lost message: the sweeper re-sends).
-            Run.objects.for_tenant(run.tenant_id).filter(pk=run.pk).update(enqueued_at=timezone.now())
+            # The worker holding the lease finishes the cancel; if none does (it dies), the run is
+            # claimable at once once its lease is freed, and this wake-up (or the sweeper's) sends
+            # a worker to it.
+            Run.objects.for_tenant(run.tenant_id).filter(pk=run.pk).update(enqueued_at=now, wake_at=now)
             transaction.on_commit(partial(advance_send, run))
             return run
+        # Under the row lock, with no live lease: no worker is executing it, and one whose lease
+        # expired finds the lease gone at its next write and writes nothing.
         run_finish_cancelled(run)
         _complete_claim(idempotency, run, run_cancelled_doc(run))
     return run
@@ -314,7 +317,8 @@ def run_finish_cancelled(run: Run) -> None:
     run.completed_at = now
     run.current_node_id = ""
     run.lease_owner, run.lease_expires_at = "", None
-    run_save(run, "status", "completed_at", "current_node_id", "lease_owner", "lease_expires_at")
+    fields = ("status", "completed_at", "current_node_id", "lease_owner", "lease_expires_at")
+    run_save(run, *fields, "cancel_reason", "cancelled_by")
 
 
 def interrupt_resolve(
@@ -486,45 +490,50 @@ def inline_max_nodes() -> int:
 
 
 def advance_send(run: Run) -> None:
-    """Send `runs.advance` for the run: the one place the executor's message goes out (creation,
-    a resume, a cancel, the sweeper, a client's retry). Callers send it on commit.
+    """Send a wake-up (`runs.advance`) for the run: what creation, a resume, a cancel, the sweeper
+    and a client's retry send, on commit. A wake-up only tells a worker there is work: the worker
+    claims from the database (engine.run_claim_next), so a lost or repeated one costs nothing.
 
     The run is committed whatever the broker says, so a send that fails (the broker is down) is
     not the caller's error: it is logged and recorded as `enqueued_at = NULL` (no message out), in
     the row and on `run`, and the sweeper or the client's retry (`run_resend_unclaimed`) sends it
     once the broker is back."""
-    from apps.runs.tasks import advance  # the task module imports the engine, which imports this one
+    from apps.runs.tasks import wake_send  # the task module imports the engine, which imports this one
 
-    try:
-        advance.apply_async(args=[run.run_id], queue=run.queue)
-    except Exception as exc:  # kombu's and the transport's errors alike
-        # The class name only: a broker error's text may carry its URL, and so its password.
-        logger.warning("run %s: runs.advance not sent (%s); the sweeper re-sends it", run.run_id, type(exc).__name__)
+    if not wake_send(run_id=run.run_id, queue=run.queue):
         unsent = Run.objects.for_tenant(run.tenant_id).filter(pk=run.pk, lease_owner="", status__in=RUNNABLE_STATUSES)
         unsent.update(enqueued_at=None)
         run.enqueued_at = None
 
 
-# A run enqueued but never claimed this long ago is re-sent (a message lost between commit and broker).
-REQUEUE_UNCLAIMED_AFTER = timedelta(seconds=60)
+def claim_window() -> timedelta:
+    """How long a run may stay claimable and unclaimed, with a wake-up out for it, before its
+    wake-up counts as lost: one lease period (a worker with an idle thread claims it within
+    milliseconds of the message, a busy one as soon as a thread frees; the sweeper only wakes
+    workers that have idle threads)."""
+    return timedelta(seconds=float(settings.OPENWOP_RUN_LEASE_SECONDS))
 
 
 def unclaimed_due(now: datetime) -> Q:
-    """Runs no worker holds whose message never went out (`enqueued_at` NULL: the send failed) or
-    went out long ago and was never claimed: one is to be sent (again). With RUNNABLE_STATUSES."""
-    return Q(lease_owner="") & (Q(enqueued_at__isnull=True) | Q(enqueued_at__lt=now - REQUEUE_UNCLAIMED_AFTER))
+    """Runs no worker holds whose wake-up is lost: none went out (`enqueued_at` NULL: the send
+    failed, or a dead worker's lease was freed), or the run has been claimable, with its last one
+    out, for a whole claim window (since the later of the last send and its wake-up time). With
+    RUNNABLE_STATUSES."""
+    stale = now - claim_window()
+    return Q(lease_owner="") & (Q(enqueued_at__isnull=True) | Q(enqueued_at__lt=stale, wake_at__lt=stale))
 
 
 def run_resend_unclaimed(*, run: Run) -> Run:
-    """A client's retry of the request that created `run` (A2A: the same messageId) re-sends a run
-    no worker ever claimed (`unclaimed_due`), so a run accepted during a broker outage starts when
-    the client retries, sweeper or not. A conditional UPDATE decides, so of concurrent retries and
-    sweepers one sends it. The common retry (its run claimed or just sent) costs no query."""
+    """A client's retry of the request that created `run` (A2A: the same messageId) re-sends the
+    wake-up of a run no worker claimed (`unclaimed_due`), so a run accepted during a broker outage
+    starts when the client retries, sweeper or not. A conditional UPDATE decides, so of concurrent
+    retries and sweepers one sends it. The common retry (its run claimed or just sent) costs no query."""
     now = timezone.now()
+    stale = now - claim_window()
     if (
         run.status not in RUNNABLE_STATUSES
         or run.lease_owner
-        or (run.enqueued_at is not None and run.enqueued_at >= now - REQUEUE_UNCLAIMED_AFTER)
+        or (run.enqueued_at is not None and max(run.enqueued_at, run.wake_at) >= stale)
     ):
         return run
     with transaction.atomic(durable=True):

@@ -34,6 +34,7 @@ from apps.runs.nodes import (
     Failed,
     NodeContext,
     NodeResult,
+    Parked,
     Suspended,
     SuspendedMany,
     branch_key,
@@ -318,7 +319,7 @@ def _settle(
         except Exception:
             logger.exception("run %s: node %s raised", run.run_id, node["id"])
             result = Failed(code="internal_error", message="The node failed unexpectedly.")
-        assert not isinstance(result, CancelObserved), "an instant node never observes a cancel"
+        assert not isinstance(result, CancelObserved | Parked), "an instant node never waits"
         ran += 1
         if not step_outcome(draft, node["id"], result, interrupt_of=interrupt_of):
             return

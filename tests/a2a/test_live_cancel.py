@@ -67,10 +67,11 @@ async def principals(
 
 
 async def _running_in_its_node(task_id: str) -> Run:
-    """The run once a worker holds it inside its waiting node (what CancelTask must interrupt)."""
+    """The run once a worker started its waiting node (what CancelTask must interrupt): parked
+    on the clock, held by no thread, or, for a moment, by the worker that parks it."""
     for _ in range(600):
         run = await db_read(lambda: Run.unscoped_all_tenants.get(run_id=task_id))
-        if run.status == RunStatus.RUNNING and run.lease_owner and run.current_node_id:
+        if run.status == RunStatus.RUNNING and run.current_node_id:
             return run
         await asyncio.sleep(0.05)
     raise AssertionError(f"no worker started {task_id}")

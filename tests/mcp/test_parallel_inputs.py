@@ -132,9 +132,9 @@ def test_a_gather_first_tool_asks_by_mrtr_then_becomes_a_task(acme: McpCaller) -
     second = _call(acme, {**tool, "inputResponses": answer, "requestState": first["requestState"]}, WITH_TASKS)
     assert second["resultType"] == "task" and "requestState" not in second
     assert second["status"] == "working"
-    from apps.runs.engine import run_advance
+    from tests.runs.conftest import advance_through_waits
 
-    run_advance(run_id=second["_meta"]["dev.openwop/runId"], worker="test-worker")
+    advance_through_waits(second["_meta"]["dev.openwop/runId"])  # its delay parks the run, then it completes
     done = acme.call("tasks/get", {"taskId": second["taskId"]}, capabilities=WITH_TASKS).json()["result"]
     assert done["status"] == "completed"
     assert done["result"]["structuredContent"] == {"text": "Hello, Alice!"}

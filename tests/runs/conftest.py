@@ -4,16 +4,18 @@ in-process (no broker: on_commit callbacks do not fire inside a `db` test's tran
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from apps.agents.services import workflow_fixtures_seed
 from apps.runs.engine import run_advance
-from apps.runs.models import Run, RunEvent
+from apps.runs.models import Run, RunEvent, RunStatus
 from apps.tenants.models import Tenant
 from apps.tenants.selectors import subject_from_api_key
 from apps.tenants.subject import Subject
@@ -83,6 +85,17 @@ def advance(run_id: str, worker: str = "test-worker") -> Run:
     """Run the executor in-process until the run suspends or ends; returns the fresh row."""
     run_advance(run_id=run_id, worker=worker)
     return Run.unscoped_all_tenants.get(run_id=run_id)
+
+
+def advance_through_waits(run_id: str, worker: str = "test-worker") -> Run:
+    """`advance`, waiting (for real) each time the run parks on the clock until it is due, as a
+    worker woken at its wake-up time would: until the run suspends, ends, or is held elsewhere."""
+    while True:
+        run = advance(run_id, worker)
+        now = timezone.now()
+        if run.status != RunStatus.RUNNING or run.lease_owner or run.wake_at <= now:
+            return run
+        time.sleep((run.wake_at - now).total_seconds())
 
 
 def event_types(run_id: str) -> list[str]:

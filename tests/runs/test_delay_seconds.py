@@ -14,31 +14,32 @@ from apps.runs.models import Run, RunStatus
 from apps.runs.nodes import node_config_errors
 from apps.tenants.models import Tenant
 from tests.runs.conftest import Caller, advance
-from tests.runs.test_engine import node_clock  # noqa: F401 - fixture: the node module's fake clock
+from tests.runs.test_engine import advance_on_clock, node_clock  # noqa: F401 - fixture: the node module's fake clock
 
 pytestmark = pytest.mark.django_db
 
 
 def _advanced_on_the_fake_clock(run_id: str, clock) -> float:  # type: ignore[no-untyped-def]
-    """Advance the run to completion with the node clock starting at the real now; how long the
-    advance really took bounds the gap between that and the node's real `node.started`."""
+    """Advance the run to completion with the node clock starting at the real now (parked, the
+    clock jumps to its wake-up); how long the advance really took bounds the gap between that and
+    the node's real `node.started`."""
     clock.current = timezone.now()
     began = time.monotonic()
-    assert advance(run_id).status == RunStatus.COMPLETED
+    assert advance_on_clock(run_id, clock).status == RunStatus.COMPLETED
     return time.monotonic() - began
 
 
 def test_slow_compute_waits_the_seconds_it_is_given(acme: Caller, node_clock) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
     run_id = acme.create_run("slow_compute", {"seconds": 2.5, "label": "twice"})
     real_advance = _advanced_on_the_fake_clock(run_id, node_clock)
-    assert 2.5 <= node_clock.slept <= 2.5 + real_advance
+    assert 2.5 <= node_clock.waited <= 2.5 + real_advance
     outputs = Run.unscoped_all_tenants.get(run_id=run_id).outputs
     assert outputs == {"text": "Computed after 2.5 s.", "label": "twice"}
 
 
 def test_zero_seconds_does_not_wait(acme: Caller, node_clock) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
     real_advance = _advanced_on_the_fake_clock(acme.create_run("slow_compute", {"seconds": 0}), node_clock)
-    assert node_clock.slept <= real_advance  # at most the instant between the clock set and node.started
+    assert node_clock.waited <= real_advance  # at most the instant between the clock set and node.started
 
 
 @pytest.mark.parametrize("seconds", [-1, 600.5, "3", True, None])

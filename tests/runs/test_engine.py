@@ -33,11 +33,18 @@ def _start_node_as_a_worker_that_then_dies(run_id: str) -> RunEvent:
 
 
 class _FakeClock:
-    """The node module's clock and sleep, moved by hand: no real waiting, exact arithmetic."""
+    """The node module's clock and sleep, moved by hand: no real waiting, exact arithmetic.
+    `slept`: what nodes slept in the worker thread; `parked`: how far the clock moved while the
+    run was parked (`advance_on_clock`), which no thread spends."""
 
     def __init__(self, now):  # type: ignore[no-untyped-def]
         self.current = now
         self.slept = 0.0
+        self.parked = 0.0
+
+    @property
+    def waited(self) -> float:
+        return self.slept + self.parked
 
     def now(self):  # type: ignore[no-untyped-def]
         return self.current
@@ -45,6 +52,18 @@ class _FakeClock:
     def sleep(self, seconds: float) -> None:
         self.slept += seconds
         self.current += timedelta(seconds=seconds)
+
+
+def advance_on_clock(run_id: str, clock: _FakeClock) -> Run:
+    """Advance the run as workers do on the node module's clock: whenever it parks, the clock
+    jumps to its wake-up time (nobody waits) and a worker claims it again."""
+    while True:
+        run = advance(run_id)
+        parked = run.status == RunStatus.RUNNING and not run.lease_owner and run.wake_at > clock.current
+        if not parked:
+            return run
+        clock.parked += (run.wake_at - clock.current).total_seconds()
+        clock.current = run.wake_at
 
 
 @pytest.fixture
@@ -67,20 +86,25 @@ def test_a_live_lease_keeps_other_workers_out(acme: Caller) -> None:
     assert event_types(run_id) == ["run.started"]
 
 
-def test_sweeper_reenqueues_an_expired_lease_and_the_run_resumes_without_rerunning_the_node(
+def test_sweeper_frees_an_expired_lease_and_the_run_resumes_without_rerunning_the_node(
     acme: Caller, django_capture_on_commit_callbacks, node_clock, sent_advances
 ) -> None:
     run_id = acme.create_run("conformance-delay", {"delayMs": 60_000})
     started = _start_node_as_a_worker_that_then_dies(run_id)
     with django_capture_on_commit_callbacks(execute=True):
         assert run_sweep_stale() == [run_id]
-    assert run_sweep_stale() == []  # the lease was cleared and the run re-sent once
+    assert run_sweep_stale() == []  # the lease was freed and the run woken once
     assert sent_advances == [([run_id], Run.unscoped_all_tenants.get(run_id=run_id).queue)]
-    # 20 s of the 60 s delay passed before the new worker resumes it: it sleeps the other 40 s only.
+    # 20 s of the 60 s delay passed before the new worker resumes it: it parks the run until the
+    # delay's end measured from the one node.started, the other 40 s, and sleeps none of it.
     node_clock.current = started.at + timedelta(seconds=20)
-    run = advance(run_id, worker="new-worker")
+    parked = advance(run_id, worker="new-worker")
+    assert (parked.status, parked.lease_owner) == (RunStatus.RUNNING, "")
+    assert parked.wake_at == started.at + timedelta(seconds=60)
+    assert node_clock.slept == 0.0
+    run = advance_on_clock(run_id, node_clock)
     assert run.status == RunStatus.COMPLETED
-    assert node_clock.slept == pytest.approx(40.0, abs=0.01)
+    assert node_clock.parked == pytest.approx(40.0, abs=0.01) and node_clock.slept == 0.0
     assert event_types(run_id) == ["run.started", "node.started", "node.completed", "run.completed"]
     assert_log_contiguous(run_id)
 
@@ -120,7 +144,9 @@ def test_heartbeat_extends_the_lease(acme: Caller) -> None:
 def test_sweeper_resends_a_run_whose_message_was_lost(acme: Caller) -> None:
     run_id = acme.create_run("conformance-noop")
     assert run_sweep_stale() == []  # just enqueued: give the broker a chance
-    Run.unscoped_all_tenants.filter(run_id=run_id).update(enqueued_at=timezone.now() - timedelta(minutes=5))
+    # Created and sent five minutes ago, and claimable ever since: its wake-up was lost.
+    five_minutes_ago = timezone.now() - timedelta(minutes=5)
+    Run.unscoped_all_tenants.filter(run_id=run_id).update(enqueued_at=five_minutes_ago, wake_at=five_minutes_ago)
     assert run_sweep_stale() == [run_id]
 
 
@@ -208,3 +234,20 @@ def test_the_event_log_refuses_update_and_delete_on_postgresql(acme: Caller) -> 
     with pytest.raises(Exception, match="append-only"), transaction.atomic():
         events.delete()
     assert event_types(run_id) == ["run.started"]
+
+
+def test_a_parked_run_reads_as_a_sleeping_worker_left_it(acme: Caller) -> None:
+    """Parking and waking write no event and leave the row's version alone: GET /runs/{id} (and
+    its ETag), the A2A status timestamp (`updated_at`) read the same until the node moves on."""
+    run_id = acme.create_run("conformance-delay", {"delayMs": 60_000})
+    path = f"/runs/{run_id.replace('/', '~2F')}"
+    parked = advance(run_id)
+    assert (parked.status, parked.lease_owner) == (RunStatus.RUNNING, "") and parked.wake_at > timezone.now()
+    before = acme.get(path)
+    assert before.json()["status"] == "running" and before.json()["currentNodeId"] == "delay"
+    # Claimed again before it is due (an early wake-up): planned, executed, parked again.
+    again = advance(run_id, worker="another-worker")
+    assert again.wake_at == parked.wake_at and again.updated_at == parked.updated_at
+    after = acme.get(path)
+    assert after.json() == before.json() and after.headers["ETag"] == before.headers["ETag"]
+    assert event_types(run_id) == ["run.started", "node.started"]

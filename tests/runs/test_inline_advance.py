@@ -189,7 +189,8 @@ def test_a_handed_off_run_whose_message_was_lost_is_resent_by_the_sweeper(
     run = _create_inline(acme, workflow_id, django_capture_on_commit_callbacks)
     sent_advances.clear()  # and the broker lost it
     assert run_sweep_stale() == []
-    Run.unscoped_all_tenants.filter(pk=run.pk).update(enqueued_at=timezone.now() - timedelta(minutes=5))
+    five_minutes_ago = timezone.now() - timedelta(minutes=5)  # created and sent then, claimable since
+    Run.unscoped_all_tenants.filter(pk=run.pk).update(enqueued_at=five_minutes_ago, wake_at=five_minutes_ago)
     with django_capture_on_commit_callbacks(execute=True):
         assert run_sweep_stale() == [run.run_id]
     assert sent_advances == [([run.run_id], run.queue)]

@@ -161,3 +161,22 @@ def test_a_resumed_instant_tail_is_one_commit(acme: Caller, sent_advances: list[
     assert event_types(run.run_id)[-3:] == ["interrupt.resolved", "node.completed", "run.completed"]
     assert_log_contiguous(run.run_id)
     assert sent_advances == []
+
+
+# run_create(inline=True) of a run whose first node is a worker's (a delay): the workflow read,
+# INSERT run, INSERT events, the push-target probe, then COMMIT; `runs.advance` on commit.
+HANDOFF_STATEMENTS = 4
+
+
+def test_a_handoff_to_the_worker_is_one_commit(acme: Caller, sent_advances: list[Any]) -> None:
+    _warm(acme)
+    with counted() as seen:
+        run = run_create(
+            subject=acme.subject, workflow_id="conformance-delay", inputs={"delayMs": 5000}, transport="mcp",
+            inline=True,
+        )  # fmt: skip
+    assert run.status == RunStatus.PENDING
+    assert seen.commits == 1, seen.autocommit_writes
+    assert seen.savepoints == 0, seen.statements
+    assert len(seen.statements) <= HANDOFF_STATEMENTS, "\n".join(seen.statements)
+    assert sent_advances == [([run.run_id], run.queue)]
