@@ -64,8 +64,14 @@ def run_wake_group(run_id: str) -> str:
 
 
 def event_new(*, run: Run, type: str, payload: dict[str, Any], node_id: str | None = None) -> RunEvent:
-    """The run's next event, in memory: its sequence is taken from the run, nothing is written."""
+    """The run's next event, in memory: its sequence is taken from the run, nothing is written.
+
+    A `node.*` event names its node in the payload as well as on the event (`nodeId`, as the
+    reference host writes it): readers that find a node's outcome by `payload.nodeId`, such as the
+    OpenWOP conformance suite's ctx.mcp legs, see it there."""
     run.last_sequence += 1
+    if node_id and type.startswith("node."):
+        payload = {"nodeId": node_id, **payload}
     return RunEvent(
         tenant_id=run.tenant_id,
         run=run,

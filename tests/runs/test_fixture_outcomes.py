@@ -40,6 +40,19 @@ def test_noop_completes_with_empty_object_outputs(acme: Caller) -> None:
     assert snapshot["status"] == "completed" and "completedAt" in snapshot
 
 
+def test_a_node_event_names_its_node_in_the_payload(acme: Caller) -> None:
+    """Every node.* event carries `nodeId` in its payload too (readers find a node's outcome by
+    `payload.nodeId`), equal to the event's own; run.* events do not."""
+    run_id = acme.create_run("conformance-approval")
+    advance(run_id)
+    events = _poll(acme, run_id)["events"]
+    node_events = [e for e in events if e["type"].startswith("node.")]
+    assert [e["type"] for e in node_events] == ["node.started", "node.suspended"]
+    for event in node_events:
+        assert event["payload"]["nodeId"] == event["nodeId"] != ""
+    assert all("nodeId" not in e["payload"] for e in events if e["type"].startswith("run."))
+
+
 def test_run_started_echoes_the_owner_block_and_transport(acme: Caller) -> None:
     run_id = acme.create_run("conformance-noop")
     advance(run_id)
@@ -68,7 +81,7 @@ def test_delay_waits_then_completes(acme: Caller) -> None:
     events = assert_log_contiguous(run_id)
     started, completed = events[1], events[2]
     assert (started.type, completed.type) == ("node.started", "node.completed")
-    assert completed.payload == {"outputs": {"delayedMs": 30}}
+    assert completed.payload == {"nodeId": completed.node_id, "outputs": {"delayedMs": 30}}
     assert (completed.at - started.at).total_seconds() >= 0.03
 
 
