@@ -360,13 +360,19 @@ def wait_finished(url: str, ids: list[str], *, until: float) -> dict[str, tuple[
 
 
 def broker_depth(redis_url: str, queue: str) -> int:
-    """Messages waiting in the runs' queue (its priority lists too) plus those a worker holds
-    unacknowledged (acks late)."""
+    """Messages waiting in the runs' queue (kombu keeps a queue's priority levels in lists named
+    `<queue>\\x06\\x16<level>`) plus those a worker holds unacknowledged (acks late). Not the push
+    queue beside it (`<queue>-push`), which the bench's worker does not consume."""
     import redis
 
     client = redis.Redis.from_url(redis_url)
-    waiting = sum(int(client.llen(k)) for k in client.scan_iter(match=f"{queue}*") if client.type(k) == b"list")
-    return waiting + int(client.hlen("unacked"))
+    lists = queue_lists(queue, [k.decode() for k in client.scan_iter(match=f"{queue}*")])
+    return sum(int(client.llen(k)) for k in lists) + int(client.hlen("unacked"))
+
+
+def queue_lists(queue: str, names: list[str]) -> list[str]:
+    """Of a Redis database's key names, the lists kombu keeps `queue`'s messages in."""
+    return [n for n in names if n == queue or n.startswith(f"{queue}\x06\x16")]
 
 
 def cancel_unfinished(host: Host, tenants: Tenants) -> tuple[dict[str, Any], float, bool, float]:

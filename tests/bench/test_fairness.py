@@ -190,3 +190,9 @@ def test_the_list_load_filters_every_seeded_run_and_needs_a_full_page() -> None:
     params = json.loads(load.body)["params"]
     assert params["status"] == "TASK_STATE_COMPLETED" and params["statusTimestampAfter"].endswith("Z")
     assert load.ok_marker == '"nextPageToken"' and load.headers == {"Authorization": "Bearer k"}
+
+
+def test_the_drain_counts_the_runs_queue_and_its_priority_lists_not_the_push_queue() -> None:
+    names = ["openwop-bench", "openwop-bench\x06\x163", "openwop-bench-push", "_kombu.binding.openwop-bench",
+             "openwop-benchmark"]  # fmt: skip
+    assert fairness.queue_lists("openwop-bench", names) == ["openwop-bench", "openwop-bench\x06\x163"]
