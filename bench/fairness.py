@@ -54,7 +54,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -487,11 +487,18 @@ class StreamHold:
         self.result.update(attempted=self.n, held=self.n - refused, refused=refused, errors=doc.get("errors", [])[:3])
 
 
-@contextlib.contextmanager
-def _beside(burst: BackgroundWrk) -> Iterator[BackgroundWrk]:
-    with burst:
-        time.sleep(LEAD_S)
-        yield burst
+def paired(bench: Any, host: Host, scenario: str, target: str, load: Load,
+           burst: Callable[[], contextlib.AbstractContextManager[Any]]) -> list[Any]:  # fmt: skip
+    """B's GetTask alone and inside a fresh `burst()`, by turns (`Bench.point`); the bursts, in order."""
+    made: list[Any] = []
+
+    def around() -> contextlib.AbstractContextManager[Any]:
+        made.append(burst())
+        return made[-1]  # type: ignore[no-any-return]
+
+    bench.point(scenario, B_CONNECTIONS, [(ALONE, load, host.servers), (target, load, host.servers)],
+                around={target: around})  # fmt: skip
+    return made
 
 
 def _wrk_side(label: str, bursts: list[BackgroundWrk]) -> list[str]:
@@ -539,24 +546,12 @@ def scenario(bench: Any, host: Host, *, wait_s: float) -> None:
 
     flood = dataclasses.replace(host.gettask(host.base, tenants.tasks[TENANT_FLOOD], "{{KEY}}"),
                                 rotate=tuple(tenants.keys[TENANT_FLOOD]))  # fmt: skip
-    floods: list[BackgroundWrk] = []
-
-    def flooding() -> contextlib.AbstractContextManager[Any]:
-        floods.append(BackgroundWrk(flood, connections=FLOOD_CONNECTIONS, threads=2, cpus=gen))
-        return _beside(floods[-1])
-
-    bench.point("fairness-flood", B_CONNECTIONS, [(ALONE, b_load, host.servers), (FLOODED, b_load, host.servers)],
-                around={FLOODED: flooding})  # fmt: skip
+    floods = paired(bench, host, "fairness-flood", FLOODED, b_load, lambda: BackgroundWrk(
+        flood, connections=FLOOD_CONNECTIONS, threads=2, cpus=gen, lead_s=LEAD_S))  # fmt: skip
     bench.rows.append(_side_row("fairness-flood", [tenants.budgets, *_wrk_side("GetTask", floods)]))
 
-    holds: list[StreamHold] = []
-
-    def holding() -> contextlib.AbstractContextManager[Any]:
-        holds.append(StreamHold(host, tenants.keys[TENANT_STREAMS], A_KEYS * (STREAMS_PER_KEY + 1)))
-        return holds[-1]
-
-    bench.point("fairness-streams", B_CONNECTIONS, [(ALONE, b_load, host.servers), (STREAMING, b_load, host.servers)],
-                around={STREAMING: holding})  # fmt: skip
+    holds = paired(bench, host, "fairness-streams", STREAMING, b_load,
+                   lambda: StreamHold(host, tenants.keys[TENANT_STREAMS], A_KEYS * (STREAMS_PER_KEY + 1)))  # fmt: skip
     bench.rows.append(_side_row("fairness-streams", [
         f"repeat {i + 1}: A's streams attempted {h.result['attempted']}, held {h.result['held']}, refused "
         f"{h.result['refused']} (answered in {h.result['open_s']} s); refusals {h.result['errors']}"
@@ -565,14 +560,8 @@ def scenario(bench: Any, host: Host, *, wait_s: float) -> None:
 
     listing = list_load(host, tenants.keys[TENANT_LIST][0])
     probe = _list_probe(listing)
-    lists: list[BackgroundWrk] = []
-
-    def lister() -> contextlib.AbstractContextManager[Any]:
-        lists.append(BackgroundWrk(listing, connections=LIST_CONNECTIONS, threads=2, cpus=gen))
-        return _beside(lists[-1])
-
-    bench.point("fairness-list", B_CONNECTIONS, [(ALONE, b_load, host.servers), (LISTING, b_load, host.servers)],
-                around={LISTING: lister})  # fmt: skip
+    lists = paired(bench, host, "fairness-list", LISTING, b_load, lambda: BackgroundWrk(
+        listing, connections=LIST_CONNECTIONS, threads=2, cpus=gen, lead_s=LEAD_S))  # fmt: skip
     bench.rows.append(_side_row("fairness-list", [probe, *_wrk_side("ListTasks", lists)]))
 
     print(f"  fairness-runs: B's {B_RUNS} runs of {B_DELAY_MS} ms alone and after A queues {BACKLOG} of "

@@ -111,10 +111,13 @@ class BackgroundWrk:
     """wrk for as long as something else takes: `start()`, then `stop()` (SIGINT: wrk still prints its
     report) returns the parsed result with the window (`wall_s`) and the generator's own CPU
     (`generator_cpu_s`, `generator_cpu_pct`: wait4 rusage of wrk, which taskset execs in place).
-    As a context manager, the block is the window and `result` holds the report after it."""
+    As a context manager, the block is the window (entered `lead_s` after wrk started: a load
+    under way before what it is measured beside) and `result` holds the report after it."""
 
-    def __init__(self, load: Load, *, connections: int, threads: int, cpus: str, limit_s: float = 3600.0) -> None:
+    def __init__(self, load: Load, *, connections: int, threads: int, cpus: str, limit_s: float = 3600.0,
+                 lead_s: float = 0.0) -> None:  # fmt: skip
         self.load, self.connections, self.threads, self.cpus, self.limit_s = load, connections, threads, cpus, limit_s
+        self.lead_s = lead_s
         self.proc: subprocess.Popen[str] | None = None
         self.result: dict[str, Any] = {}
 
@@ -142,7 +145,9 @@ class BackgroundWrk:
         return self.result
 
     def __enter__(self) -> BackgroundWrk:
-        return self.start()
+        self.start()
+        time.sleep(self.lead_s)
+        return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
