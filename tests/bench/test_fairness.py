@@ -18,9 +18,10 @@ sys.path.insert(0, str(BENCH))
 import fairness  # noqa: E402
 from harness import report  # noqa: E402
 from harness.repeats import combine  # noqa: E402
-from harness.wrk import Load  # noqa: E402
+from harness.wrk import BackgroundWrk, Load  # noqa: E402
 
 from tests.bench.http_stub import answering  # noqa: E402
+from tests.bench.test_harness import _any_cpu  # noqa: E402
 
 
 def _error(code: int, budget: str | None = None) -> str:
@@ -176,10 +177,14 @@ def test_a_burst_runs_around_each_loaded_sample_only_alternating_with_alone() ->
 
     bench = Recording(seconds=1, warmup=1, repeats=2)
     load = Load(url="B", body="", headers={})
-    bench.point("fairness-flood", 4, [(fairness.ALONE, load, []), (fairness.FLOODED, load, [])],
-                around={fairness.FLOODED: burst})  # fmt: skip
+    host = fairness.Host(base="http://h", servers=[], env={}, database_url="", redis_url="", queue="q", gen_cpus="0",
+                         gettask=lambda *a: load, headers=lambda key: {}, create_task=lambda *a: "",
+                         manage=lambda *a: "")  # fmt: skip
+    made = fairness.paired(bench, host, "fairness-flood", fairness.FLOODED, load, burst)
     assert order == ["B", "A starts", "B", "A stops"] * 2
+    assert len(made) == 2 and made[0] is not made[1]  # a fresh burst per loaded sample, for A's side
     assert [r["target"] for r in bench.rows] == [fairness.ALONE, fairness.FLOODED]
+    assert {r["scenario"] for r in bench.rows} == {"fairness-flood"}
 
 
 def test_the_list_load_filters_every_seeded_run_and_needs_a_full_page() -> None:
@@ -196,3 +201,23 @@ def test_the_drain_counts_the_runs_queue_and_its_priority_lists_not_the_push_que
     names = ["openwop-bench", "openwop-bench\x06\x163", "openwop-bench-push", "_kombu.binding.openwop-bench",
              "openwop-benchmark"]  # fmt: skip
     assert fairness.queue_lists("openwop-bench", names) == ["openwop-bench", "openwop-bench\x06\x163"]
+
+
+def test_a_background_load_reports_what_it_answered_in_its_window() -> None:
+    """The burst beside B: wrk started, left running, stopped with SIGINT, its report parsed."""
+    import shutil
+
+    import pytest
+
+    if shutil.which("wrk") is None:
+        pytest.skip("wrk is not installed (apt-get install wrk)")
+
+    def respond(path: str, headers: Message, body: bytes) -> bytes:
+        return b"TASK_STATE_COMPLETED" if b'"id"' in body else b"no"
+
+    with answering(respond) as url:
+        load = Load(url=url, body='{"id": "{{N}}"}', headers={}, ok_marker="TASK_STATE_COMPLETED")
+        with BackgroundWrk(load, connections=2, threads=1, cpus=_any_cpu(), lead_s=0.5) as burst:
+            pass
+    assert burst.result["good"] > 0 and burst.result["bad"] == 0
+    assert burst.result["wall_s"] >= 0.5 and burst.result["generator_cpu_s"] >= 0
