@@ -45,7 +45,6 @@ import json
 import os
 import re
 import secrets
-import signal
 import subprocess
 import sys
 import threading
@@ -63,7 +62,7 @@ if str(BENCH) not in sys.path:
 from harness.infra import InfraCpu  # noqa: E402
 from harness.procs import Server  # noqa: E402
 from harness.repeats import combine  # noqa: E402
-from harness.wrk import Load, WrkOutputError, parse_wrk_output, run_wrk, wrk_command  # noqa: E402
+from harness.wrk import BackgroundWrk, Load, run_wrk  # noqa: E402
 
 TENANT = "bench-retention"
 SUBJECTS = 100  # streams the seeded records are spread over
@@ -402,13 +401,6 @@ class Host:
     server_cpus: str
 
 
-def _wrk_env(load: Load) -> dict[str, str]:
-    """The environment harness/wrk.py's run_wrk gives post.lua."""
-    return {**os.environ, "BENCH_BODY": load.body, "BENCH_OK": load.ok_marker, "BENCH_METHOD": load.method,
-            "BENCH_HEADERS": "\n".join(f"{k}: {v}" for k, v in load.headers.items()),
-            "BENCH_ROTATE": "\n".join(load.rotate)}  # fmt: skip
-
-
 # The job as `manage.py retention apply` runs it (the same call_command), started ahead so that
 # Django's start-up (4 s on the shared machine) is not inside the measured window: it prints
 # "ready", waits for a line on stdin, runs one pass and prints "done" (the process's own exit
@@ -474,11 +466,11 @@ def sample_during_job(host: Host, load: Load, *, warmup: float, job_env: dict[st
     run_wrk(load, connections=CONNECTIONS, seconds=warmup, threads=2, cpus=host.gen_cpus)
     infra = InfraCpu()
     cpu_before = sum(s.cpu_seconds() for s in host.servers)
-    cmd = wrk_command(load, connections=CONNECTIONS, seconds=JOB_LIMIT_S, threads=2, cpus=host.gen_cpus)
+    wrk = BackgroundWrk(load, connections=CONNECTIONS, threads=2, cpus=host.gen_cpus, limit_s=JOB_LIMIT_S)
     with LockWatch(host.database_url) as watch, Probe(load) as probe:
         infra.start()
         started = time.monotonic()
-        wrk = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_wrk_env(load), text=True)
+        wrk.start()
         job.stdin.write("go\n")
         job.stdin.flush()
         limit = threading.Timer(JOB_LIMIT_S, job.kill)  # a job that hangs ends the scenario
@@ -490,11 +482,7 @@ def sample_during_job(host: Host, load: Load, *, warmup: float, job_env: dict[st
                 break
             output.append(line)
         job_wall = time.monotonic() - started
-        wrk.send_signal(signal.SIGINT)
-        assert wrk.stdout is not None and wrk.stderr is not None
-        stdout, stderr = wrk.stdout.read(), wrk.stderr.read()
-        _, wrk_status, wrk_usage = os.wait4(wrk.pid, 0)  # wrk's own rusage (taskset execs it in place)
-        wrk.returncode = os.waitstatus_to_exitcode(wrk_status)
+        result = wrk.stop()  # its report even if the job failed: wrk must not outlive the window
         window = time.monotonic() - started
         cpu_used = sum(s.cpu_seconds() for s in host.servers) - cpu_before
         infra_used = infra.seconds()
@@ -507,14 +495,11 @@ def sample_during_job(host: Host, load: Load, *, warmup: float, job_env: dict[st
     job_output = "\n".join(line for line in job_output.splitlines() if not line.startswith("PHASES "))
     if not finished or job.returncode != 0:
         raise RuntimeError(f"retention apply failed (exit {job.returncode}, {job_wall:.0f} s):\n{job_output[-2000:]}")
-    if wrk.returncode not in (0, -signal.SIGINT):
-        raise WrkOutputError(f"wrk exited {wrk.returncode}: {stderr[-500:]}")
-    result = parse_wrk_output(stdout)
     rss = {pid: mb for s in host.servers for pid, mb in s.rss_mb().items() if mb > 0}
     return {
         **result,
         "wall_s": round(window, 3),
-        "generator_cpu_pct": round(100 * (wrk_usage.ru_utime + wrk_usage.ru_stime) / window, 1),
+        "generator_cpu_pct": round(100 * result["generator_cpu_s"] / window, 1),
         "server_cpu_pct": round(100 * cpu_used / window, 1),
         "infra_cpu_pct": round(100 * infra_used / window, 1),
         "server_max_rss_mb": round(max(rss.values()), 1) if rss else 0.0,

@@ -23,6 +23,7 @@ Results: bench/results/<date>.json, .md and .png (bench/harness/report.py).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -40,6 +41,7 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
+import fairness  # noqa: E402
 import retention_load  # noqa: E402
 import sse_fanout  # noqa: E402
 from harness import report  # noqa: E402
@@ -62,12 +64,13 @@ PROXY = {"X-Forwarded-Proto": "https"}  # what the TLS-terminating proxy in fron
 
 SCENARIOS = (
     "gettask", "listpage", "card", "sendmessage", "mcp", "negotiation", "asgi", "listtasks", "sse", "retention",
+    "fairness",
 )  # fmt: skip
 QUICK = {
     "seconds": 3.0,
     "warmup": 1.0,
     "repeats": 3,
-    "scenarios": ("gettask", "listpage", "card", "sendmessage", "mcp", "negotiation"),
+    "scenarios": ("gettask", "listpage", "card", "sendmessage", "mcp", "negotiation", "fairness"),
 }
 LIST_PAGE_TASKS = 10_000  # the `listpage` tenant's size (issue 13: a page of 20 from 10k tasks)
 LIST_PAGE_SIZE = 20
@@ -205,6 +208,23 @@ def start_worker() -> Server:
     )  # fmt: skip
     worker.start(cpus=SERVER_CPUS)
     return worker
+
+
+def start_beat() -> Server:
+    """Celery beat as `make run` and the chart run it (the stuck-run sweeper every 30 s among its
+    jobs), from a fresh schedule file: every job's first run is one period after the start."""
+    schedule = VAR / "beat" / "celerybeat-schedule"
+    schedule.parent.mkdir(parents=True, exist_ok=True)
+    for old in schedule.parent.glob("celerybeat-schedule*"):
+        old.unlink()
+    beat = Server(
+        name="beat",
+        cmd=[str(VENV_BIN / "celery"), "-A", "openwop_host", "beat", "--schedule", str(schedule),
+             "--loglevel", "warning"],
+        env=host_env(0), cwd=ROOT, log=VAR / "logs" / "beat.log",
+    )  # fmt: skip
+    beat.start(cpus=SERVER_CPUS)
+    return beat
 
 
 def start_host(variant: str, workers: int, **env: str) -> Server:
@@ -427,12 +447,16 @@ class Bench:
             "server_max_rss_mb": round(max(rss.values()), 1) if rss else 0.0,
         }
 
-    def point(self, scenario: str, connections: int, targets: list[Point], **extra: Any) -> None:
-        """Every target `self.repeats` times, taking turns; one row per target of the medians."""
+    def point(self, scenario: str, connections: int, targets: list[Point],
+              around: dict[str, Callable[[], contextlib.AbstractContextManager[Any]]] | None = None,
+              **extra: Any) -> None:  # fmt: skip
+        """Every target `self.repeats` times, taking turns; one row per target of the medians.
+        `around[target]()`: what each sample of that target is taken inside (another tenant's load)."""
         samples: dict[str, list[dict[str, Any]]] = {target: [] for target, _, _ in targets}
         for _ in range(self.repeats):
             for target, load, servers in targets:
-                samples[target].append(self.sample(load, servers, connections))
+                with (around or {}).get(target, contextlib.nullcontext)():
+                    samples[target].append(self.sample(load, servers, connections))
         for target, _, _ in targets:
             row = {**combine(samples[target]), "scenario": scenario, "target": target, "connections": connections,
                    **extra}  # fmt: skip
@@ -600,6 +624,18 @@ def run(args: argparse.Namespace) -> Path:
         if "listtasks" in args.scenarios:
             print("scenario listtasks (bench/listtasks_scale.py)", flush=True)
             bench.rows.append(_listtasks(args.listtasks_sizes, args.listtasks_others))
+        if "fairness" in args.scenarios:  # issue 49: tenant B alone and beside tenant A's bursts
+            print("scenario fairness (bench/fairness.py)", flush=True)
+            _settle()
+            fair = start_host(RECOMMENDED, WORKERS, **fairness.HOST_ENV)
+            started.append(fair)
+            beat = start_beat()
+            started.append(beat)
+            fairness.scenario(bench, fairness.Host(
+                base=f"http://127.0.0.1:{fair.port}", servers=[fair, worker, beat], env=host_env(0),
+                database_url=DATABASE_URL, redis_url=REDIS_URL, queue=host_env(0)["OPENWOP_CELERY_QUEUE"],
+                gen_cpus=GEN_CPUS, gettask=gettask_load, headers=a2a_headers, create_task=create_task, manage=manage,
+            ), wait_s=fairness.WAIT_QUICK_S if args.quick else fairness.WAIT_FULL_S)  # fmt: skip
         if args.push:
             print("scenario push (bench/push_isolation.py)", flush=True)
             bench.rows.extend(_push())

@@ -24,6 +24,7 @@ from harness.repeats import ratio_range
 # The issue's targets: (scenario, peer, minimum throughput ratio, connections it applies to, p99 too).
 # Every level a run measures is judged, c=1 included (issue 34: where we lose must show as a miss).
 ALL = (1, 16, 64)
+FAIRNESS = (4,)  # tenant B's clients in bench/fairness.py (B_CONNECTIONS)
 TARGETS: list[tuple[str, str, float, tuple[int, ...], bool, str]] = [
     ("gettask", "a2a-sdk postgres", 1.5, ALL, True, "GetTask >= 1.5x a2a-sdk (PostgreSQL store), p99 no worse"),
     ("sendmessage", "a2a-sdk postgres", 1.0, ALL, True, "SendMessage >= 1.0x a2a-sdk (PostgreSQL), p99 no worse"),
@@ -37,15 +38,61 @@ TARGETS: list[tuple[str, str, float, tuple[int, ...], bool, str]] = [
     ("gettask", "ours (make run default)", 1.5, ALL, False, "make run default: GetTask >= 1.5x a2a-sdk (PostgreSQL)"),
     # Issue 36 (bench/retention_load.py): the chained host against the same host without the chain.
     ("chain", "ours chained (as shipped)", 0.95, ALL, False, "hash chain: GetTask cost <= 5% (chained / no chain)"),
+    # Issue 49 (bench/fairness.py): tenant B while tenant A bursts, against B alone in the same run.
+    (
+        "fairness-flood",
+        "B while A floods GetTask (c=64, 16 keys)",
+        0.67,
+        FAIRNESS,
+        False,
+        "fairness: B's GetTask req/s while A floods GetTask (c=64, 16 keys) >= 0.67x alone",
+    ),
 ]
 # Targets on the tail alone: (scenario, target, maximum p99 ratio to the scenario's first line, levels, label).
 P99_TARGETS: list[tuple[str, str, float, tuple[int, ...], str]] = [
     ("retention", "ours while retention apply runs", 1.2, ALL, "retention job: GetTask p99 <= 1.2x without"),
+    (
+        "fairness-flood",
+        "B while A floods GetTask (c=64, 16 keys)",
+        2.0,
+        FAIRNESS,
+        "fairness: B's GetTask p99 while A floods GetTask (c=64, 16 keys) <= 2x alone",
+    ),
+    (
+        "fairness-streams",
+        "B while A holds its stream budget",
+        2.0,
+        FAIRNESS,
+        "fairness: B's GetTask p99 while A holds its stream budget <= 2x alone",
+    ),
+    (
+        "fairness-list",
+        "B while A lists 100k runs (filtered, c=8)",
+        2.0,
+        FAIRNESS,
+        "fairness: B's GetTask p99 while A lists its 100k runs with filters (c=8) <= 2x alone",
+    ),
 ]
+# Targets on another measure of a row than req/s or p99, at most `maximum` times the scenario's first
+# line: (scenario, target, field, maximum, levels, label). The rows carry `<field>` (a median of
+# their repeats), `<field>_runs` (each repeat's) and `<field>_at_least` (the median is only a lower
+# bound: something was still unfinished when the bench stopped waiting).
+VALUE_TARGETS: list[tuple[str, str, str, float, tuple[int, ...], str]] = [
+    (
+        "fairness-runs",
+        "B while A queues 2,000 runs of 2 s",
+        "e2e_ms",
+        3.0,
+        FAIRNESS,
+        "fairness: B's worker runs end to end while A queues 2,000 runs of 2 s <= 3x alone",
+    ),
+]
+VALUE_NAMES = {"e2e_ms": "end to end"}
 # A variant of ours judged against a peer of its own scenario, not against ours (its ratio is this / peer).
 OURS_VARIANTS = {"ours (make run default)": "a2a-sdk postgres"}
 RSS_LIMIT_MB = 300.0
-VARIANT_SCENARIOS = {"negotiation", "asgi", "retention", "chain"}  # variants of ours, compared with the first line
+# Variants of ours, compared with the scenario's first line.
+VARIANT_SCENARIOS = {"negotiation", "asgi", "retention", "chain", "fairness-flood", "fairness-streams", "fairness-list"}
 
 
 def _ours(target: str) -> bool:
@@ -130,6 +177,7 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                  "p99_ratio": row.get("p99_ratio"), "rps_ratio_range": row.get("rps_ratio_range"),
                  "p99_ratio_range": row.get("p99_ratio_range"), "p99_counts": True, "met": met}
             )  # fmt: skip
+    verdicts += value_verdicts(rows)
     ours_rss = [r["server_max_rss_mb"] for r in _points(rows) if _ours(r["target"]) and r["connections"] == 64]
     if ours_rss:
         worst = max(ours_rss)
@@ -137,6 +185,33 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             {"target": f"memory: every host process < {RSS_LIMIT_MB:.0f} MB RSS at c=64", "connections": 64,
              "max_rss_mb": worst, "met": worst < RSS_LIMIT_MB}
         )  # fmt: skip
+    return verdicts
+
+
+def value_verdicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """VALUE_TARGETS: each row's `field` over its scenario's first line's, a ratio of medians with the
+    per-repeat range. A ratio from a lower bound (`<field>_at_least`) is a lower bound too: above the
+    maximum it is a miss, at or below it says nothing (not measured); so is any ratio over a first
+    line that is itself only a bound."""
+    verdicts = []
+    for scenario, target, name, maximum, conns, label in VALUE_TARGETS:
+        for c in conns:
+            same = [r for r in rows if (r.get("scenario"), r.get("connections")) == (scenario, c) and name in r]
+            row = next((r for r in same if r["target"] == target), None)
+            if row is None or same[0] is row:
+                continue
+            base = same[0]
+            ratio = _div(row[name], base[name]) if row[name] is not None and base[name] is not None else None
+            at_least = bool(row.get(f"{name}_at_least"))
+            if ratio is None or base.get(f"{name}_at_least"):
+                met = None
+            else:
+                met = False if ratio > maximum else None if at_least else True
+            verdicts.append({
+                "target": label, "connections": c, "value": VALUE_NAMES.get(name, name), "value_ratio": ratio,
+                "value_ratio_range": ratio_range(row.get(f"{name}_runs", []), base.get(f"{name}_runs", [])),
+                "at_least": at_least, "met": met,
+            })  # fmt: skip
     return verdicts
 
 
@@ -167,6 +242,10 @@ def targets_table(verdicts: list[dict[str, Any]]) -> list[str]:
         if "max_rss_mb" in v:
             lines.append(f"| {v['target']} | {v['connections']} | max {v['max_rss_mb']} MB | | "
                          f"{'yes' if v['met'] else '**no**'} |")  # fmt: skip
+        elif "value_ratio" in v:
+            ratio = _with_range(v["value_ratio"], v.get("value_ratio_range"))
+            lines.append(f"| {v['target']} | {v['connections']} | {v['value']} {'>= ' if v['at_least'] else ''}"
+                         f"{ratio} | | {_verdict(v['met'])} |")  # fmt: skip
         else:
             p99 = _with_range(v["p99_ratio"], v.get("p99_ratio_range"))
             lines.append(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -75,18 +76,19 @@ def wrk_command(load: Load, *, connections: int, seconds: float, threads: int, c
     ]  # fmt: skip
 
 
+def wrk_env(load: Load) -> dict[str, str]:
+    """The environment post.lua reads the load from."""
+    return {**os.environ, "BENCH_BODY": load.body, "BENCH_OK": load.ok_marker, "BENCH_METHOD": load.method,
+            "BENCH_HEADERS": "\n".join(f"{k}: {v}" for k, v in load.headers.items()),
+            "BENCH_ROTATE": "\n".join(load.rotate)}  # fmt: skip
+
+
 def run_wrk(load: Load, *, connections: int, seconds: float, threads: int, cpus: str) -> dict[str, Any]:
     """Run wrk to completion; the result carries the generator's CPU (% of one core) beside it."""
-    env = dict(os.environ)
-    env["BENCH_BODY"] = load.body
-    env["BENCH_HEADERS"] = "\n".join(f"{k}: {v}" for k, v in load.headers.items())
-    env["BENCH_OK"] = load.ok_marker
-    env["BENCH_METHOD"] = load.method
-    env["BENCH_ROTATE"] = "\n".join(load.rotate)
     cmd = wrk_command(load, connections=connections, seconds=seconds, threads=threads, cpus=cpus)
     before = _children_cpu()
     started = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=wrk_env(load), text=True)
     stdout, stderr = proc.communicate()
     wall = time.monotonic() - started
     # taskset execs wrk in place, so the reaped child is wrk itself; no other child of this process
@@ -103,3 +105,49 @@ def run_wrk(load: Load, *, connections: int, seconds: float, threads: int, cpus:
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+class BackgroundWrk:
+    """wrk for as long as something else takes: `start()`, then `stop()` (SIGINT: wrk still prints its
+    report) returns the parsed result with the window (`wall_s`) and the generator's own CPU
+    (`generator_cpu_s`, `generator_cpu_pct`: wait4 rusage of wrk, which taskset execs in place).
+    As a context manager, the block is the window (entered `lead_s` after wrk started: a load
+    under way before what it is measured beside) and `result` holds the report after it."""
+
+    def __init__(self, load: Load, *, connections: int, threads: int, cpus: str, limit_s: float = 3600.0,
+                 lead_s: float = 0.0) -> None:  # fmt: skip
+        self.load, self.connections, self.threads, self.cpus, self.limit_s = load, connections, threads, cpus, limit_s
+        self.lead_s = lead_s
+        self.proc: subprocess.Popen[str] | None = None
+        self.result: dict[str, Any] = {}
+
+    def start(self) -> BackgroundWrk:
+        cmd = wrk_command(self.load, connections=self.connections, seconds=self.limit_s, threads=self.threads,
+                          cpus=self.cpus)  # fmt: skip
+        self._started = time.monotonic()
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=wrk_env(self.load),
+                                     text=True)  # fmt: skip
+        return self
+
+    def stop(self) -> dict[str, Any]:
+        proc = self.proc
+        assert proc is not None and proc.stdout is not None and proc.stderr is not None
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.stdout.read(), proc.stderr.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.monotonic() - self._started
+        if proc.returncode not in (0, -signal.SIGINT):
+            raise WrkOutputError(f"wrk exited {proc.returncode}: {stderr[-500:]}")
+        cpu = usage.ru_utime + usage.ru_stime
+        self.result = {**parse_wrk_output(stdout), "wall_s": round(wall, 3), "generator_cpu_s": round(cpu, 3),
+                       "generator_cpu_pct": round(100 * cpu / wall, 1) if wall else 0.0}  # fmt: skip
+        return self.result
+
+    def __enter__(self) -> BackgroundWrk:
+        self.start()
+        time.sleep(self.lead_s)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
