@@ -104,9 +104,12 @@ def records_statements(*, tenant_pk: int, salt: str, records: int, day: dt.datet
                    g / %(subjects)s + 1, %(day)s + make_interval(secs => g::bigint * %(spread_us)s::bigint / 1e6), '',
                    encode(sha256(convert_to(%(salt)s || g::text, 'UTF8')), 'hex')
             FROM generate_series(0, %(n)s - 1) AS g""", params),
-        ("""INSERT INTO audit_hosteventstream (tenant_id, subject_id, last_sequence)
-            SELECT %(tenant)s, %(salt)s || '-' || s, (%(n)s - s + %(subjects)s - 1) / %(subjects)s
-            FROM generate_series(0, least(%(subjects)s, %(n)s) - 1) AS s""", params),
+        # Chained through their counters, as the writer leaves streams whose records carry digests
+        # (issue 50's chainer would otherwise stop at a head behind them and retention keep them).
+        ("""INSERT INTO audit_hosteventstream (tenant_id, subject_id, last_sequence, chained_through)
+            SELECT %(tenant)s, %(salt)s || '-' || s, c.n, c.n
+            FROM generate_series(0, least(%(subjects)s, %(n)s) - 1) AS s,
+                 LATERAL (SELECT (%(n)s - s + %(subjects)s - 1) / %(subjects)s AS n) AS c""", params),
     ]  # fmt: skip
 
 

@@ -1,4 +1,5 @@
-"""Issue 32 item 3: the README's `oauth_issuer add --issuer <url> --tenant demo --lane oidc`, pasted
+"""Issue 32 item 3: the operators' page's `oauth_issuer add --issuer <url> --tenant demo --lane oidc`
+(docs/operators/oauth-issuers.md: issue 53 moved it out of the five-minute README), pasted
 into a shell, trusts an issuer whose metadata allows RFC 7662 introspection without client
 authentication (`none` in `introspection_endpoint_auth_methods_supported`), and the host then
 re-checks its tokens that way; with an issuer that does not allow it, the same command still
@@ -27,15 +28,16 @@ from tests.oauth.auth_server import AuthServer
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the command's process sees the test database
 
-# The README's one-line example, as printed (its issuer is the placeholder the reader replaces).
+# The page's one-line example, as printed (its issuer is the placeholder the reader replaces).
+OAUTH_PAGE = ROOT / "docs/operators/oauth-issuers.md"
 README_COMMAND = re.compile(
     r"^\.venv/bin/python manage\.py oauth_issuer add --issuer (\S+) --tenant demo --lane oidc$", re.M
 )
 
 
 def readme_command(issuer: str) -> list[str]:
-    printed = README_COMMAND.search((ROOT / "README.md").read_text())
-    assert printed is not None, "the README prints the one-line oauth_issuer add example"
+    printed = README_COMMAND.search(OAUTH_PAGE.read_text())
+    assert printed is not None, f"{OAUTH_PAGE.name} prints the one-line oauth_issuer add example"
     argv = shlex.split(printed.group(0).replace(printed.group(1), issuer))
     assert argv[0] == ".venv/bin/python"
     return [sys.executable, *argv[1:]]

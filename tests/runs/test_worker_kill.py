@@ -61,7 +61,7 @@ def test_a_run_survives_its_worker_being_killed_mid_delay(live_env, transactiona
         assert [e.sequence for e in events] == [1, 2, 3, 4]
         # Completed no earlier than the delay measured from the one node.started: resumed, not restarted.
         assert events[2].at - events[1].at >= timedelta(milliseconds=DELAY_MS)
-        assert events[2].payload == {"outputs": {"delayedMs": DELAY_MS}}
+        assert events[2].payload == {"nodeId": events[2].node_id, "outputs": {"delayedMs": DELAY_MS}}
         assert Run.unscoped_all_tenants.get(run_id=run_id).lease_owner == ""
     finally:
         first.stop(kill=True)
