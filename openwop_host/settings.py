@@ -333,6 +333,12 @@ OPENWOP_RUN_LEASE_SECONDS = env.float("OPENWOP_RUN_LEASE_SECONDS", default=10.0)
 OPENWOP_TENANT_RUNS_IN_PROGRESS = env.int("OPENWOP_TENANT_RUNS_IN_PROGRESS", default=8)
 if OPENWOP_TENANT_RUNS_IN_PROGRESS < 0:
     raise ImproperlyConfigured("OPENWOP_TENANT_RUNS_IN_PROGRESS is a number of runs: 0 (unlimited) or more.")
+# A filtered list's total (A2A ListTasks totalSize with a context, time or interrupt filter) is
+# counted exactly up to this many runs and is this number past it: a floor, so no page's cost grows
+# with a tenant's history (issue 49 item 4). Unfiltered and status-only totals come from the tally.
+OPENWOP_LIST_TOTAL_EXACT_UP_TO = env.int("OPENWOP_LIST_TOTAL_EXACT_UP_TO", default=10_000)
+if OPENWOP_LIST_TOTAL_EXACT_UP_TO < 1:
+    raise ImproperlyConfigured("OPENWOP_LIST_TOTAL_EXACT_UP_TO is a number of runs: 1 or more.")
 # Inline advance (apps/runs/engine.py run_advance_inline): a door that waits for a run's answer
 # (blocking SendMessage, MCP tools/call) runs up to this many instant nodes itself instead of a
 # Celery round trip; the first node that is not inline-safe goes to the queue. 0: always the queue.
