@@ -271,6 +271,9 @@ CELERY_BEAT_SCHEDULE = {
 }
 # Every beat process uses it: only the one holding a PostgreSQL advisory lock sends (issue 37).
 CELERY_BEAT_SCHEDULER = "apps.core.beat_leader:LeaderScheduler"
+# A file every beat touches on each tick, leading or standing by (apps/core/beat_leader.py): the
+# Helm chart's liveness probe restarts a beat whose file is stale. Empty (the default): none.
+OPENWOP_BEAT_HEARTBEAT_FILE = env.str("OPENWOP_BEAT_HEARTBEAT_FILE", default="")
 # Retention (apps/retention): days a run is kept once terminal, days a record (host event) is kept;
 # a tenant's RetentionPolicy overrides either or holds everything. Runs expire this many per transaction.
 OPENWOP_RETENTION_RUNS_DAYS = env.int("OPENWOP_RETENTION_RUNS_DAYS", default=30)
