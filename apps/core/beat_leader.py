@@ -87,7 +87,7 @@ class LeaderScheduler(PersistentScheduler):
         conn: psycopg.Connection[Any] | None = None
         try:
             conn = psycopg.connect(
-                conninfo(), autocommit=True, connect_timeout=5, application_name="openwop-beat-leader",
+                conninfo(direct=True), autocommit=True, connect_timeout=5, application_name="openwop-beat-leader",
                 keepalives=1, keepalives_idle=10, keepalives_interval=5, keepalives_count=3,
             )  # fmt: skip
             row = conn.execute("SELECT pg_try_advisory_lock(%s)", (LEADER_LOCK_KEY,)).fetchone()
