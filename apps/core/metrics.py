@@ -22,6 +22,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar, Token
@@ -117,8 +118,16 @@ def bounded(operation: str, known: frozenset[str]) -> str:
     return operation if operation in known else "other"
 
 
+_JSONRPC_CODE = re.compile(rb'"error"\s*:\s*\{[^{}]*?"code"\s*:\s*(-?\d+)')
+# JSON-RPC codes that are the host's fault, not the caller's: internal error (A2A and MCP).
+_JSONRPC_SERVER_CODES = frozenset({-32603})
+
+
 def outcome_of(status: int, content: bytes | None = None) -> str:
-    """`ok`, `error` (a JSON-RPC error answered with 200), `client_error` (4xx), `server_error`."""
+    """`ok`, `client_error` (4xx, or a JSON-RPC error answered with 200 that refuses the caller:
+    not found, invalid params, a version or rate refusal), `server_error` (5xx, or a JSON-RPC
+    internal error, -32603: a fault an operator must look at, issue 51 item 3), `error` (a JSON-RPC
+    error whose code is not in the first bytes)."""
     if status >= 500:
         return "server_error"
     if status >= 400:
@@ -127,7 +136,10 @@ def outcome_of(status: int, content: bytes | None = None) -> str:
         head = content[:200]
         error_at, result_at = head.find(b'"error"'), head.find(b'"result"')
         if error_at >= 0 and (result_at < 0 or error_at < result_at) and head.lstrip().startswith(b'{"jsonrpc"'):
-            return "error"
+            code = _JSONRPC_CODE.search(head, error_at)
+            if code is None:
+                return "error"
+            return "server_error" if int(code.group(1)) in _JSONRPC_SERVER_CODES else "client_error"
     return "ok"
 
 

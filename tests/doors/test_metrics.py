@@ -20,6 +20,7 @@ from openwop_client.types import CreateRunRequest
 from prometheus_client.parser import text_string_to_metric_families
 
 from apps.agents.services import workflow_fixtures_seed
+from apps.core import metrics
 from apps.tenants.models import Tenant
 from tests.a2a.live import Session, live_card
 from tests.live import start_web
@@ -71,6 +72,12 @@ async def test_each_door_moves_its_counters(live_url: str, live_worker: Any, mak
         got = await raw.get(f"/a2a/rest/tasks/{events[-1].task.id}", headers={"A2A-Version": "1.0"})
         assert got.status_code == 200, got.text
         assert (await raw.get("/a2a/rest/no-such-operation", headers={"A2A-Version": "1.0"})).status_code == 404
+        # A JSON-RPC refusal answered with 200 (-32001, no such task) is the caller's error, not a fault.
+        missing = await raw.post(
+            "/a2a/jsonrpc", headers={"A2A-Version": "1.0"},
+            json={"jsonrpc": "2.0", "id": 7, "method": "GetTask", "params": {"id": "no-such-task"}},
+        )  # fmt: skip
+        assert missing.status_code == 200 and missing.json()["error"]["code"] == -32001, missing.text
     # MCP: one tools/call through the mcp SDK client.
     async with mcp_client(live_url, key) as client:
         result = await client.call_tool("conformance-noop", {})
@@ -84,6 +91,8 @@ async def test_each_door_moves_its_counters(live_url: str, live_worker: Any, mak
     assert moved("openwop_requests_total", door="a2a", operation="rest:_rest_get", outcome="ok") == 1
     assert moved("openwop_requests_total", door="a2a", operation="other", outcome="client_error") == 1
     assert moved("openwop_requests_total", door="mcp", operation="tools/call", outcome="ok") == 1
+    assert moved("openwop_requests_total", door="a2a", operation="GetTask", outcome="client_error") == 1
+    assert moved("openwop_requests_total", door="a2a", operation="GetTask", outcome="error") == 0
     for door, operation in (("rest", "POST runs"), ("a2a", "SendMessage"), ("mcp", "tools/call")):
         assert moved("openwop_request_duration_seconds_count", door=door, operation=operation) == 1
         assert moved("openwop_request_duration_seconds_sum", door=door, operation=operation) > 0
@@ -229,3 +238,21 @@ def test_per_tenant_counts_only_when_the_operator_turns_them_on(door: Any, make_
     settings.OPENWOP_METRICS_TENANT_LABELS = True
     traffic()
     assert [after - was for after, was in zip(counts(), before, strict=True)] == [1, 1, 1, 1]
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "outcome"),
+    [
+        (200, b'{"jsonrpc":"2.0","id":1,"result":{"id":"t"}}', "ok"),
+        (200, b'{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":"Task not found"}}', "client_error"),
+        (200, b'{"jsonrpc":"2.0","id":"x","error":{"code":-32602,"message":"bad"}}', "client_error"),
+        (200, b'{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error"}}', "server_error"),
+        (200, b'{"jsonrpc":"2.0","id":1,"error":{"message":"no code"}}', "error"),
+        (429, b'{"error":{"code":"rate_limited"}}', "client_error"),
+        (503, b"", "server_error"),
+    ],
+)
+def test_outcomes_separate_server_faults_from_refusals(status: int, body: bytes, outcome: str) -> None:
+    """Issue 51 item 3: a JSON-RPC internal error (a dropped database connection) is a server fault,
+    a client's -32001 is a refusal; they no longer share one outcome."""
+    assert metrics.outcome_of(status, body) == outcome
