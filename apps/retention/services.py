@@ -237,6 +237,7 @@ class RetentionReport:
             f"partitions created ahead: {', '.join(self.partitions_created) or 'none'}",
             f"exports written: {', '.join(self.exports) or 'none'}",
             f"records: {len(self.records.dropped)} partitions dropped ({', '.join(self.records.dropped) or '-'}),"
+            f" {self.records.moved_aside} records moved aside (kept: a hold, a longer window),"
             f" {self.records.deleted} records deleted in batches, {len(self.records.held)} past partitions held,"
             f" {len(self.records.busy)} busy (next pass)",
             f"runs expired: {self.runs_expired} in {self.run_batches} batches",

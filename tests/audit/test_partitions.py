@@ -192,6 +192,7 @@ def test_legal_hold_keeps_a_partition_and_shorter_windows_go_in_batches(subjects
         for _ in range(3):
             _record(alice, _day(2034, 5, day))
             _record(carol, _day(2034, 5, day))
+        _record(carol, _day(2034, 5, day))  # the held tenant has most of the rows: cheaper to delete the rest
     rollups = _rollups()
     windows = {alice.tenant_pk: _day(2034, 5, 2, 0), carol.tenant_pk: None}  # globex: legal hold
 
@@ -201,7 +202,7 @@ def test_legal_hold_keeps_a_partition_and_shorter_windows_go_in_batches(subjects
     assert expiry.held == ["audit_hostevent_p20340501", "audit_hostevent_p20340502"]
     assert expiry.deleted == 4  # acme's three of May 1 and its one in the default partition
     assert _tables(expiry.held) == expiry.held
-    assert sorted(_where(carol)) == [1, 2, 3, 4, 5, 6]  # nothing of a tenant on hold goes
+    assert sorted(_where(carol)) == [1, 2, 3, 4, 5, 6, 7, 8]  # nothing of a tenant on hold goes
     assert sorted(_where(alice)) == [5, 6, 7]
     stream = HostEventStream.unscoped_all_tenants.get(subject_id=alice.subject_id)
     assert stream.expired_through == 4
@@ -230,3 +231,53 @@ def test_a_stream_only_ever_loses_a_front_of_its_records(subjects) -> None:  # t
     assert expire(_day(2035, 7, 3, 0)) == (2, [3, 4])  # sequence 3 waits for 2, which goes from Jul 2
     assert expire(_day(2035, 7, 3, 0)) == (4, [])  # then both partitions are fronts: dropped whole
     assert _tables(["audit_hostevent_p20350701", "audit_hostevent_p20350702"]) == []
+
+
+def test_a_held_tenants_records_move_aside_and_the_partition_is_dropped(subjects, make_subject) -> None:  # type: ignore[no-untyped-def]
+    # issue 51 item 4: one tenant on legal hold no longer keeps the partition for everyone.
+    alice, carol = subjects("acme"), subjects("globex")
+    records_partitions_ensure(_day(2036, 9, 1))
+    for _ in range(4):
+        _record(alice, _day(2036, 9, 1))
+    for hour in (3, 9):
+        _record(carol, _day(2036, 9, 1, hour))
+    _record(carol, _day(2036, 9, 2))  # the held stream goes on in the next partition
+    for _ in range(2):
+        _record(alice, _day(2036, 9, 2))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM audit_hostevent WHERE tenant_id = %s ORDER BY sequence", [carol.tenant_pk])
+        held_rows = cursor.fetchall()
+    rollups = _rollups()
+    windows = {alice.tenant_pk: _day(2036, 9, 3, 0), carol.tenant_pk: None}  # globex: legal hold
+
+    expiry = records_expire(_day(2036, 10, 1), keep=windows.__getitem__)
+
+    assert "audit_hostevent_p20360901" in expiry.dropped and _tables(["audit_hostevent_p20360901"]) == []
+    assert expiry.deleted == 0 and expiry.moved_aside == 3 and expiry.busy == []
+    assert {"audit_hostevent_p20360901", "audit_hostevent_p20360902"} <= set(expiry.dropped)
+    kept = ["audit_hostevent_h20360901_1", "audit_hostevent_h20360902_1"]
+    assert set(kept) <= set(expiry.held) and _tables(kept) == kept
+    with connection.cursor() as cursor:  # ATTACH took the copy's own indexes: none built twice
+        cursor.execute("SELECT indrelid::regclass::text, count(*) FROM pg_index WHERE indrelid = ANY(%s::regclass[])"
+                       " GROUP BY 1", [["audit_hostevent", kept[0]]])  # fmt: skip
+        counts = dict(cursor.fetchall())
+        assert len(counts) == 2 and len(set(counts.values())) == 1, counts
+    assert _where(alice) == {}  # the other tenant's expired records are gone
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM audit_hostevent WHERE tenant_id = %s ORDER BY sequence", [carol.tenant_pk])
+        assert cursor.fetchall() == held_rows  # every column of every held record, as it was
+    assert _where(carol) == {1: "audit_hostevent_h20360901_1", 2: "audit_hostevent_h20360901_1",
+                             3: "audit_hostevent_h20360902_1"}  # fmt: skip
+    anchors = {s.subject_id: s.expired_through for s in HostEventStream.unscoped_all_tenants.all()}
+    assert (anchors[alice.subject_id], anchors[carol.subject_id]) == (6, 0)
+    assert _rollups() == rollups  # the copies were not counted again
+    report = chain_verify()
+    assert report.intact and not report.breaks
+    # The replacement is an ordinary partition: append-only, and dropped whole once the hold lifts.
+    with pytest.raises(DatabaseError, match="append-only"), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("DELETE FROM audit_hostevent_h20360901_1")
+    again = records_expire(_day(2036, 10, 1), keep=windows.__getitem__)
+    assert (_of(2036, again.dropped), again.moved_aside, again.deleted) == ([], 0, 0)
+    lifted = records_expire(_day(2036, 10, 1), keep=lambda tenant_pk: _day(2036, 9, 3, 0))
+    assert set(kept) <= set(lifted.dropped) and _tables(kept) == [] and lifted.deleted == 0
+    assert _where(carol) == {} and chain_verify().intact
