@@ -56,7 +56,6 @@ logger = logging.getLogger(__name__)
 PARENT = HostEvent._meta.db_table
 DEFAULT = f"{PARENT}_default"
 _STREAMS = HostEventStream._meta.db_table
-AHEAD = 3  # intervals created ahead of the current one
 BATCH = 5000  # rows per transaction when records are deleted rather than dropped
 KEPT_SHARE = 0.5  # a partition is replaced (its kept records moved aside) when they are at most this share
 LOCK_TIMEOUT = "500ms"  # the longest DETACH may keep writers queued behind its lock request
@@ -127,16 +126,16 @@ def partitions() -> list[Partition]:
 
 
 def records_partitions_ensure(now: datetime, *, since: datetime | None = None) -> list[str]:
-    """Create the partitions from the interval holding `since` (default `now`) through AHEAD
-    intervals after `now`'s; return the names created. Idempotent: a range an existing partition
-    covers is skipped, and a gap between partitions of a former interval setting is filled up to
-    the next existing one."""
+    """Create the partitions from the interval holding `since` (default `now`) through the one
+    holding `now` + OPENWOP_RECORDS_PARTITIONS_AHEAD_DAYS (a beat down for that long still finds a
+    partition for every record; issue 51 item 4); return the names created. Idempotent: a range an
+    existing partition covers is skipped, and a gap between partitions of a former interval setting
+    is filled up to the next existing one."""
     interval = partition_interval()
     existing = partitions()
     cursor_at = interval_floor(since or now, interval)
-    horizon = interval_floor(now, interval)
-    for _ in range(AHEAD + 1):
-        horizon = interval_next(horizon, interval)
+    ahead = timedelta(days=settings.OPENWOP_RECORDS_PARTITIONS_AHEAD_DAYS)
+    horizon = interval_next(interval_floor(now + ahead, interval), interval)
     created: list[str] = []
     while cursor_at < horizon:
         covering = next((p for p in existing if p.lower <= cursor_at < p.upper), None)
@@ -507,3 +506,108 @@ def _delete_batched(part: Partition, tenant_pk: int, until: datetime, result: Re
             result.streams_anchored += anchored
         if len(candidates) < BATCH:
             return True
+
+
+# --- the default partition's records moved into their own partitions (issue 51 item 4) ----------
+
+_FLOOR_SQL = {"daily": "day", "weekly": "week", "monthly": "month"}
+LIVE_MARGIN = timedelta(minutes=1)  # a range this close to the clock may still take writes
+
+
+@dataclass(slots=True)
+class DefaultRepair:
+    """What one `records_default_repair` did."""
+
+    moved: dict[str, int] = field(default_factory=dict)  # partition created -> records moved into it
+    live: list[str] = field(default_factory=list)  # ranges the doors still write into: after they end
+    busy: list[str] = field(default_factory=list)  # the default partition was locked: next run
+    left: int = 0  # records still in the default partition
+
+
+class _NothingToMove(Exception):
+    pass
+
+
+def _gaps(lower: datetime, upper: datetime) -> list[tuple[datetime, datetime]]:
+    """The parts of [lower, upper) no partition covers (a former interval setting's partitions may
+    cover some of it)."""
+    gaps, at = [], lower
+    for part in partitions():
+        if part.upper <= at or part.lower >= upper:
+            continue
+        if part.lower > at:
+            gaps.append((at, part.lower))
+        at = max(at, part.upper)
+    if at < upper:
+        gaps.append((at, upper))
+    return gaps
+
+
+def default_ranges() -> list[tuple[datetime, int]]:
+    """(the interval's first instant, records) for each interval the default partition holds
+    records of, oldest first: one scan of the default partition, which is meant to be empty."""
+    unit = _FLOOR_SQL[partition_interval()]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT date_trunc(%s, at, 'UTC') AS floor, count(*) FROM {DEFAULT} GROUP BY 1 ORDER BY 1",  # noqa: S608
+            [unit],
+        )
+        return list(cursor.fetchall())
+
+
+def records_default_repair(now: datetime) -> DefaultRepair:
+    """Move every record of the default partition into its own interval's partition: for each
+    interval it holds records of, a partition is created standalone (the parent's indexes, the
+    range's CHECK), filled with those records as they are (every column: ids, instants, sequences,
+    digests; no trigger on it yet, so the rollups count nothing twice), the records are deleted
+    from the default partition (the sanctioned path past its append-only trigger) and the partition
+    is ATTACHed, all in one transaction: a reader sees each record exactly once, before and after,
+    and the chain is the same. The range holding `now` (within LIVE_MARGIN) is left: the doors may
+    still be writing into it (a write routed to the default partition while its range is attached
+    fails); it is moved once it has ended. Idempotent; a range whose lock is not granted within
+    LOCK_TIMEOUT is left for the next run."""
+    interval, result = partition_interval(), DefaultRepair()
+    columns = _columns()
+    ranges = [gap for floor, _count in default_ranges() for gap in _gaps(floor, interval_next(floor, interval))]
+    for lower, upper in ranges:
+        name = f"{PARENT}_p{lower:%Y%m%d}"
+        if lower - LIVE_MARGIN <= now < upper + LIVE_MARGIN:
+            result.live.append(name)
+            continue
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+                cursor.execute(f"LOCK TABLE {DEFAULT} IN EXCLUSIVE MODE")  # readers go on; writers wait
+                cursor.execute(
+                    f"CREATE TABLE {name} (LIKE {PARENT} INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES)"
+                )
+                cursor.execute(
+                    f"ALTER TABLE {name} ADD CONSTRAINT {name}_bound CHECK (at >= %s AND at < %s)", [lower, upper]
+                )
+                cursor.execute(
+                    f"INSERT INTO {name} ({columns}) SELECT {columns} FROM {DEFAULT}"  # noqa: S608
+                    " WHERE at >= %s AND at < %s",
+                    [lower, upper],
+                )
+                copied = cursor.rowcount
+                if not copied:  # a part of the interval that holds none of them
+                    raise _NothingToMove
+                cursor.execute("SELECT set_config(%s, 'on', true)", [RETENTION_EXPIRY_SETTING])
+                cursor.execute(f"DELETE FROM {DEFAULT} WHERE at >= %s AND at < %s", [lower, upper])  # noqa: S608
+                if cursor.rowcount != copied:
+                    raise OperationalError(f"{copied} records copied, {cursor.rowcount} deleted")
+                cursor.execute("SELECT set_config(%s, 'off', true)", [RETENTION_EXPIRY_SETTING])
+                cursor.execute(
+                    f"ALTER TABLE {PARENT} ATTACH PARTITION {name} FOR VALUES FROM (%s) TO (%s)", [lower, upper]
+                )
+                cursor.execute(f"ALTER TABLE {name} DROP CONSTRAINT {name}_bound")
+        except _NothingToMove:
+            continue
+        except OperationalError as exc:  # lock_not_available
+            logger.warning("records: could not move the default partition's records into %s now (%s)", name, exc)
+            result.busy.append(name)
+            continue
+        result.moved[name] = copied
+        logger.info("records: %d records moved from the default partition into %s", copied, name)
+    result.left = sum(count for _floor, count in default_ranges())
+    return result
