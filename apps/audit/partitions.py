@@ -79,6 +79,8 @@ class RecordsExpiry:
     busy: list[str] = field(default_factory=list)  # droppable, but DETACH timed out waiting: next run
     deleted: int = 0  # records deleted in batches (tenants with a shorter window than their neighbours)
     moved_aside: int = 0  # kept records copied into replacements of dropped partitions (a hold, a longer window)
+    deleted_from: list[str] = field(default_factory=list)  # tables records were deleted from (to vacuum)
+    created: list[str] = field(default_factory=list)  # replacement partitions (to analyze)
     streams_anchored: int = 0  # stream anchors moved forward
 
 
@@ -401,6 +403,7 @@ def _replace(
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(f"DROP TABLE {part.name}")
     result.dropped.append(part.name)
+    result.created.append(name)
     result.moved_aside += copied
     logger.info("records: dropped partition %s, %d kept records moved aside into %s", part.name, copied, name)
     return DROPPED, Partition(name, part.lower, part.upper)
@@ -504,6 +507,8 @@ def _delete_batched(part: Partition, tenant_pk: int, until: datetime, result: Re
         if rows:
             result.deleted += len(rows)
             result.streams_anchored += anchored
+            if table not in result.deleted_from:
+                result.deleted_from.append(table)
         if len(candidates) < BATCH:
             return True
 
