@@ -614,5 +614,11 @@ def records_default_repair(now: datetime) -> DefaultRepair:
             continue
         result.moved[name] = copied
         logger.info("records: %d records moved from the default partition into %s", copied, name)
+    if result.moved:  # the new partitions' statistics now; the default partition's dead rows gone
+        with connection.cursor() as cursor:
+            for name in result.moved:
+                cursor.execute(f"ANALYZE {name}")
+            if not connection.in_atomic_block:  # VACUUM cannot run in a transaction
+                cursor.execute(f"VACUUM (ANALYZE, SKIP_LOCKED) {DEFAULT}")
     result.left = sum(count for _floor, count in default_ranges())
     return result
