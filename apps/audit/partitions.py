@@ -24,6 +24,11 @@ daily rollups) apply to every partition.
   partition's streams' anchors (computed before, applied in the same transaction); it waits at
   most LOCK_TIMEOUT and is retried at the next run rather than queueing writers behind it.
 
+- `records_default_repair(now)` (`manage.py records_partitions repair`) moves the records that
+  landed in the default partition (the beat job stopped for longer than
+  OPENWOP_RECORDS_PARTITIONS_AHEAD_DAYS) into partitions of their own, as they are, one
+  transaction per interval; the interval being written now waits until it has ended.
+
 A stream only ever loses a front of its records, and only chained ones: its anchor
 (`expired_through` / `expired_digest`) moves to its last expired record in the same transaction
 that removes them, and no record at or below the anchor stays, so `audit_verify` proves the kept

@@ -208,6 +208,7 @@ def test_legal_hold_keeps_a_partition_and_shorter_windows_go_in_batches(subjects
     assert _of(2034, expiry.dropped) == ["audit_hostevent_p20340503", "audit_hostevent_p20340504"]  # empty
     assert expiry.held == ["audit_hostevent_p20340501", "audit_hostevent_p20340502"]
     assert expiry.deleted == 4  # acme's three of May 1 and its one in the default partition
+    assert expiry.deleted_from == ["audit_hostevent_default", "audit_hostevent_p20340501"]  # the pass vacuums these
     assert _tables(expiry.held) == expiry.held
     assert sorted(_where(carol)) == [1, 2, 3, 4, 5, 6, 7, 8]  # nothing of a tenant on hold goes
     assert sorted(_where(alice)) == [5, 6, 7]
