@@ -308,6 +308,10 @@ if not 0 < OPENWOP_RETENTION_RUNS_DUTY <= 1:
     raise ImproperlyConfigured("OPENWOP_RETENTION_RUNS_DUTY is a share of the time: above 0, at most 1.")
 # One record partition per interval: daily, weekly or monthly (apps/audit/partitions.py).
 OPENWOP_RECORDS_PARTITION_INTERVAL = env.str("OPENWOP_RECORDS_PARTITION_INTERVAL", default="daily")
+# How far ahead of now the retention job (hourly) creates record partitions, in days (10): a beat
+# down for a week still finds a partition for every record, none lands in the default partition
+# (`manage.py records_partitions repair` moves what did; docs/operators/retention.md).
+OPENWOP_RECORDS_PARTITIONS_AHEAD_DAYS = env.int("OPENWOP_RECORDS_PARTITIONS_AHEAD_DAYS", default=10)
 # The record chainer (apps/audit/chainer.py) runs every this many seconds (60): it links records a
 # writer left without digests (a release before the chain, during an upgrade); on a host whose
 # writers all chain it finds nothing to do. OPENWOP_MIGRATE_OFFLINE=1 says the doors are stopped
@@ -320,6 +324,8 @@ CELERY_BEAT_SCHEDULE["audit-chain-pending"] = {
 OPENWOP_MIGRATE_OFFLINE = env.bool("OPENWOP_MIGRATE_OFFLINE", default=False)
 if min(OPENWOP_RETENTION_RUNS_DAYS, OPENWOP_RETENTION_RECORDS_DAYS, OPENWOP_RETENTION_BATCH_RUNS) < 1:
     raise ImproperlyConfigured("OPENWOP_RETENTION_RUNS_DAYS, _RECORDS_DAYS and _BATCH_RUNS are at least 1.")
+if OPENWOP_RECORDS_PARTITIONS_AHEAD_DAYS < 0:
+    raise ImproperlyConfigured("OPENWOP_RECORDS_PARTITIONS_AHEAD_DAYS is a number of days, at least 0.")
 # Where records are exported before they expire (apps/audit/archive.py): file:///dir or
 # s3://bucket/prefix (S3-compatible servers via AWS_ENDPOINT_URL and the usual AWS_* variables).
 # Empty: no archive, and records expire without an export.

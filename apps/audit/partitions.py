@@ -13,13 +13,21 @@ daily rollups) apply to every partition.
   left there (reported), as attaching it would fail.
 - `records_expire(now, keep=...)` drops a past partition whole (DETACH, then DROP: no DELETE scan,
   no dead tuples) when every tenant with records in it may lose them (`keep(tenant_pk)` is the
-  instant before which that tenant's records may go; None is a legal hold). A partition one tenant
-  still needs is kept, and the records in it of tenants whose window is shorter are deleted in
-  bounded batches (BATCH rows a transaction, the partition's append-only trigger disabled only
-  inside that transaction: the sanctioned path), as are expired records in the default partition.
+  instant before which that tenant's records may go; None is a legal hold). A partition some
+  tenants still need (a hold, a longer window) is replaced when their records are at most
+  KEPT_SHARE of it: those records are copied as they are into `audit_hostevent_h<first day>_<n>`,
+  which takes the old partition's range in the DETACH's transaction, and the old one is dropped
+  whole (issue 51 item 4; `_replace`). Otherwise it is kept, and the records in it of tenants
+  whose window is shorter are deleted in bounded batches (BATCH rows a transaction, the sanctioned
+  path past the append-only trigger), as are expired records in the default partition.
   DETACH takes the parent's ACCESS EXCLUSIVE lock for a catalog change and the move of the
   partition's streams' anchors (computed before, applied in the same transaction); it waits at
   most LOCK_TIMEOUT and is retried at the next run rather than queueing writers behind it.
+
+- `records_default_repair(now)` (`manage.py records_partitions repair`) moves the records that
+  landed in the default partition (the beat job stopped for longer than
+  OPENWOP_RECORDS_PARTITIONS_AHEAD_DAYS) into partitions of their own, as they are, one
+  transaction per interval; the interval being written now waits until it has ended.
 
 A stream only ever loses a front of its records, and only chained ones: its anchor
 (`expired_through` / `expired_digest`) moves to its last expired record in the same transaction
@@ -53,8 +61,8 @@ logger = logging.getLogger(__name__)
 PARENT = HostEvent._meta.db_table
 DEFAULT = f"{PARENT}_default"
 _STREAMS = HostEventStream._meta.db_table
-AHEAD = 3  # intervals created ahead of the current one
 BATCH = 5000  # rows per transaction when records are deleted rather than dropped
+KEPT_SHARE = 0.5  # a partition is replaced (its kept records moved aside) when they are at most this share
 LOCK_TIMEOUT = "500ms"  # the longest DETACH may keep writers queued behind its lock request
 INTERVALS = ("daily", "weekly", "monthly")
 _BOUNDS = re.compile(r"FOR VALUES FROM \('([^']+)'\) TO \('([^']+)'\)")
@@ -75,6 +83,9 @@ class RecordsExpiry:
     held: list[str] = field(default_factory=list)  # past partitions kept: a tenant still keeps records there
     busy: list[str] = field(default_factory=list)  # droppable, but DETACH timed out waiting: next run
     deleted: int = 0  # records deleted in batches (tenants with a shorter window than their neighbours)
+    moved_aside: int = 0  # kept records copied into replacements of dropped partitions (a hold, a longer window)
+    deleted_from: list[str] = field(default_factory=list)  # tables records were deleted from (to vacuum)
+    created: list[str] = field(default_factory=list)  # replacement partitions (to analyze)
     streams_anchored: int = 0  # stream anchors moved forward
 
 
@@ -122,16 +133,16 @@ def partitions() -> list[Partition]:
 
 
 def records_partitions_ensure(now: datetime, *, since: datetime | None = None) -> list[str]:
-    """Create the partitions from the interval holding `since` (default `now`) through AHEAD
-    intervals after `now`'s; return the names created. Idempotent: a range an existing partition
-    covers is skipped, and a gap between partitions of a former interval setting is filled up to
-    the next existing one."""
+    """Create the partitions from the interval holding `since` (default `now`) through the one
+    holding `now` + OPENWOP_RECORDS_PARTITIONS_AHEAD_DAYS (a beat down for that long still finds a
+    partition for every record; issue 51 item 4); return the names created. Idempotent: a range an
+    existing partition covers is skipped, and a gap between partitions of a former interval setting
+    is filled up to the next existing one."""
     interval = partition_interval()
     existing = partitions()
     cursor_at = interval_floor(since or now, interval)
-    horizon = interval_floor(now, interval)
-    for _ in range(AHEAD + 1):
-        horizon = interval_next(horizon, interval)
+    ahead = timedelta(days=settings.OPENWOP_RECORDS_PARTITIONS_AHEAD_DAYS)
+    horizon = interval_next(interval_floor(now + ahead, interval), interval)
     created: list[str] = []
     while cursor_at < horizon:
         covering = next((p for p in existing if p.lower <= cursor_at < p.upper), None)
@@ -183,11 +194,19 @@ def records_expire(now: datetime, *, keep: Callable[[int], datetime | None]) -> 
         if part.lower >= now:
             break
         tenants = _tenants_in(part.name)
-        if part.upper <= now and all((w := window(t)) is not None and part.upper <= w for t in tenants):
-            outcome = _drop(part, result)
+        if part.upper <= now:
+            expiring = [t for t in tenants if (w := window(t)) is not None and part.upper <= w]
+            if len(expiring) == len(tenants):
+                outcome = _drop(part, result)
+            elif expiring:  # some tenants keep records here: moved aside into a replacement, if few
+                kept = [t for t in tenants if t not in expiring]
+                outcome, replacement = _replace(part, kept, expiring, result)
+                if replacement is not None:
+                    part, outcome = replacement, HELD
+            else:
+                outcome = HELD
             if outcome != HELD:  # dropped, or busy: left whole for the next run, never emptied row by row
                 continue
-        if part.upper <= now:
             result.held.append(part.name)
         remaining.append(part)
     stalled: set[int] = set()  # tenants a busy table stopped: none of their later records go this run
@@ -311,13 +330,107 @@ def _drop(part: Partition, result: RecordsExpiry) -> str:
     return DROPPED
 
 
-def _drop_leftovers(result: RecordsExpiry) -> None:
-    """Drop partitions a run detached (and anchored) but did not get to drop (it stopped between)."""
+_KEPT_NAME = re.compile(rf"{PARENT}_h\d{{8}}_(\d+)")
+
+
+def _replacement_name(part: Partition) -> str:
+    """`audit_hostevent_h<first day>_<n>`: n counts the replacements of that range (a replacement
+    is replaced in turn when another of its tenants' windows passes)."""
+    match = _KEPT_NAME.fullmatch(part.name)
+    return f"{PARENT}_h{part.lower:%Y%m%d}_{int(match.group(1)) + 1 if match else 1}"
+
+
+def _replace(
+    part: Partition, kept: list[int], expiring: list[int], result: RecordsExpiry
+) -> tuple[str, Partition | None]:
+    """Drop a past partition some tenants still keep records in (a legal hold, a longer window):
+    their records are copied, byte for byte, into a replacement partition of the same range,
+    which takes the old one's place in one transaction (DETACH, ATTACH, the expiring streams'
+    anchors moved), and the old one is dropped whole: everyone else's records go without a DELETE.
+
+    The copies keep their ids, instants, sequences and digests, and sit in the same parent, so
+    every reader and `audit_verify` sees exactly the records it saw; the kept streams' anchors do
+    not move. The copy is written before the swap, into a standalone table (no trigger on it yet:
+    the rollups count nothing twice) that carries the parent's indexes and the range's CHECK, so
+    ATTACH builds nothing and scans nothing; the swap checks that the old partition holds no kept
+    record the copy lacks. Worth it only when the kept records are at most KEPT_SHARE of the
+    partition (copying them costs about what deleting as many costs): otherwise, and when a
+    stream of an expiring tenant would not lose a front, HELD (the rows go in batches, as before).
+    The replacement is returned: what stays in it may still go in batches (a window that ends
+    inside the range)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT c.relname FROM pg_class AS c WHERE c.relkind = 'r' AND c.relname LIKE %s"
+            f"SELECT count(*) FILTER (WHERE tenant_id = ANY(%s)), count(*) FROM {part.name}",  # noqa: S608
+            [kept],
+        )
+        kept_rows, total = cursor.fetchone()
+        if kept_rows > KEPT_SHARE * total:
+            return HELD, None
+        cursor.execute(_partition_heads_sql(part.name))
+        rows = [row for row in cursor.fetchall() if row[0] in expiring]
+        heads = [list(column) for column in zip(*rows, strict=True)] or [[], [], [], []]
+        cursor.execute(_NOT_A_FRONT_SQL, [*heads, part.upper, part.lower])
+        if cursor.fetchone() is not None:
+            return HELD, None
+    name, columns = _replacement_name(part), _columns()
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE IF EXISTS {name}")  # a copy an interrupted run left: never attached
+        cursor.execute(
+            f"CREATE TABLE {name} (LIKE {PARENT} INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES)"
+        )
+        cursor.execute(
+            f"ALTER TABLE {name} ADD CONSTRAINT {name}_bound CHECK (at >= %s AND at < %s)", [part.lower, part.upper]
+        )
+        cursor.execute(
+            f"INSERT INTO {name} ({columns}) SELECT {columns} FROM {part.name} WHERE tenant_id = ANY(%s)",  # noqa: S608
+            [kept],
+        )
+        copied = cursor.rowcount
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+            cursor.execute(f"ALTER TABLE {PARENT} DETACH PARTITION {part.name}")
+            cursor.execute(f"SELECT count(*) FROM {part.name} WHERE tenant_id = ANY(%s)", [kept])  # noqa: S608
+            if cursor.fetchone()[0] != copied:  # written meanwhile (an instant across the bound): not now
+                raise _CopyStale
+            cursor.execute(
+                f"ALTER TABLE {PARENT} ATTACH PARTITION {name} FOR VALUES FROM (%s) TO (%s)", [part.lower, part.upper]
+            )
+            cursor.execute(f"ALTER TABLE {name} DROP CONSTRAINT {name}_bound")
+            cursor.execute(_ANCHOR_SQL.format(expiring=_UNNEST), heads)
+            result.streams_anchored += cursor.rowcount
+    except (OperationalError, _CopyStale) as exc:  # lock_not_available: writers were busy; next run
+        logger.warning("records: could not replace %s now (%r)", part.name, exc)
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"DROP TABLE {name}")
+        result.busy.append(part.name)
+        return BUSY, None
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE {part.name}")
+    result.dropped.append(part.name)
+    result.created.append(name)
+    result.moved_aside += copied
+    logger.info("records: dropped partition %s, %d kept records moved aside into %s", part.name, copied, name)
+    return DROPPED, Partition(name, part.lower, part.upper)
+
+
+class _CopyStale(Exception):
+    """The partition gained a kept record after the copy was written."""
+
+
+@cache
+def _columns() -> str:
+    return ", ".join(connection.ops.quote_name(str(f.column)) for f in HostEvent._meta.concrete_fields)
+
+
+def _drop_leftovers(result: RecordsExpiry) -> None:
+    """Drop partitions a run detached (and anchored) but did not get to drop (it stopped between),
+    and a replacement a run filled but did not attach (a copy: the partition it copies is whole)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname FROM pg_class AS c WHERE c.relkind = 'r' AND (c.relname LIKE %s OR c.relname LIKE %s)"
             " AND NOT c.relispartition ORDER BY c.relname",
-            [f"{PARENT}\\_p%"],
+            [f"{PARENT}\\_p%", f"{PARENT}\\_h%"],
         )
         leftovers = [row[0] for row in cursor.fetchall()]
     for name in leftovers:
@@ -399,5 +512,118 @@ def _delete_batched(part: Partition, tenant_pk: int, until: datetime, result: Re
         if rows:
             result.deleted += len(rows)
             result.streams_anchored += anchored
+            if table not in result.deleted_from:
+                result.deleted_from.append(table)
         if len(candidates) < BATCH:
             return True
+
+
+# --- the default partition's records moved into their own partitions (issue 51 item 4) ----------
+
+_FLOOR_SQL = {"daily": "day", "weekly": "week", "monthly": "month"}
+LIVE_MARGIN = timedelta(minutes=1)  # a range this close to the clock may still take writes
+
+
+@dataclass(slots=True)
+class DefaultRepair:
+    """What one `records_default_repair` did."""
+
+    moved: dict[str, int] = field(default_factory=dict)  # partition created -> records moved into it
+    live: list[str] = field(default_factory=list)  # ranges the doors still write into: after they end
+    busy: list[str] = field(default_factory=list)  # the default partition was locked: next run
+    left: int = 0  # records still in the default partition
+
+
+class _NothingToMove(Exception):
+    pass
+
+
+def _gaps(lower: datetime, upper: datetime) -> list[tuple[datetime, datetime]]:
+    """The parts of [lower, upper) no partition covers (a former interval setting's partitions may
+    cover some of it)."""
+    gaps, at = [], lower
+    for part in partitions():
+        if part.upper <= at or part.lower >= upper:
+            continue
+        if part.lower > at:
+            gaps.append((at, part.lower))
+        at = max(at, part.upper)
+    if at < upper:
+        gaps.append((at, upper))
+    return gaps
+
+
+def default_ranges() -> list[tuple[datetime, int]]:
+    """(the interval's first instant, records) for each interval the default partition holds
+    records of, oldest first: one scan of the default partition, which is meant to be empty."""
+    unit = _FLOOR_SQL[partition_interval()]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT date_trunc(%s, at, 'UTC') AS floor, count(*) FROM {DEFAULT} GROUP BY 1 ORDER BY 1",  # noqa: S608
+            [unit],
+        )
+        return list(cursor.fetchall())
+
+
+def records_default_repair(now: datetime) -> DefaultRepair:
+    """Move every record of the default partition into its own interval's partition: for each
+    interval it holds records of, a partition is created standalone (the parent's indexes, the
+    range's CHECK), filled with those records as they are (every column: ids, instants, sequences,
+    digests; no trigger on it yet, so the rollups count nothing twice), the records are deleted
+    from the default partition (the sanctioned path past its append-only trigger) and the partition
+    is ATTACHed, all in one transaction: a reader sees each record exactly once, before and after,
+    and the chain is the same. The range holding `now` (within LIVE_MARGIN) is left: the doors may
+    still be writing into it (a write routed to the default partition while its range is attached
+    fails); it is moved once it has ended. Idempotent; a range whose lock is not granted within
+    LOCK_TIMEOUT is left for the next run."""
+    interval, result = partition_interval(), DefaultRepair()
+    columns = _columns()
+    ranges = [gap for floor, _count in default_ranges() for gap in _gaps(floor, interval_next(floor, interval))]
+    for lower, upper in ranges:
+        name = f"{PARENT}_p{lower:%Y%m%d}"
+        if lower - LIVE_MARGIN <= now < upper + LIVE_MARGIN:
+            result.live.append(name)
+            continue
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+                cursor.execute(f"LOCK TABLE {DEFAULT} IN EXCLUSIVE MODE")  # readers go on; writers wait
+                cursor.execute(
+                    f"CREATE TABLE {name} (LIKE {PARENT} INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES)"
+                )
+                cursor.execute(
+                    f"ALTER TABLE {name} ADD CONSTRAINT {name}_bound CHECK (at >= %s AND at < %s)", [lower, upper]
+                )
+                cursor.execute(
+                    f"INSERT INTO {name} ({columns}) SELECT {columns} FROM {DEFAULT}"  # noqa: S608
+                    " WHERE at >= %s AND at < %s",
+                    [lower, upper],
+                )
+                copied = cursor.rowcount
+                if not copied:  # a part of the interval that holds none of them
+                    raise _NothingToMove
+                cursor.execute("SELECT set_config(%s, 'on', true)", [RETENTION_EXPIRY_SETTING])
+                cursor.execute(f"DELETE FROM {DEFAULT} WHERE at >= %s AND at < %s", [lower, upper])  # noqa: S608
+                if cursor.rowcount != copied:
+                    raise OperationalError(f"{copied} records copied, {cursor.rowcount} deleted")
+                cursor.execute("SELECT set_config(%s, 'off', true)", [RETENTION_EXPIRY_SETTING])
+                cursor.execute(
+                    f"ALTER TABLE {PARENT} ATTACH PARTITION {name} FOR VALUES FROM (%s) TO (%s)", [lower, upper]
+                )
+                cursor.execute(f"ALTER TABLE {name} DROP CONSTRAINT {name}_bound")
+        except _NothingToMove:
+            continue
+        except OperationalError as exc:  # lock_not_available
+            logger.warning("records: could not move the default partition's records into %s now (%s)", name, exc)
+            result.busy.append(name)
+            continue
+        result.moved[name] = copied
+        logger.info("records: %d records moved from the default partition into %s", copied, name)
+    if result.moved:  # the new partitions' statistics now; the default partition's dead rows gone
+        with connection.cursor() as cursor:
+            for name in result.moved:
+                cursor.execute(f"ANALYZE {name}")
+            if not connection.in_atomic_block:  # VACUUM cannot run in a transaction
+                cursor.execute(f"VACUUM (ANALYZE, SKIP_LOCKED) {DEFAULT}")
+    result.left = sum(count for _floor, count in default_ranges())
+    return result

@@ -28,6 +28,14 @@ nothing left to do. In order:
    (`synchronous_commit = off` for that transaction: a batch lost in a crash is expired again by
    the next pass), and after each the job rests so that it works at most
    OPENWOP_RETENTION_RUNS_DUTY of the time (bench/README.md §retention measured why).
+5. The tables the pass changed are maintained at once rather than at autovacuum's leisure
+   (issue 51 item 4): each table it deleted rows from (the run log's tables, a record partition
+   emptied in batches) is VACUUMed (plain, with ANALYZE; SKIP_LOCKED: one a vacuum already holds is
+   left to it), outside any transaction (VACUUM cannot run in one: inside one, as in a test, it is
+   reported skipped and only ANALYZE runs); a replacement partition is ANALYZEd, and so is the
+   records' parent when its partitions changed (`ANALYZE ONLY`, PostgreSQL 17 and later: the
+   parent's own statistics, which autovacuum never gathers; not before 17, where it would
+   re-analyze every partition).
 
 An expired run is gone: every door answers for it exactly as for a task that never existed.
 """
@@ -36,6 +44,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -50,6 +59,7 @@ from django.db.models import ForeignObjectRel
 from django.utils import timezone
 
 from apps.audit.archive import archive_url_configured, export_range, exported_through
+from apps.audit.partitions import PARENT as PARENT_TABLE
 from apps.audit.partitions import RecordsExpiry, records_expire, records_partitions_ensure
 from apps.core.append_only import RETENTION_EXPIRY_SETTING
 from apps.core.async_db import direct_session_lock
@@ -230,6 +240,9 @@ class RetentionReport:
     runs_expired: int = 0
     run_batches: int = 0
     held_tenants: list[str] = field(default_factory=list)
+    vacuumed: list[str] = field(default_factory=list)
+    analyzed: list[str] = field(default_factory=list)
+    vacuum_skipped: bool = False  # the pass ran inside a transaction: VACUUM cannot
     seconds: float = 0.0
 
     def lines(self) -> list[str]:
@@ -238,10 +251,13 @@ class RetentionReport:
             f"partitions created ahead: {', '.join(self.partitions_created) or 'none'}",
             f"exports written: {', '.join(self.exports) or 'none'}",
             f"records: {len(self.records.dropped)} partitions dropped ({', '.join(self.records.dropped) or '-'}),"
+            f" {self.records.moved_aside} records moved aside (kept: a hold, a longer window),"
             f" {self.records.deleted} records deleted in batches, {len(self.records.held)} past partitions held,"
             f" {len(self.records.busy)} busy (next pass)",
             f"runs expired: {self.runs_expired} in {self.run_batches} batches",
             f"tenants on legal hold: {', '.join(self.held_tenants) or 'none'}",
+            f"vacuumed: {', '.join(self.vacuumed) or 'none'}{' (skipped: inside a transaction)' * self.vacuum_skipped};"
+            f" analyzed: {', '.join(self.analyzed) or 'none'}",
         ]
 
 
@@ -259,6 +275,7 @@ def retention_apply(now: dt.datetime) -> RetentionReport:
         report.held_tenants = sorted(slugs[pk] for pk, r in retentions.items() if r.legal_hold)
         _records_pass(now, retentions, slugs, report)
         _runs_pass(now, retentions, settings.OPENWOP_RETENTION_BATCH_RUNS, report)
+        _maintain(report)
     report.seconds = time.monotonic() - started
     logger.info("; ".join(report.lines()))
     return report
@@ -331,6 +348,36 @@ def _runs_pass(now: dt.datetime, retentions: dict[int, Retention], batch: int, r
             report.runs_expired += expired
             report.run_batches += 1
             time.sleep(batch_rest(time.monotonic() - started, settings.OPENWOP_RETENTION_RUNS_DUTY))
+
+
+_TABLE_OF = re.compile(r'^(?:DELETE FROM|UPDATE) ("[^"]+"|\S+)')
+
+
+def _maintain(report: RetentionReport) -> None:
+    """Step 5 of the module docstring."""
+    records = report.records
+    vacuum = list(records.deleted_from)
+    if report.runs_expired:
+        for statement in _run_purge_statements():
+            table = _TABLE_OF.match(statement).group(1).strip('"')  # type: ignore[union-attr]
+            if table not in vacuum:
+                vacuum.append(table)
+    analyze = list(records.created)
+    if (records.dropped or records.deleted or records.created) and getattr(connection, "pg_version", 0) >= 170000:
+        analyze.append(f"ONLY {PARENT_TABLE}")
+    quote = connection.ops.quote_name
+    report.vacuum_skipped = bool(vacuum) and connection.in_atomic_block
+    with connection.cursor() as cursor:
+        for table in vacuum:
+            if report.vacuum_skipped:
+                cursor.execute(f"ANALYZE {quote(table)}")
+                report.analyzed.append(table)
+            else:
+                cursor.execute(f"VACUUM (ANALYZE, SKIP_LOCKED) {quote(table)}")
+                report.vacuumed.append(table)
+        for table in analyze:
+            cursor.execute(f"ANALYZE {table if table.startswith('ONLY ') else quote(table)}")
+            report.analyzed.append(table)
 
 
 def batch_rest(worked: float, duty: float) -> float:

@@ -17,6 +17,7 @@ from django.core.management.base import CommandError
 from django.db import connection
 from django.utils import timezone
 
+from apps.audit.chainer import chain_pending
 from apps.audit.models import ArchiveExport, HostEvent, HostEventStream, NegotiationDailyCount
 from apps.audit.partitions import records_partitions_ensure
 from apps.audit.verify import chain_verify
@@ -62,7 +63,7 @@ def _rollup() -> list[tuple[object, ...]]:
 
 def _tables() -> set[str]:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT tablename FROM pg_tables WHERE tablename LIKE 'audit_hostevent_p%%'")
+        cursor.execute("SELECT tablename FROM pg_tables WHERE tablename ~ '^audit_hostevent_[ph][0-9]'")
         return {row[0] for row in cursor.fetchall()}
 
 
@@ -89,18 +90,29 @@ def test_records_expire_by_partition_and_a_hold_keeps_them(tenants, now, setting
     old_partition = f"audit_hostevent_p{old:%Y%m%d}"
     assert old_partition in _tables()
 
+    chain_pending()  # as the pass does first: the records as they will be kept, digests and all
+    held_records = list(HostEvent.unscoped_all_tenants.filter(tenant=tenants["globex"]).order_by("sequence").values())
     held = retention_apply(now)
 
-    # globex's hold keeps the old partition; acme's records in it go in batches, acme's young stay.
-    assert old_partition in held.records.held and held.records.deleted == 30
+    # globex's hold no longer keeps the old partition: its records move aside into a replacement of
+    # the same range, the partition is dropped whole (acme's 30 with it), acme's young stay.
+    replacement = f"audit_hostevent_h{old:%Y%m%d}_1"
+    assert old_partition in held.records.dropped and old_partition not in _tables()
+    assert replacement in held.records.held and held.records.deleted == 0 and held.records.moved_aside == 20
     assert _kept("acme") == Counter({young.date(): 5}) and _kept("globex") == Counter({old.date(): 20})
+    globex = HostEvent.unscoped_all_tenants.filter(tenant=tenants["globex"]).order_by("sequence").values()
+    assert list(globex) == held_records  # readable as they were
     assert _rollup() == rollup
+    verify = StringIO()
+    call_command("audit_verify", "--tenant", "globex", stdout=verify)
+    assert "intact: 20 records in 1 streams" in verify.getvalue(), verify.getvalue()
+    assert "20 records moved aside" in "; ".join(held.lines())
 
     retention_set(tenant=tenants["globex"], legal_hold=False, actor="test")
     lifted = retention_apply(now)
 
-    assert lifted.records.dropped == [old_partition] and lifted.records.deleted == 0
-    assert old_partition not in _tables()  # dropped whole, not emptied
+    assert lifted.records.dropped == [replacement] and lifted.records.deleted == 0
+    assert replacement not in _tables()  # dropped whole, not emptied
     assert _kept("globex") == Counter() and _kept("acme") == Counter({young.date(): 5})
     assert _rollup() == rollup  # the charts and the deprecation view keep their numbers
     assert chain_verify().intact  # what stays starts at the anchors the expiry moved
