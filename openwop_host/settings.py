@@ -409,6 +409,9 @@ OPENWOP_MAX_STREAMS_PER_KEY = env.int("OPENWOP_MAX_STREAMS_PER_KEY", default=32)
 # An open stream re-checks its credential this often and ends once it is revoked or expired
 # (apps/core/stream_lease.py).
 OPENWOP_STREAM_RECHECK_SECONDS = env.float("OPENWOP_STREAM_RECHECK_SECONDS", default=5.0)
+# A stream's slot is a lease its stream renews while open (every recheck, and at least three times
+# a lease); the slots of a process that died (SIGKILL, OOM) free themselves after this many seconds.
+OPENWOP_STREAM_SLOT_LEASE_SECONDS = env.float("OPENWOP_STREAM_SLOT_LEASE_SECONDS", default=30.0)
 OPENWOP_MAX_PUSH_CONFIGS_PER_TASK = env.int("OPENWOP_MAX_PUSH_CONFIGS_PER_TASK", default=10)
 OPENWOP_MAX_PENDING_DELIVERIES_PER_TENANT = env.int("OPENWOP_MAX_PENDING_DELIVERIES_PER_TENANT", default=10000)
 # Tenant console sign-in: failures per username + address within the window (apps/console/login_throttle.py).

@@ -1,9 +1,12 @@
-"""Per-API-key abuse limits kept in the cache: a fixed request window and a concurrent-stream count.
+"""Per-API-key abuse limits kept in the cache: a fixed request window and leased stream slots.
 
 The cache is Redis when REDIS_URL is set (settings.CACHES), so every web process shares the
 counters; otherwise Django's local-memory cache, per process. Counters are keyed by an HMAC of the
 bearer token, never the token itself and without a database lookup, so a forged or unknown token
 costs no query here and nobody can spend another key's budget without holding its secret.
+
+A stream slot is a leased entry, not a counter (see "stream slots" below): the slots of a process
+that died free themselves within OPENWOP_STREAM_SLOT_LEASE_SECONDS.
 
 Both limits fail open: with the cache unreachable (Redis down) requests are served unlimited for
 CACHE_RETRY_SECONDS before the cache is tried again, and a warning is logged at most once a
@@ -16,7 +19,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import threading
 import time
+import uuid
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -32,8 +37,6 @@ from apps.core.resp import RespClient, resp_client
 logger = logging.getLogger(__name__)
 
 _KEY_SALT = "openwop-host.rate-limits"
-# A stream slot that was never released (its process died) is forgotten after this long.
-STREAM_SLOT_TTL_SECONDS = 3600
 # After a cache failure the limits stay off this long, so an unreachable Redis costs one connect
 # timeout per interval rather than one per request.
 CACHE_RETRY_SECONDS = 5.0
@@ -214,30 +217,164 @@ async def request_admit_async(bucket: str, limits: LimitSettings) -> int | None:
     return _retry_after(limits, int(count), now, window)
 
 
-def stream_slot_acquire(bucket: str, limits: LimitSettings) -> bool | None:
-    """Take a stream slot. True: taken (release it later); False: the key is at its ceiling;
-    None: nothing to release (no ceiling, or the cache is down)."""
-    if limits.streams <= 0 or not _cache_usable():
+# --- stream slots: one leased entry per open stream ---------------------------------------------
+#
+# A slot is an entry (a random id) in a sorted set per bucket, scored by the time its lease runs
+# out. Taking one drops the set's expired entries, counts the rest and adds the new one, in one
+# Lua script (atomic: two processes cannot both take the last slot); the stream renews its lease
+# while it lasts (apps/core/stream_lease.py) and removes its entry when it ends. A process that
+# dies (SIGKILL, OOM, a lost node) renews nothing, so its slots free themselves within a lease.
+# Without Redis the same table lives in this process (a dict of entries with expiries).
+
+_ACQUIRE = """
+local now = tonumber(ARGV[1])
+local expiry = tonumber(ARGV[2])
+for i, key in ipairs(KEYS) do
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+  local limit = tonumber(ARGV[3 + i])
+  if limit > 0 and redis.call('ZCARD', key) >= limit then
+    return i
+  end
+end
+for _, key in ipairs(KEYS) do
+  redis.call('ZADD', key, expiry, ARGV[3])
+  redis.call('PEXPIREAT', key, math.ceil(expiry * 1000) + 1000)
+end
+return 0
+"""
+
+_RENEW = """
+local expiry = tonumber(ARGV[1])
+local held = 0
+for _, key in ipairs(KEYS) do
+  held = held + redis.call('ZADD', key, 'XX', 'CH', expiry, ARGV[2])
+  redis.call('PEXPIREAT', key, math.ceil(expiry * 1000) + 1000)
+end
+return held
+"""
+
+
+def stream_slot_lease_seconds() -> float:
+    """How long a stream slot holds without renewal (OPENWOP_STREAM_SLOT_LEASE_SECONDS, >= 1 s)."""
+    return max(1.0, float(getattr(settings, "OPENWOP_STREAM_SLOT_LEASE_SECONDS", 30)))
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSlot:
+    """A slot taken: the set(s) its entry is in and the entry's id; `release` / `renew` take it."""
+
+    keys: tuple[str, ...]  # the cache keys of the sets (already prefixed by the cache's make_key)
+    slot_id: str
+    local: bool  # in this process's table (no Redis), not in Redis
+
+
+@dataclass(frozen=True, slots=True)
+class SlotRefused:
+    """No slot: the set at `budget` (e.g. "key_streams") already holds `limit` entries."""
+
+    budget: str
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class SlotBudget:
+    """One set a stream's entry must fit in: its cache key, its ceiling (0 = none), its name."""
+
+    key: str
+    limit: int
+    budget: str
+
+
+_local_slots: dict[str, dict[str, float]] = {}
+_local_lock = threading.Lock()
+
+
+def _slot_redis() -> Any:
+    """The counters' own redis-py client (the cache's pool): the scripts need more than get/incr."""
+    return _counters()._cache.get_client(write=True)  # type: ignore[attr-defined]
+
+
+def stream_slot_acquire(
+    bucket: str, limits: LimitSettings, *, now: float | None = None
+) -> StreamSlot | SlotRefused | None:
+    """Take one of the key's stream slots (a leased entry, see above). A StreamSlot: taken
+    (release it later, renew it meanwhile); SlotRefused: the key is at its ceiling; None: nothing
+    taken and nothing to release (no ceiling, or the cache is down: fail open)."""
+    if limits.streams <= 0:
         return None
-    key = _streams_cache_key(bucket)
+    return stream_slots_acquire([SlotBudget(_streams_cache_key(bucket), limits.streams, "key_streams")], now=now)
+
+
+def stream_slots_acquire(budgets: list[SlotBudget], *, now: float | None = None) -> StreamSlot | SlotRefused | None:
+    """One entry in every set of `budgets` at once, or none (the first full set refuses)."""
+    budgets = [b for b in budgets if b.limit > 0]
+    if not budgets or not _cache_usable():
+        return None
+    now = time.time() if now is None else now
+    expiry = now + stream_slot_lease_seconds()
+    slot_id = uuid.uuid4().hex
+    if _redis_location() is None:
+        keys = tuple(b.key for b in budgets)
+        with _local_lock:
+            for budget in budgets:
+                entries = _local_slots.setdefault(budget.key, {})
+                for held, until in list(entries.items()):
+                    if until <= now:
+                        del entries[held]
+                if len(entries) >= budget.limit:
+                    return SlotRefused(budget.budget, budget.limit)
+            for key in keys:
+                _local_slots[key][slot_id] = expiry
+        return StreamSlot(keys, slot_id, local=True)
+    keys = tuple(_counters().make_key(b.key) for b in budgets)
     try:
-        _counters().add(key, 0, timeout=STREAM_SLOT_TTL_SECONDS)
-        count = _counters().incr(key)
-        if count > limits.streams:
-            _counters().decr(key)
-            return False
-        _counters().touch(key, STREAM_SLOT_TTL_SECONDS)
-    except Exception as exc:
+        full = int(_slot_redis().eval(_ACQUIRE, len(keys), *keys, now, expiry, slot_id, *(b.limit for b in budgets)))
+    except Exception as exc:  # fail open (module docstring)
         _cache_down(exc)
         return None
-    return True
+    if full:
+        refused = budgets[full - 1]
+        return SlotRefused(refused.budget, refused.limit)
+    return StreamSlot(keys, slot_id, local=False)
 
 
-def stream_slot_release(bucket: str) -> None:
-    key = _streams_cache_key(bucket)
+def stream_slot_renew(slot: StreamSlot, *, now: float | None = None) -> bool:
+    """Extend the slot's lease by a lease from now. False: it is no longer held (it expired and
+    was dropped, or the cache failed); the stream goes on either way (fail open)."""
+    now = time.time() if now is None else now
+    expiry = now + stream_slot_lease_seconds()
+    if slot.local:
+        with _local_lock:
+            held = False
+            for key in slot.keys:
+                entries = _local_slots.get(key, {})
+                if slot.slot_id in entries:
+                    entries[slot.slot_id] = expiry
+                    held = True
+            return held
+    if not _cache_usable():
+        return False
     try:
-        if _counters().decr(key) < 0:
-            _counters().set(key, 0, timeout=STREAM_SLOT_TTL_SECONDS)
-    except Exception as exc:  # an expired key (ValueError) or the cache down: nothing held any more
-        if not isinstance(exc, ValueError):
-            _cache_down(exc)
+        return int(_slot_redis().eval(_RENEW, len(slot.keys), *slot.keys, expiry, slot.slot_id)) > 0
+    except Exception as exc:
+        _cache_down(exc)
+        return False
+
+
+def stream_slot_release(slot: StreamSlot) -> None:
+    if slot.local:
+        with _local_lock:
+            for key in slot.keys:
+                entries = _local_slots.get(key)
+                if entries is not None:
+                    entries.pop(slot.slot_id, None)
+                    if not entries:
+                        del _local_slots[key]
+        return
+    try:
+        pipe = _slot_redis().pipeline(transaction=False)
+        for key in slot.keys:
+            pipe.zrem(key, slot.slot_id)
+        pipe.execute()
+    except Exception as exc:  # the cache down: the entry's lease frees it
+        _cache_down(exc)

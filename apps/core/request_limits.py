@@ -33,6 +33,8 @@ from apps.core.overload import OVERLOAD_RETRY_AFTER_SECONDS, is_overload
 from apps.core.protocol import wants_envelope
 from apps.core.rate_limits import (
     LimitSettings,
+    SlotRefused,
+    StreamSlot,
     caller_key,
     request_admit,
     request_admit_async,
@@ -76,9 +78,7 @@ class Refusal:
 
 
 def overload_refusal(request_id: Any = None) -> Refusal:
-    return Refusal(
-        "overloaded", "The host is saturated; retry shortly.", 0, OVERLOAD_RETRY_AFTER_SECONDS, request_id
-    )
+    return Refusal("overloaded", "The host is saturated; retry shortly.", 0, OVERLOAD_RETRY_AFTER_SECONDS, request_id)
 
 
 Renderer = Callable[[HttpRequest, Refusal], HttpResponseBase]
@@ -161,18 +161,20 @@ def _is_stream_response(response: HttpResponseBase) -> TypeGuard[StreamingHttpRe
     )
 
 
-async def stream_released_after(stream: AsyncIterator[bytes], bucket: str) -> AsyncIterator[bytes]:
-    """The same bytes; the slot goes back however the stream ends (done, error, client gone)."""
-    async with stream_slot_held(bucket):
+async def stream_released_after(stream: AsyncIterator[bytes], slot: StreamSlot) -> AsyncIterator[bytes]:
+    """The same bytes; the slot is renewed meanwhile and goes back however the stream ends."""
+    async with stream_slot_held(slot):
         async for chunk in stream:
             yield chunk
 
 
-def _released_after_sync(stream: Iterator[bytes], bucket: str) -> Iterator[bytes]:
+def _released_after_sync(stream: Iterator[bytes], slot: StreamSlot) -> Iterator[bytes]:
+    """The sync path (WSGI, Django's test client): nothing renews the lease, so a stream longer
+    than OPENWOP_STREAM_SLOT_LEASE_SECONDS stops counting against the ceiling then."""
     try:
         yield from stream
     finally:
-        stream_slot_release(bucket)
+        stream_slot_release(slot)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +182,7 @@ class _Admission:
     """What the middleware decided before dispatch: a refusal, or the stream slot it holds."""
 
     refusal: Refusal | None
-    held_bucket: str | None  # the caller's bucket when this request holds one of its stream slots
+    held_slot: StreamSlot | None  # the stream slot this request holds, if any
 
 
 def _admit(request: HttpRequest) -> _Admission:
@@ -221,11 +223,15 @@ def _rate_refusal(limits: LimitSettings, retry_after: int | None) -> Refusal | N
 
 
 def _admission(
-    request: HttpRequest, limits: LimitSettings, bucket: str | None, refusal: Refusal | None, taken: bool | None
+    request: HttpRequest,
+    limits: LimitSettings,
+    bucket: str | None,
+    refusal: Refusal | None,
+    taken: StreamSlot | SlotRefused | None,
 ) -> _Admission:
     """The decision once the counters answered: a stream over the key's ceiling is refused, and a
     rate or stream refusal echoes the JSON-RPC id."""
-    if taken is False:
+    if isinstance(taken, SlotRefused):
         refusal = Refusal(
             "streams_exhausted",
             f"This credential already holds {limits.streams} open streams.",
@@ -234,7 +240,7 @@ def _admission(
         )
     if refusal is not None and refusal.kind in ("rate_limited", "streams_exhausted"):
         refusal = Refusal(refusal.kind, refusal.message, refusal.limit, refusal.retry_after, request_id_of(request))
-    return _Admission(refusal, bucket if taken else None)
+    return _Admission(refusal, taken if isinstance(taken, StreamSlot) else None)
 
 
 class RequestLimitsMiddleware(HybridMiddleware):
@@ -250,8 +256,8 @@ class RequestLimitsMiddleware(HybridMiddleware):
         try:
             response = self.sync_next(request)
         except BaseException:
-            if admission.held_bucket is not None:
-                stream_slot_release(admission.held_bucket)
+            if admission.held_slot is not None:
+                stream_slot_release(admission.held_slot)
             raise
         return self._hand_back(response, admission)
 
@@ -265,11 +271,11 @@ class RequestLimitsMiddleware(HybridMiddleware):
         try:
             response = await self.async_next(request)
         except BaseException:
-            if admission.held_bucket is not None:
-                await stream_slot_give_back(admission.held_bucket)
+            if admission.held_slot is not None:
+                await stream_slot_give_back(admission.held_slot)
             raise
-        if admission.held_bucket is not None and not (_is_stream_response(response) and response.is_async):
-            await stream_slot_give_back(admission.held_bucket)
+        if admission.held_slot is not None and not (_is_stream_response(response) and response.is_async):
+            await stream_slot_give_back(admission.held_slot)
             return response
         return self._hand_back(response, admission)
 
@@ -285,19 +291,19 @@ class RequestLimitsMiddleware(HybridMiddleware):
     @staticmethod
     def _hand_back(response: HttpResponseBase, admission: _Admission) -> HttpResponseBase:
         """A held slot rides along with a stream until it ends, and is given back at once otherwise."""
-        bucket = admission.held_bucket
-        if bucket is None:
+        slot = admission.held_slot
+        if slot is None:
             return response
         if _is_stream_response(response):
             # `is_async` says which of the two iterator kinds `streaming_content` is; the stubs can't.
             if response.is_async:
                 content = cast(AsyncIterator[bytes], response.streaming_content)
-                response.streaming_content = stream_released_after(content, bucket)
+                response.streaming_content = stream_released_after(content, slot)
             else:
                 sync_content = cast(Iterator[bytes], response.streaming_content)
-                response.streaming_content = _released_after_sync(iter(sync_content), bucket)
+                response.streaming_content = _released_after_sync(iter(sync_content), slot)
         else:
-            stream_slot_release(bucket)
+            stream_slot_release(slot)
         return response
 
 

@@ -379,7 +379,7 @@ async def _serve_request(
                 await _send_response(render(request, admission.refusal), send, extra)  # type: ignore[arg-type]
                 return
             # The slot taken at admission goes back however the answer ends (apps.core.stream_lease).
-            async with stream_slot_held(admission.held_bucket):
+            async with stream_slot_held(admission.held_slot):
                 await _respond_until_disconnect(_respond(request, view, kwargs, send, extra), receive, send)
         finally:
             if context in SyncToAsync.context_to_thread_executor:
