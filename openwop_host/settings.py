@@ -406,6 +406,14 @@ OPENWOP_MAX_JSON_DEPTH = env.int("OPENWOP_MAX_JSON_DEPTH", default=64)
 OPENWOP_RATE_LIMIT_REQUESTS = env.int("OPENWOP_RATE_LIMIT_REQUESTS", default=1200)
 OPENWOP_RATE_LIMIT_WINDOW_SECONDS = env.int("OPENWOP_RATE_LIMIT_WINDOW_SECONDS", default=60)
 OPENWOP_MAX_STREAMS_PER_KEY = env.int("OPENWOP_MAX_STREAMS_PER_KEY", default=32)
+# Tenant budgets beside the per-key ones, over all of a tenant's keys (a tenant's TenantBudget row
+# overrides them; apps/core/request_limits.py): requests per window (the window above, 60 s by
+# default) and streams open at once; refused with 429 / the door's own error naming the budget.
+# Enforced once this process has seen one of the tenant's keys authenticate (no query per request).
+OPENWOP_TENANT_REQUESTS_PER_MINUTE = env.int("OPENWOP_TENANT_REQUESTS_PER_MINUTE", default=6000)
+OPENWOP_TENANT_STREAMS = env.int("OPENWOP_TENANT_STREAMS", default=128)
+# Streams open at once in one web (or gRPC) process, every tenant together.
+OPENWOP_MAX_STREAMS = env.int("OPENWOP_MAX_STREAMS", default=1000)
 # An open stream re-checks its credential this often and ends once it is revoked or expired
 # (apps/core/stream_lease.py).
 OPENWOP_STREAM_RECHECK_SECONDS = env.float("OPENWOP_STREAM_RECHECK_SECONDS", default=5.0)

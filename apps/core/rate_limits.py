@@ -32,6 +32,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.crypto import salted_hmac
 
+from apps.core import invalidation
 from apps.core.resp import RespClient, resp_client
 
 logger = logging.getLogger(__name__)
@@ -49,6 +50,9 @@ class LimitSettings:
     requests: int  # per window; 0 = unlimited
     window_seconds: int
     streams: int  # concurrent streams per key; 0 = unlimited
+    tenant_requests: int = 0  # per window over all of a tenant's keys (the host default); 0 = unlimited
+    tenant_streams: int = 0  # open streams over all of a tenant's keys (the host default); 0 = unlimited
+    host_streams: int = 0  # open streams in this process, every caller together; 0 = unlimited
 
     @classmethod
     def current(cls) -> LimitSettings:
@@ -56,7 +60,86 @@ class LimitSettings:
             requests=int(getattr(settings, "OPENWOP_RATE_LIMIT_REQUESTS", 0)),
             window_seconds=max(1, int(getattr(settings, "OPENWOP_RATE_LIMIT_WINDOW_SECONDS", 60))),
             streams=int(getattr(settings, "OPENWOP_MAX_STREAMS_PER_KEY", 0)),
+            tenant_requests=int(getattr(settings, "OPENWOP_TENANT_REQUESTS_PER_MINUTE", 0)),
+            tenant_streams=int(getattr(settings, "OPENWOP_TENANT_STREAMS", 0)),
+            host_streams=int(getattr(settings, "OPENWOP_MAX_STREAMS", 0)),
         )
+
+
+# --- the tenant behind a bucket, learned once its key authenticated in this process ---------------
+#
+# A tenant's budgets are enforced before authentication, so the tenant of a request must be known
+# without a query: the tenants app tells this table, after a key authenticated, which tenant (and
+# which budget row) its bucket belongs to (`bucket_tenant_learn`). The entries live in the `apikey`
+# topic of the invalidation cache (apps/core/invalidation.py), so a revoked key or an edited tenant
+# drops them in every process; a budget edit (no trigger of its own) applies once an entry is
+# older than TENANT_LEARNED_SECONDS, when the next authenticated request learns it again. A bucket
+# not known yet (the key's first request in this process) is limited per key only.
+
+TENANT_LEARNED_SECONDS = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class BucketTenant:
+    """The tenant a bucket's key belongs to, and its own budgets (None: the host default)."""
+
+    pk: int
+    slug: str
+    requests_per_minute: int | None = None
+    streams: int | None = None
+    learned_at: float = 0.0  # time.monotonic() when learned
+
+    def requests(self, limits: LimitSettings) -> int:
+        return limits.tenant_requests if self.requests_per_minute is None else self.requests_per_minute
+
+    def stream_ceiling(self, limits: LimitSettings) -> int:
+        return limits.tenant_streams if self.streams is None else self.streams
+
+
+def _tenant_entry(bucket: str) -> tuple[str, str]:
+    return ("bucket-tenant", bucket)
+
+
+def bucket_tenant(bucket: str) -> BucketTenant | None:
+    """The bucket's tenant when this process learned it (a dict read: no I/O), else None."""
+    value, _ = invalidation.lookup(invalidation.TOPIC_APIKEY, _tenant_entry(bucket))
+    return value if isinstance(value, BucketTenant) else None
+
+
+def bucket_tenant_to_learn(bucket: str) -> int | None:
+    """The cache generation to learn the bucket's tenant under, or None when nothing is to be learned
+    (known and fresh, or the cache is not in use here)."""
+    value, generation = invalidation.lookup(invalidation.TOPIC_APIKEY, _tenant_entry(bucket))
+    if isinstance(value, BucketTenant) and time.monotonic() - value.learned_at < TENANT_LEARNED_SECONDS:
+        return None
+    return generation
+
+
+def bucket_tenant_learn(bucket: str, tenant: BucketTenant, generation: int) -> None:
+    """Remember `tenant` for `bucket` (its key just authenticated), under the generation
+    `bucket_tenant_to_learn` gave before the tenant's rows were read."""
+    if not tenant.learned_at:
+        tenant = BucketTenant(tenant.pk, tenant.slug, tenant.requests_per_minute, tenant.streams, time.monotonic())
+    invalidation.store(invalidation.TOPIC_APIKEY, _tenant_entry(bucket), tenant, generation)
+
+
+def _tenant_bucket(tenant: BucketTenant) -> str:
+    # The slug too: a pk alone could name another tenant in a database made again (a test run).
+    return f"t:{tenant.pk}:{tenant.slug}"
+
+
+def tenant_limits(tenant: BucketTenant, limits: LimitSettings) -> LimitSettings:
+    """The tenant's request budget as a window counter's settings (the key's window length)."""
+    return LimitSettings(requests=tenant.requests(limits), window_seconds=limits.window_seconds, streams=0)
+
+
+def tenant_request_admit(tenant: BucketTenant, limits: LimitSettings) -> int | None:
+    """Count one request against the tenant's budget: None admitted, else the seconds to retry after."""
+    return request_admit(_tenant_bucket(tenant), tenant_limits(tenant, limits))
+
+
+async def tenant_request_admit_async(tenant: BucketTenant, limits: LimitSettings) -> int | None:
+    return await request_admit_async(_tenant_bucket(tenant), tenant_limits(tenant, limits))
 
 
 _buckets: dict[str, str | None] = {}
@@ -263,9 +346,9 @@ def stream_slot_lease_seconds() -> float:
 class StreamSlot:
     """A slot taken: the set(s) its entry is in and the entry's id; `release` / `renew` take it."""
 
-    keys: tuple[str, ...]  # the cache keys of the sets (already prefixed by the cache's make_key)
+    keys: tuple[str, ...]  # the Redis sets it is in (keys already prefixed by the cache's make_key)
     slot_id: str
-    local: bool  # in this process's table (no Redis), not in Redis
+    local_keys: tuple[str, ...] = ()  # this process's sets it is in (all of them without Redis)
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +366,10 @@ class SlotBudget:
     key: str
     limit: int
     budget: str
+    local: bool = False  # this process's own set, even with Redis (the host-wide cap per process)
+
+
+HOST_STREAMS_KEY = "openwop:streams:host"
 
 
 _local_slots: dict[str, dict[str, float]] = {}
@@ -295,47 +382,74 @@ def _slot_redis() -> Any:
 
 
 def stream_slot_acquire(
-    bucket: str, limits: LimitSettings, *, now: float | None = None
+    bucket: str, limits: LimitSettings, *, tenant: BucketTenant | None = None, now: float | None = None
 ) -> StreamSlot | SlotRefused | None:
-    """Take one of the key's stream slots (a leased entry, see above). A StreamSlot: taken
-    (release it later, renew it meanwhile); SlotRefused: the key is at its ceiling; None: nothing
-    taken and nothing to release (no ceiling, or the cache is down: fail open)."""
-    if limits.streams <= 0:
-        return None
-    return stream_slots_acquire([SlotBudget(_streams_cache_key(bucket), limits.streams, "key_streams")], now=now)
+    """Take a stream slot (a leased entry, see above) in the key's set, its tenant's (when known)
+    and this process's. A StreamSlot: taken (release it later, renew it meanwhile); SlotRefused:
+    one of them is at its ceiling (which one: `budget`); None: nothing taken and nothing to release
+    (no ceiling, or the cache is down: fail open)."""
+    budgets = [SlotBudget(_streams_cache_key(bucket), limits.streams, "key_streams")]
+    if tenant is not None:
+        budgets.append(SlotBudget(f"openwop:streams:{_tenant_bucket(tenant)}", tenant.stream_ceiling(limits),
+                                  "tenant_streams"))  # fmt: skip
+    budgets.append(SlotBudget(HOST_STREAMS_KEY, limits.host_streams, "host_streams", local=True))
+    return stream_slots_acquire(budgets, now=now)
+
+
+def _local_take(budgets: list[SlotBudget], slot_id: str, now: float, expiry: float) -> SlotRefused | None:
+    with _local_lock:
+        for budget in budgets:
+            entries = _local_slots.setdefault(budget.key, {})
+            for held, until in list(entries.items()):
+                if until <= now:
+                    del entries[held]
+            if len(entries) >= budget.limit:
+                return SlotRefused(budget.budget, budget.limit)
+        for budget in budgets:
+            _local_slots[budget.key][slot_id] = expiry
+    return None
+
+
+def _local_drop(keys: tuple[str, ...], slot_id: str) -> None:
+    with _local_lock:
+        for key in keys:
+            entries = _local_slots.get(key)
+            if entries is not None:
+                entries.pop(slot_id, None)
+                if not entries:
+                    del _local_slots[key]
 
 
 def stream_slots_acquire(budgets: list[SlotBudget], *, now: float | None = None) -> StreamSlot | SlotRefused | None:
-    """One entry in every set of `budgets` at once, or none (the first full set refuses)."""
+    """One entry in every set of `budgets` at once, or none (the first full set refuses). The
+    process's own sets are taken first (and given back if a shared one refuses or fails)."""
     budgets = [b for b in budgets if b.limit > 0]
-    if not budgets or not _cache_usable():
+    if not budgets:
         return None
     now = time.time() if now is None else now
     expiry = now + stream_slot_lease_seconds()
     slot_id = uuid.uuid4().hex
-    if _redis_location() is None:
-        keys = tuple(b.key for b in budgets)
-        with _local_lock:
-            for budget in budgets:
-                entries = _local_slots.setdefault(budget.key, {})
-                for held, until in list(entries.items()):
-                    if until <= now:
-                        del entries[held]
-                if len(entries) >= budget.limit:
-                    return SlotRefused(budget.budget, budget.limit)
-            for key in keys:
-                _local_slots[key][slot_id] = expiry
-        return StreamSlot(keys, slot_id, local=True)
-    keys = tuple(_counters().make_key(b.key) for b in budgets)
+    shared_here = _redis_location() is not None and _cache_usable()
+    if _redis_location() is not None and not shared_here:
+        budgets = [b for b in budgets if b.local]  # the cache is down: the shared sets fail open
+    local = [b for b in budgets if b.local or not shared_here]
+    shared = [b for b in budgets if not (b.local or not shared_here)]
+    local_keys = tuple(b.key for b in local)
+    if local and (refused := _local_take(local, slot_id, now, expiry)) is not None:
+        return refused
+    if not shared:
+        return StreamSlot((), slot_id, local_keys) if local else None
+    keys = tuple(_counters().make_key(b.key) for b in shared)
     try:
-        full = int(_slot_redis().eval(_ACQUIRE, len(keys), *keys, now, expiry, slot_id, *(b.limit for b in budgets)))
+        full = int(_slot_redis().eval(_ACQUIRE, len(keys), *keys, now, expiry, slot_id, *(b.limit for b in shared)))
     except Exception as exc:  # fail open (module docstring)
         _cache_down(exc)
-        return None
+        return StreamSlot((), slot_id, local_keys) if local else None
     if full:
-        refused = budgets[full - 1]
-        return SlotRefused(refused.budget, refused.limit)
-    return StreamSlot(keys, slot_id, local=False)
+        _local_drop(local_keys, slot_id)
+        refused_budget = shared[full - 1]
+        return SlotRefused(refused_budget.budget, refused_budget.limit)
+    return StreamSlot(keys, slot_id, local_keys)
 
 
 def stream_slot_renew(slot: StreamSlot, *, now: float | None = None) -> bool:
@@ -343,15 +457,15 @@ def stream_slot_renew(slot: StreamSlot, *, now: float | None = None) -> bool:
     was dropped, or the cache failed); the stream goes on either way (fail open)."""
     now = time.time() if now is None else now
     expiry = now + stream_slot_lease_seconds()
-    if slot.local:
-        with _local_lock:
-            held = False
-            for key in slot.keys:
-                entries = _local_slots.get(key, {})
-                if slot.slot_id in entries:
-                    entries[slot.slot_id] = expiry
-                    held = True
-            return held
+    held = False
+    with _local_lock:
+        for key in slot.local_keys:
+            entries = _local_slots.get(key, {})
+            if slot.slot_id in entries:
+                entries[slot.slot_id] = expiry
+                held = True
+    if not slot.keys:
+        return held
     if not _cache_usable():
         return False
     try:
@@ -362,14 +476,8 @@ def stream_slot_renew(slot: StreamSlot, *, now: float | None = None) -> bool:
 
 
 def stream_slot_release(slot: StreamSlot) -> None:
-    if slot.local:
-        with _local_lock:
-            for key in slot.keys:
-                entries = _local_slots.get(key)
-                if entries is not None:
-                    entries.pop(slot.slot_id, None)
-                    if not entries:
-                        del _local_slots[key]
+    _local_drop(slot.local_keys, slot.slot_id)
+    if not slot.keys:
         return
     try:
         pipe = _slot_redis().pipeline(transaction=False)

@@ -114,3 +114,33 @@ def test_an_unrenewed_slot_expires_and_a_renewed_one_holds(slot_cache) -> None: 
     rate_limits.stream_slot_release(held)
     assert isinstance(stream_slot_acquire(alive, limits, now=now + 75), rate_limits.StreamSlot)
     rate_limits.stream_slot_release(again)
+
+
+def test_tenant_and_host_stream_ceilings(slot_cache) -> None:  # type: ignore[no-untyped-def]
+    """A stream takes an entry in its key's, its tenant's and this process's sets at once; the first
+    full one refuses and names its budget, and a refused stream holds nothing anywhere."""
+    import uuid
+
+    slug = f"t-{uuid.uuid4().hex}"
+    tenant = rate_limits.BucketTenant(pk=1, slug=slug, streams=2)
+    limits = LimitSettings(requests=0, window_seconds=60, streams=5, tenant_streams=100, host_streams=3)
+    keys = [f"k-{uuid.uuid4().hex}" for _ in range(3)]
+    rate_limits._local_slots.pop(rate_limits.HOST_STREAMS_KEY, None)
+    first = stream_slot_acquire(keys[0], limits, tenant=tenant)
+    second = stream_slot_acquire(keys[1], limits, tenant=tenant)
+    assert isinstance(first, rate_limits.StreamSlot) and isinstance(second, rate_limits.StreamSlot)
+    # The tenant's row says 2 (over the host default of 100): a third key of it is refused.
+    assert stream_slot_acquire(keys[2], limits, tenant=tenant) == rate_limits.SlotRefused("tenant_streams", 2)
+    other = rate_limits.BucketTenant(pk=2, slug=f"{slug}-other")
+    third = stream_slot_acquire(keys[2], limits, tenant=other)
+    assert isinstance(third, rate_limits.StreamSlot)
+    # This process serves 3 streams: the host-wide cap refuses the next, whoever asks.
+    assert stream_slot_acquire(f"k-{uuid.uuid4().hex}", limits, tenant=other) == rate_limits.SlotRefused(
+        "host_streams", 3
+    )
+    rate_limits.stream_slot_release(first)
+    again = stream_slot_acquire(keys[2], limits, tenant=tenant)
+    assert isinstance(again, rate_limits.StreamSlot)
+    for slot in (second, third, again):
+        rate_limits.stream_slot_release(slot)
+    assert not rate_limits._local_slots.get(rate_limits.HOST_STREAMS_KEY)
