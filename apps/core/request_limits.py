@@ -11,6 +11,13 @@ Django's DATA_UPLOAD_MAX_MEMORY_SIZE still bounds their form bodies.
 A stream (SSE on REST, A2A SendStreamingMessage / SubscribeToTask, host events) holds one of its
 key's stream slots from before dispatch until the stream ends, so a refused stream never starts a
 run. A request that turns out not to stream gives its slot back at once.
+
+Tenant budgets (issue 49) sit beside the key's: its tenant's requests per window and open streams
+over all of its keys (OPENWOP_TENANT_REQUESTS_PER_MINUTE, OPENWOP_TENANT_STREAMS, a TenantBudget row
+overriding them) and this process's open streams (OPENWOP_MAX_STREAMS). The tenant comes from the
+per-process bucket -> tenant table (apps.core.rate_limits `bucket_tenant`), never from a query, so
+an over-budget request costs a counter and no authentication. Their refusals name the budget
+(`Refusal.budget`) and are counted per tenant (`openwop_tenant_budget_refusals_total`).
 """
 
 from __future__ import annotations
