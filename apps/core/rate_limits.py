@@ -190,7 +190,9 @@ def _window_cache_key(bucket: str, window: int) -> str:
 
 
 def _streams_cache_key(bucket: str) -> str:
-    return f"openwop:streams:{bucket}"
+    # Not the counter's old `openwop:streams:` key: a release still running it during a rolling
+    # upgrade INCRs a string there, which a sorted-set command would fail on (WRONGTYPE).
+    return f"openwop:slots:{bucket}"
 
 
 def _cache_usable() -> bool:
@@ -369,7 +371,7 @@ class SlotBudget:
     local: bool = False  # this process's own set, even with Redis (the host-wide cap per process)
 
 
-HOST_STREAMS_KEY = "openwop:streams:host"
+HOST_STREAMS_KEY = "openwop:slots:host"
 
 
 _local_slots: dict[str, dict[str, float]] = {}
@@ -390,7 +392,7 @@ def stream_slot_acquire(
     (no ceiling, or the cache is down: fail open)."""
     budgets = [SlotBudget(_streams_cache_key(bucket), limits.streams, "key_streams")]
     if tenant is not None:
-        budgets.append(SlotBudget(f"openwop:streams:{_tenant_bucket(tenant)}", tenant.stream_ceiling(limits),
+        budgets.append(SlotBudget(_streams_cache_key(_tenant_bucket(tenant)), tenant.stream_ceiling(limits),
                                   "tenant_streams"))  # fmt: skip
     budgets.append(SlotBudget(HOST_STREAMS_KEY, limits.host_streams, "host_streams", local=True))
     return stream_slots_acquire(budgets, now=now)
