@@ -443,9 +443,20 @@ OPENWOP_MAX_JSON_DEPTH = env.int("OPENWOP_MAX_JSON_DEPTH", default=64)
 OPENWOP_RATE_LIMIT_REQUESTS = env.int("OPENWOP_RATE_LIMIT_REQUESTS", default=1200)
 OPENWOP_RATE_LIMIT_WINDOW_SECONDS = env.int("OPENWOP_RATE_LIMIT_WINDOW_SECONDS", default=60)
 OPENWOP_MAX_STREAMS_PER_KEY = env.int("OPENWOP_MAX_STREAMS_PER_KEY", default=32)
+# Tenant budgets beside the per-key ones, over all of a tenant's keys (a tenant's TenantBudget row
+# overrides them; apps/core/request_limits.py): requests per window (the window above, 60 s by
+# default) and streams open at once; refused with 429 / the door's own error naming the budget.
+# Enforced once this process has seen one of the tenant's keys authenticate (no query per request).
+OPENWOP_TENANT_REQUESTS_PER_MINUTE = env.int("OPENWOP_TENANT_REQUESTS_PER_MINUTE", default=6000)
+OPENWOP_TENANT_STREAMS = env.int("OPENWOP_TENANT_STREAMS", default=128)
+# Streams open at once in one web (or gRPC) process, every tenant together.
+OPENWOP_MAX_STREAMS = env.int("OPENWOP_MAX_STREAMS", default=1000)
 # An open stream re-checks its credential this often and ends once it is revoked or expired
 # (apps/core/stream_lease.py).
 OPENWOP_STREAM_RECHECK_SECONDS = env.float("OPENWOP_STREAM_RECHECK_SECONDS", default=5.0)
+# A stream's slot is a lease its stream renews while open (every recheck, and at least three times
+# a lease); the slots of a process that died (SIGKILL, OOM) free themselves after this many seconds.
+OPENWOP_STREAM_SLOT_LEASE_SECONDS = env.float("OPENWOP_STREAM_SLOT_LEASE_SECONDS", default=30.0)
 OPENWOP_MAX_PUSH_CONFIGS_PER_TASK = env.int("OPENWOP_MAX_PUSH_CONFIGS_PER_TASK", default=10)
 OPENWOP_MAX_PENDING_DELIVERIES_PER_TENANT = env.int("OPENWOP_MAX_PENDING_DELIVERIES_PER_TENANT", default=10000)
 # Tenant console sign-in: failures per username + address within the window (apps/console/login_throttle.py).

@@ -41,8 +41,8 @@ from apps.core.api_errors import data_error_refusal
 from apps.core.db_threads import release_db_connection
 from apps.core.errors import ValidationFailed
 from apps.core.overload import is_overload
-from apps.core.rate_limits import LimitSettings, caller_key, request_admit_async, stream_slot_acquire
-from apps.core.request_limits import STREAM_RETRY_AFTER_SECONDS, Refusal, overload_refusal
+from apps.core.rate_limits import LimitSettings, StreamSlot, caller_key
+from apps.core.request_limits import Refusal, overload_refusal, rate_refusal_async, stream_slot_take
 from apps.core.stream_lease import CredentialLapsed, items_while_allowed, stream_slot_held
 from apps.tenants.stream_credential import credential_check
 
@@ -113,22 +113,22 @@ def _metadata(context: Context, key: str) -> str | None:
     return None
 
 
-async def _admitted(authorization: str | None, *, stream: bool) -> str | None:
-    """The request-limits middleware's checks for one RPC; the stream slot's bucket when one is held."""
+async def _admitted(authorization: str | None, *, stream: bool) -> StreamSlot | None:
+    """The request-limits middleware's checks for one RPC (the key's and its tenant's rate, then
+    a stream's slot: key, tenant, host); the stream slot when one is held."""
     limits = LimitSettings.current()
     bucket = caller_key(authorization)
     if bucket is None:
         return None
-    retry_after = await request_admit_async(bucket, limits)
-    if retry_after is not None:
-        message = f"More than {limits.requests} requests in {limits.window_seconds} s for this credential."
-        raise refused_for_limit(Refusal("rate_limited", message, limits.requests, retry_after))
+    refusal = await rate_refusal_async(authorization, limits)
+    if refusal is not None:
+        raise refused_for_limit(refusal)
     if not stream:
         return None
-    if not await sync_to_async(stream_slot_acquire, thread_sensitive=False)(bucket, limits):
-        message = f"This credential already holds {limits.streams} open streams."
-        raise refused_for_limit(Refusal("streams_exhausted", message, limits.streams, STREAM_RETRY_AFTER_SECONDS))
-    return bucket
+    taken = await sync_to_async(stream_slot_take, thread_sensitive=False)(bucket, limits)
+    if isinstance(taken, Refusal):
+        raise refused_for_limit(taken)
+    return taken
 
 
 async def _run(operation: Operation, request: Any, context: Context) -> Any:
@@ -190,9 +190,9 @@ async def _streamed(method: str, operation: Operation, request: Any, context: Co
     authorization = _metadata(context, "authorization")
     async with ThreadSensitiveContext():
         try:
-            bucket = await _admitted(authorization, stream=True)
+            slot = await _admitted(authorization, stream=True)
             # The slot goes back however the RPC ends, a cancellation included (apps.core.stream_lease).
-            async with stream_slot_held(bucket):
+            async with stream_slot_held(slot):
                 plan = await _run(operation, request, context)
                 await release_db_connection()  # nothing is held while the stream waits on the log
                 if not isinstance(plan, StreamPlan):

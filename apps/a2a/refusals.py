@@ -32,6 +32,8 @@ REFUSAL_ROWS: dict[str, tuple[int, int, str, str]] = {
 def refusal_info(refusal: Refusal, **metadata: str) -> dict[str, Any]:
     """The refusal's one ErrorInfo: its row's reason, and the limit it hit (none when overloaded)."""
     limit = {} if refusal.kind == "overloaded" else {"limit": str(refusal.limit)}
+    if refusal.budget is not None:  # a tenant or host budget (apps.core.request_limits)
+        limit["budget"] = refusal.budget
     reason = REFUSAL_ROWS[refusal.kind][3]
     return {"@type": ERROR_INFO_TYPE, "reason": reason, "domain": A2A_DOMAIN, "metadata": {**limit, **metadata}}
 

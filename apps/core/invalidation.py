@@ -171,6 +171,19 @@ async def acached(topic: str, key: Hashable, loader: Callable[[], Awaitable[T]])
     return value
 
 
+def lookup(topic: str, key: Hashable) -> tuple[Any, int | None]:
+    """(the cached value, or None when absent; the generation to `store` under, or None when
+    nothing may be stored now): for a cache filled by someone other than a loader (apps.core.rate_limits'
+    bucket -> tenant table, filled where a key authenticates). A dict read, no I/O."""
+    value, generation = _lookup(topic, key)
+    return (None if value is _MISSING else value), generation
+
+
+def store(topic: str, key: Hashable, value: Any, generation: int) -> None:
+    """Keep `value` for (topic, key) unless `topic` was invalidated since `generation` was read."""
+    _store(topic, key, value, generation)
+
+
 def secret_cache_key(raw: str) -> str:
     """The key a secret is cached under: its SHA-256, so no cache ever holds the raw value."""
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()

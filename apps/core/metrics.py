@@ -98,6 +98,12 @@ SIGN_INS = Counter(
     "checking the password: that username from that address) or delayed (refused: that username's turn).",
     ["door", "outcome"],
 )
+TENANT_BUDGET_REFUSALS = Counter(
+    "openwop_tenant_budget_refusals_total",
+    "Requests refused for a tenant or host budget (apps/core/request_limits.py, the runs' budgets), "
+    "by tenant (its slug; empty when unknown) and budget.",
+    ["tenant", "budget"],
+)
 SSE_STREAMS = Gauge("openwop_sse_streams_open", "Server-sent event streams open now.", multiprocess_mode="livesum")
 
 # Bounded operation names per door: a label value outside these is `other`.
@@ -156,6 +162,11 @@ def caller_tenant_seen(subject: Any) -> Any:
     """Note the authenticated caller's tenant for this request's metrics; returns `subject`."""
     _caller_tenant.set(subject.tenant)
     return subject
+
+
+def tenant_budget_refused(tenant: str, budget: str) -> None:
+    """One refusal for `budget` (e.g. tenant_requests_per_minute) of `tenant` (a slug)."""
+    TENANT_BUDGET_REFUSALS.labels(tenant=tenant, budget=budget).inc()
 
 
 def request_begun() -> Token[str | None]:

@@ -11,10 +11,18 @@ Django's DATA_UPLOAD_MAX_MEMORY_SIZE still bounds their form bodies.
 A stream (SSE on REST, A2A SendStreamingMessage / SubscribeToTask, host events) holds one of its
 key's stream slots from before dispatch until the stream ends, so a refused stream never starts a
 run. A request that turns out not to stream gives its slot back at once.
+
+Tenant budgets (issue 49) sit beside the key's: its tenant's requests per window and open streams
+over all of its keys (OPENWOP_TENANT_REQUESTS_PER_MINUTE, OPENWOP_TENANT_STREAMS, a TenantBudget row
+overriding them) and this process's open streams (OPENWOP_MAX_STREAMS). The tenant comes from the
+per-process bucket -> tenant table (apps.core.rate_limits `bucket_tenant`), never from a query, so
+an over-budget request costs a counter and no authentication. Their refusals name the budget
+(`Refusal.budget`) and are counted per tenant (`openwop_tenant_budget_refusals_total`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -26,18 +34,25 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
 
+from apps.core import metrics
 from apps.core.errors import OpenWopError, Overloaded, PayloadTooLarge, RateLimited, RequestTimeout, ValidationFailed
 from apps.core.hybrid_middleware import HybridMiddleware
 from apps.core.json_limits import json_depth_exceeds, max_json_depth, request_json
 from apps.core.overload import OVERLOAD_RETRY_AFTER_SECONDS, is_overload
 from apps.core.protocol import wants_envelope
 from apps.core.rate_limits import (
+    BucketTenant,
     LimitSettings,
+    SlotRefused,
+    StreamSlot,
+    bucket_tenant,
     caller_key,
     request_admit,
     request_admit_async,
     stream_slot_acquire,
     stream_slot_release,
+    tenant_request_admit,
+    tenant_request_admit_async,
 )
 from apps.core.responses import envelope_response
 from apps.core.stream_lease import stream_slot_give_back, stream_slot_held
@@ -60,10 +75,13 @@ class Refusal:
     limit: int
     retry_after: int | None = None
     request_id: Any = None  # the JSON-RPC id when the body could be read safely, else None
+    budget: str | None = None  # the tenant or host budget it hit (None: a limit of the key or request)
 
     def as_error(self) -> OpenWopError:
         """The host error for this refusal (the REST envelope; doors may map it further)."""
-        details = {"limit": self.limit}
+        details: dict[str, Any] = {"limit": self.limit}
+        if self.budget is not None:
+            details["budget"] = self.budget
         if self.kind == "payload_too_large":
             return PayloadTooLarge(self.message, details=details)
         if self.kind == "json_too_deep":
@@ -76,9 +94,7 @@ class Refusal:
 
 
 def overload_refusal(request_id: Any = None) -> Refusal:
-    return Refusal(
-        "overloaded", "The host is saturated; retry shortly.", 0, OVERLOAD_RETRY_AFTER_SECONDS, request_id
-    )
+    return Refusal("overloaded", "The host is saturated; retry shortly.", 0, OVERLOAD_RETRY_AFTER_SECONDS, request_id)
 
 
 Renderer = Callable[[HttpRequest, Refusal], HttpResponseBase]
@@ -161,18 +177,20 @@ def _is_stream_response(response: HttpResponseBase) -> TypeGuard[StreamingHttpRe
     )
 
 
-async def stream_released_after(stream: AsyncIterator[bytes], bucket: str) -> AsyncIterator[bytes]:
-    """The same bytes; the slot goes back however the stream ends (done, error, client gone)."""
-    async with stream_slot_held(bucket):
+async def stream_released_after(stream: AsyncIterator[bytes], slot: StreamSlot) -> AsyncIterator[bytes]:
+    """The same bytes; the slot is renewed meanwhile and goes back however the stream ends."""
+    async with stream_slot_held(slot):
         async for chunk in stream:
             yield chunk
 
 
-def _released_after_sync(stream: Iterator[bytes], bucket: str) -> Iterator[bytes]:
+def _released_after_sync(stream: Iterator[bytes], slot: StreamSlot) -> Iterator[bytes]:
+    """The sync path (WSGI, Django's test client): nothing renews the lease, so a stream longer
+    than OPENWOP_STREAM_SLOT_LEASE_SECONDS stops counting against the ceiling then."""
     try:
         yield from stream
     finally:
-        stream_slot_release(bucket)
+        stream_slot_release(slot)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,33 +198,69 @@ class _Admission:
     """What the middleware decided before dispatch: a refusal, or the stream slot it holds."""
 
     refusal: Refusal | None
-    held_bucket: str | None  # the caller's bucket when this request holds one of its stream slots
+    held_slot: StreamSlot | None  # the stream slot this request holds, if any
 
 
-def _admit(request: HttpRequest) -> _Admission:
+def rate_refusal(authorization: str | None, limits: LimitSettings) -> Refusal | None:
+    """The request-rate checks, from the Authorization header alone (no body, no query): the key's
+    window, then its tenant's when this process knows the key's tenant (apps.core.rate_limits)."""
+    bucket = caller_key(authorization)
+    if bucket is None:
+        return None
+    refusal = _rate_refusal(limits, request_admit(bucket, limits))
+    if refusal is None and (tenant := bucket_tenant(bucket)) is not None:
+        refusal = _tenant_rate_refusal(tenant, limits, tenant_request_admit(tenant, limits))
+    return refusal
+
+
+async def rate_refusal_async(authorization: str | None, limits: LimitSettings) -> Refusal | None:
+    """`rate_refusal` from the event loop (each window one round trip)."""
+    bucket = caller_key(authorization)
+    if bucket is None:
+        return None
+    refusal = _rate_refusal(limits, await request_admit_async(bucket, limits))
+    if refusal is None and (tenant := bucket_tenant(bucket)) is not None:
+        refusal = _tenant_rate_refusal(tenant, limits, await tenant_request_admit_async(tenant, limits))
+    return refusal
+
+
+def stream_slot_take(bucket: str, limits: LimitSettings) -> StreamSlot | Refusal | None:
+    """A stream slot for the bucket's next stream (key, tenant, host ceilings), or the refusal of
+    the first ceiling that is full; None when nothing is held (no ceiling, the cache down)."""
+    tenant = bucket_tenant(bucket)
+    taken = stream_slot_acquire(bucket, limits, tenant=tenant)
+    if isinstance(taken, SlotRefused):
+        return _stream_refusal(taken, tenant)
+    return taken
+
+
+def _admit(request: HttpRequest, *, rate_checked: bool = False) -> _Admission:
     """Every check before dispatch, in one synchronous step (the async path runs it in one thread
-    hop; the sync path — Django's test client, WSGI — calls it directly and never nests loops)."""
+    hop; the sync path — Django's test client, WSGI — calls it directly and never nests loops).
+    `rate_checked`: the rate was already counted (the doors do it before reading the body)."""
     limits = LimitSettings.current()
-    bucket = caller_key(request.headers.get("Authorization"))
-    retry_after = request_admit(bucket, limits) if bucket is not None else None
-    refusal = _rate_refusal(limits, retry_after) or body_refusal(request)
+    authorization = request.headers.get("Authorization")
+    bucket = caller_key(authorization)
+    refusal = None if rate_checked else rate_refusal(authorization, limits)
+    refusal = refusal or body_refusal(request)
     taken = None
     if refusal is None and bucket is not None and is_stream_request(request):
-        taken = stream_slot_acquire(bucket, limits)
-    return _admission(request, limits, bucket, refusal, taken)
+        taken = stream_slot_take(bucket, limits)
+    return _admission(request, refusal, taken)
 
 
-async def admit_async(request: HttpRequest) -> _Admission:
-    """`_admit` for the doors served from ASGI (apps/doors): the rate counter is one async round
-    trip on the loop; only a request that would open a stream takes a thread for its slot."""
+async def admit_async(request: HttpRequest, *, rate_checked: bool = False) -> _Admission:
+    """`_admit` for the doors served from ASGI (apps/doors): the rate counters are async round
+    trips on the loop; only a request that would open a stream takes a thread for its slot."""
     limits = LimitSettings.current()
-    bucket = caller_key(request.headers.get("Authorization"))
-    retry_after = await request_admit_async(bucket, limits) if bucket is not None else None
-    refusal = _rate_refusal(limits, retry_after) or body_refusal(request)
+    authorization = request.headers.get("Authorization")
+    bucket = caller_key(authorization)
+    refusal = None if rate_checked else await rate_refusal_async(authorization, limits)
+    refusal = refusal or body_refusal(request)
     taken = None
     if refusal is None and bucket is not None and is_stream_request(request):
-        taken = await sync_to_async(stream_slot_acquire, thread_sensitive=False)(bucket, limits)
-    return _admission(request, limits, bucket, refusal, taken)
+        taken = await sync_to_async(stream_slot_take, thread_sensitive=False)(bucket, limits)
+    return _admission(request, refusal, taken)
 
 
 def _rate_refusal(limits: LimitSettings, retry_after: int | None) -> Refusal | None:
@@ -220,21 +274,38 @@ def _rate_refusal(limits: LimitSettings, retry_after: int | None) -> Refusal | N
     )
 
 
-def _admission(
-    request: HttpRequest, limits: LimitSettings, bucket: str | None, refusal: Refusal | None, taken: bool | None
-) -> _Admission:
-    """The decision once the counters answered: a stream over the key's ceiling is refused, and a
-    rate or stream refusal echoes the JSON-RPC id."""
-    if taken is False:
-        refusal = Refusal(
-            "streams_exhausted",
-            f"This credential already holds {limits.streams} open streams.",
-            limits.streams,
-            STREAM_RETRY_AFTER_SECONDS,
-        )
+def _tenant_rate_refusal(tenant: BucketTenant, limits: LimitSettings, retry_after: int | None) -> Refusal | None:
+    if retry_after is None:
+        return None
+    budget = "tenant_requests_per_minute"
+    metrics.tenant_budget_refused(tenant.slug, budget)
+    requests = tenant.requests(limits)
+    message = f"More than {requests} requests in {limits.window_seconds} s for this tenant (its budget {budget})."
+    return Refusal("rate_limited", message, requests, retry_after, budget=budget)
+
+
+def _stream_refusal(refused: SlotRefused, tenant: BucketTenant | None) -> Refusal:
+    """A stream over a ceiling: the key's (as before budgets existed), its tenant's or the host's."""
+    budget: str | None = refused.budget
+    if refused.budget == "key_streams":
+        message, budget = f"This credential already holds {refused.limit} open streams.", None
+    elif refused.budget == "tenant_streams":
+        message = f"This tenant already holds {refused.limit} open streams (its budget tenant_streams)."
+    else:
+        message = f"The host already serves {refused.limit} streams (its budget host_streams)."
+    if budget is not None:
+        metrics.tenant_budget_refused(tenant.slug if tenant is not None else "", budget)
+    return Refusal("streams_exhausted", message, refused.limit, STREAM_RETRY_AFTER_SECONDS, budget=budget)
+
+
+def _admission(request: HttpRequest, refusal: Refusal | None, taken: StreamSlot | Refusal | None) -> _Admission:
+    """The decision once the counters answered: a stream over a ceiling is refused, and a rate or
+    stream refusal echoes the JSON-RPC id."""
+    if isinstance(taken, Refusal):
+        refusal = taken
     if refusal is not None and refusal.kind in ("rate_limited", "streams_exhausted"):
-        refusal = Refusal(refusal.kind, refusal.message, refusal.limit, refusal.retry_after, request_id_of(request))
-    return _Admission(refusal, bucket if taken else None)
+        refusal = dataclasses.replace(refusal, request_id=request_id_of(request))
+    return _Admission(refusal, taken if isinstance(taken, StreamSlot) else None)
 
 
 class RequestLimitsMiddleware(HybridMiddleware):
@@ -250,8 +321,8 @@ class RequestLimitsMiddleware(HybridMiddleware):
         try:
             response = self.sync_next(request)
         except BaseException:
-            if admission.held_bucket is not None:
-                stream_slot_release(admission.held_bucket)
+            if admission.held_slot is not None:
+                stream_slot_release(admission.held_slot)
             raise
         return self._hand_back(response, admission)
 
@@ -265,11 +336,11 @@ class RequestLimitsMiddleware(HybridMiddleware):
         try:
             response = await self.async_next(request)
         except BaseException:
-            if admission.held_bucket is not None:
-                await stream_slot_give_back(admission.held_bucket)
+            if admission.held_slot is not None:
+                await stream_slot_give_back(admission.held_slot)
             raise
-        if admission.held_bucket is not None and not (_is_stream_response(response) and response.is_async):
-            await stream_slot_give_back(admission.held_bucket)
+        if admission.held_slot is not None and not (_is_stream_response(response) and response.is_async):
+            await stream_slot_give_back(admission.held_slot)
             return response
         return self._hand_back(response, admission)
 
@@ -285,19 +356,19 @@ class RequestLimitsMiddleware(HybridMiddleware):
     @staticmethod
     def _hand_back(response: HttpResponseBase, admission: _Admission) -> HttpResponseBase:
         """A held slot rides along with a stream until it ends, and is given back at once otherwise."""
-        bucket = admission.held_bucket
-        if bucket is None:
+        slot = admission.held_slot
+        if slot is None:
             return response
         if _is_stream_response(response):
             # `is_async` says which of the two iterator kinds `streaming_content` is; the stubs can't.
             if response.is_async:
                 content = cast(AsyncIterator[bytes], response.streaming_content)
-                response.streaming_content = stream_released_after(content, bucket)
+                response.streaming_content = stream_released_after(content, slot)
             else:
                 sync_content = cast(Iterator[bytes], response.streaming_content)
-                response.streaming_content = _released_after_sync(iter(sync_content), bucket)
+                response.streaming_content = _released_after_sync(iter(sync_content), slot)
         else:
-            stream_slot_release(bucket)
+            stream_slot_release(slot)
         return response
 
 

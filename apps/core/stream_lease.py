@@ -1,6 +1,7 @@
 """What an open stream holds for its whole life, and how it lets go.
 
-- **Its key's stream slot** (apps.core.rate_limits), taken before dispatch. It is given back by
+- **Its key's stream slot** (apps.core.rate_limits), a leased entry taken before dispatch and
+  renewed every `renew_seconds()` while the stream lasts (`stream_slot_held`). It is given back by
   `stream_slot_held` / `stream_slot_give_back`, on a task of its own that the caller only waits
   for shielded: a cancellation (the client left, or the ASGI server's `http.disconnect` after a
   completed response reaching the door's watcher first) interrupts the wait, never the release:
@@ -24,7 +25,7 @@ from typing import Any, TypeVar
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from apps.core.rate_limits import stream_slot_release
+from apps.core.rate_limits import StreamSlot, stream_slot_lease_seconds, stream_slot_release, stream_slot_renew
 
 Allowed = Callable[[], Awaitable[bool]]
 T = TypeVar("T")
@@ -40,23 +41,41 @@ def recheck_seconds() -> float:
     return max(0.1, float(getattr(settings, "OPENWOP_STREAM_RECHECK_SECONDS", 5)))
 
 
-async def stream_slot_give_back(bucket: str) -> None:
+async def stream_slot_give_back(slot: StreamSlot) -> None:
     """Release the slot; a cancellation of the caller meanwhile does not stop the release."""
-    release = asyncio.get_running_loop().create_task(sync_to_async(stream_slot_release, thread_sensitive=False)(bucket))
+    release = asyncio.get_running_loop().create_task(sync_to_async(stream_slot_release, thread_sensitive=False)(slot))
     _releasing.add(release)
     release.add_done_callback(_releasing.discard)
     await asyncio.shield(release)
 
 
+def renew_seconds() -> float:
+    """How often a held slot's lease is renewed: every recheck, and at least three times a lease."""
+    return min(recheck_seconds(), stream_slot_lease_seconds() / 3)
+
+
+async def _renew_forever(slot: StreamSlot) -> None:
+    renew = sync_to_async(stream_slot_renew, thread_sensitive=False)
+    every = renew_seconds()
+    while True:
+        await asyncio.sleep(every)
+        await renew(slot)
+
+
 @contextlib.asynccontextmanager
-async def stream_slot_held(bucket: str | None) -> AsyncIterator[None]:
-    """The one owner of a slot taken at admission (`bucket` None: none was taken): it goes back
-    when the block ends, however it ends (completed, cancelled, disconnected, error)."""
+async def stream_slot_held(slot: StreamSlot | None) -> AsyncIterator[None]:
+    """The one owner of a slot taken at admission (`slot` None: none was taken): its lease is
+    renewed while the block lasts, and it goes back when the block ends, however it ends
+    (completed, cancelled, disconnected, error). A process that dies meanwhile renews nothing,
+    so its slots free themselves within a lease (apps.core.rate_limits)."""
+    renewing = None if slot is None else asyncio.get_running_loop().create_task(_renew_forever(slot))
     try:
         yield
     finally:
-        if bucket is not None:
-            await stream_slot_give_back(bucket)
+        if renewing is not None:
+            renewing.cancel()
+        if slot is not None:
+            await stream_slot_give_back(slot)
 
 
 class CredentialLapsed(Exception):

@@ -10,8 +10,10 @@ events, static files) to Django unchanged.
 What Django's stack did for these paths is done here, once and cheaply:
 - Host validation and the HTTPS redirect: a request Django would refuse or redirect is handed to
   Django whole, so its answer is Django's, byte for byte.
-- Request limits (body size, JSON depth, per-key rate, stream slots): the same `_admit` decision
-  RequestLimitsMiddleware takes, rendered by the door's registered refusal renderer.
+- Request limits (body size, JSON depth, per-key and per-tenant rate, stream slots): the same
+  decision RequestLimitsMiddleware takes, rendered by the door's registered refusal renderer; the
+  rates are counted from the headers before the body is read, so an over-budget caller costs
+  neither a body read nor authentication.
 - The security headers SecurityMiddleware and XFrameOptionsMiddleware add.
 - A client that disconnects cancels the view (as Django's handler does: tools/call cancels its
   run on it); the server's disconnect after a completed response does not. A stream slot is given
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import time
@@ -55,7 +58,15 @@ from apps.core.fanout import FanOut
 from apps.core.middleware import envelope_contract_close, envelope_contract_open
 from apps.core.overload import is_overload
 from apps.core.protocol import wants_envelope
-from apps.core.request_limits import admit_async, overload_refusal, renderer_for, request_id_of
+from apps.core.rate_limits import LimitSettings
+from apps.core.request_limits import (
+    Refusal,
+    admit_async,
+    overload_refusal,
+    rate_refusal_async,
+    renderer_for,
+    request_id_of,
+)
 from apps.core.responses import envelope_response
 from apps.core.stream_lease import REVOKED_COMMENT, Allowed, served_while_allowed, stream_slot_held
 from apps.mcp.errors import mcp_error_from_data_error
@@ -339,15 +350,21 @@ async def _serve(scope: Scope, receive: Receive, send: Send, view: View, kwargs:
     observed = _Observed(send)
     send = observed
     limit = int(getattr(settings, "OPENWOP_MAX_BODY_BYTES", 0))
+    # Over a request budget (the key's, its tenant's): refused from the headers alone, before the
+    # body is read and before authentication (issue 49 item 3). Only a small JSON-RPC body is still
+    # read, for the id its error must echo.
+    early = None
+    if renderer_for(scope["path"]) is not None:
+        early = await rate_refusal_async(_header(scope, b"authorization"), LimitSettings.current())
     try:
-        body = await _read_body(receive, limit)
+        body = await _read_body(receive, limit) if early is None or _id_worth_reading(scope) else b""
     except _Disconnected:
         return
     request = DoorRequest(scope, body)
     token = metrics.request_begun()
     with tracing.span("openwop.door", traceparent=_header(scope, b"traceparent")) as current:
         try:
-            await _serve_request(request, scope, receive, send, view, kwargs)
+            await _serve_request(request, scope, receive, send, view, kwargs, early)
         finally:
             door, operation = _operation(request, view, kwargs)
             outcome = metrics.outcome_of(observed.status, observed.head)
@@ -361,8 +378,26 @@ async def _serve(scope: Scope, receive: Receive, send: Send, view: View, kwargs:
                 })  # fmt: skip
 
 
+# A refused JSON-RPC request's body is read for its id only up to this size (declared length).
+REFUSAL_ID_READ_BYTES = 16 * 1024
+
+
+def _id_worth_reading(scope: Scope) -> bool:
+    """A JSON-RPC door's small body, whose id the refusal echoes (an MCP client matches on it)."""
+    if scope["path"] != "/mcp" and scope["path"].rstrip("/") != "/a2a/jsonrpc":
+        return False
+    declared = (_header(scope, b"content-length") or "").strip()
+    return declared.isascii() and declared.isdigit() and len(declared) < 9 and int(declared) <= REFUSAL_ID_READ_BYTES
+
+
 async def _serve_request(
-    request: DoorRequest, scope: Scope, receive: Receive, send: Send, view: View, kwargs: dict[str, str]
+    request: DoorRequest,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    view: View,
+    kwargs: dict[str, str],
+    early: Refusal | None = None,
 ) -> None:
     extra = _security_headers(_is_secure(scope))
     render = renderer_for(request.path)
@@ -374,12 +409,16 @@ async def _serve_request(
                 # cancel on a disconnect, so no watcher beside it.
                 await _respond(request, view, kwargs, send, extra)
                 return
-            admission = await admit_async(request)  # type: ignore[arg-type]
+            if early is not None:  # refused before the body was read (`_serve`)
+                refusal = dataclasses.replace(early, request_id=request_id_of(request))  # type: ignore[arg-type]
+                await _send_response(render(request, refusal), send, extra)  # type: ignore[arg-type]
+                return
+            admission = await admit_async(request, rate_checked=True)  # type: ignore[arg-type]
             if admission.refusal is not None:
                 await _send_response(render(request, admission.refusal), send, extra)  # type: ignore[arg-type]
                 return
             # The slot taken at admission goes back however the answer ends (apps.core.stream_lease).
-            async with stream_slot_held(admission.held_bucket):
+            async with stream_slot_held(admission.held_slot):
                 await _respond_until_disconnect(_respond(request, view, kwargs, send, extra), receive, send)
         finally:
             if context in SyncToAsync.context_to_thread_executor:

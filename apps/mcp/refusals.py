@@ -31,7 +31,11 @@ _ROWS: dict[str, tuple[int, int]] = {
 def mcp_refusal(request: HttpRequest, refusal: Refusal) -> HttpResponseBase:
     code, http_status = _ROWS[refusal.kind]
     reason = "rate_limited" if code == RATE_LIMITED_CODE else refusal.kind
-    data = {"reason": reason} if refusal.kind == "overloaded" else {"reason": reason, "limit": refusal.limit}
+    data: dict[str, object] = {"reason": reason}
+    if refusal.kind != "overloaded":
+        data["limit"] = refusal.limit
+    if refusal.budget is not None:  # a tenant or host budget (apps.core.request_limits)
+        data["budget"] = refusal.budget
     error = McpError(code, refusal.message, data, http_status=http_status)
     if refusal.retry_after is not None:
         error.headers["Retry-After"] = str(refusal.retry_after)

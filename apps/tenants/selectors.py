@@ -17,8 +17,9 @@ from django.conf import settings
 from apps.core.errors import CredentialRevoked, Unauthenticated
 from apps.core.invalidation import TOPIC_APIKEY, acached, cached, secret_cache_key
 from apps.core.metrics import caller_tenant_seen
+from apps.core.rate_limits import BucketTenant, bucket_tenant_learn, bucket_tenant_to_learn, caller_key
 from apps.oauth.verify import subject_from_jwt, verified_subject_cached
-from apps.tenants.models import ApiKey, Tenant
+from apps.tenants.models import ApiKey, Tenant, TenantBudget
 from apps.tenants.services import KEY_SCHEME, secret_digest
 from apps.tenants.subject import Subject
 
@@ -100,7 +101,49 @@ def bearer_token(authorization: str | None) -> str:
 
 def subject_from_authorization(authorization: str | None, *, door: str | None = None) -> Subject:
     """The helper async and JSON-RPC views use: the same rules as the DRF authentication class."""
-    return subject_from_api_key(bearer_token(authorization), door=door)
+    return _tenant_learned(authorization, subject_from_api_key(bearer_token(authorization), door=door))
+
+
+# --- the bucket -> tenant table the request limits read before authentication ---------------------
+# (apps.core.rate_limits `bucket_tenant`): once a credential authenticated here, its bucket's tenant
+# and that tenant's budget row are remembered, so its next requests meet the tenant's budgets
+# before any query. Learned again once older than TENANT_LEARNED_SECONDS (a budget edit), dropped
+# by the `apikey` invalidation (a revoked key, an edited tenant).
+
+
+def _bucket_tenant_read(subject: Subject, tenant_pk: int) -> BucketTenant:
+    row = TenantBudget.objects.filter(tenant_id=tenant_pk).values_list("requests_per_minute", "streams").first()
+    requests, streams = row if row is not None else (None, None)
+    return BucketTenant(pk=tenant_pk, slug=subject.tenant, requests_per_minute=requests, streams=streams)
+
+
+def _to_learn(authorization: str | None, subject: Subject) -> tuple[str, int, int] | None:
+    """(bucket, tenant pk, generation) when the bucket's tenant is to be (re)learned, else None."""
+    if subject.tenant_pk is None:
+        return None
+    bucket = caller_key(authorization)
+    generation = None if bucket is None else bucket_tenant_to_learn(bucket)
+    if bucket is None or generation is None:
+        return None
+    return bucket, subject.tenant_pk, generation
+
+
+def _tenant_learned(authorization: str | None, subject: Subject) -> Subject:
+    """`subject`, its bucket's tenant learned on the way (a dict read while it is known)."""
+    learn = _to_learn(authorization, subject)
+    if learn is not None:
+        bucket, tenant_pk, generation = learn
+        bucket_tenant_learn(bucket, _bucket_tenant_read(subject, tenant_pk), generation)
+    return subject
+
+
+async def _atenant_learned(authorization: str | None, subject: Subject) -> Subject:
+    learn = _to_learn(authorization, subject)
+    if learn is not None:
+        bucket, tenant_pk, generation = learn
+        tenant = await sync_to_async(_bucket_tenant_read)(subject, tenant_pk)
+        bucket_tenant_learn(bucket, tenant, generation)
+    return subject
 
 
 def _api_key_cache_key(raw: str) -> tuple[str, str]:
@@ -117,8 +160,9 @@ def subject_from_authorization_cached(authorization: str | None, *, door: str | 
     token goes to its verifier, which keeps its own expiring cache (apps/oauth/verify.py)."""
     raw = bearer_token(authorization)
     if _is_access_token(raw):
-        return subject_from_api_key(raw, door=door)
-    return caller_tenant_seen(cached(TOPIC_APIKEY, _api_key_cache_key(raw), lambda: _subject_from_key(raw)))
+        return _tenant_learned(authorization, subject_from_api_key(raw, door=door))
+    subject = cached(TOPIC_APIKEY, _api_key_cache_key(raw), lambda: _subject_from_key(raw))
+    return _tenant_learned(authorization, caller_tenant_seen(subject))
 
 
 async def asubject_from_authorization_cached(authorization: str | None, *, door: str | None = None) -> Subject:
@@ -130,6 +174,6 @@ async def asubject_from_authorization_cached(authorization: str | None, *, door:
         hit = verified_subject_cached(raw, door)
         if hit is None:
             hit = await sync_to_async(subject_from_jwt)(raw, door=door)
-        return caller_tenant_seen(hit)
+        return await _atenant_learned(authorization, caller_tenant_seen(hit))
     subject = await acached(TOPIC_APIKEY, _api_key_cache_key(raw), lambda: sync_to_async(_subject_from_key)(raw))
-    return caller_tenant_seen(subject)
+    return await _atenant_learned(authorization, caller_tenant_seen(subject))

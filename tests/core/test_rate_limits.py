@@ -70,3 +70,77 @@ def test_every_request_context_shares_one_counter_client() -> None:
     second = contextvars.Context().run(asyncio.run, one_request())
     assert first[1] is second[1]
     assert first[0] is not second[0]  # what the limits no longer use
+
+
+@pytest.fixture(params=["redis", "local"])
+def slot_cache(request, settings):  # type: ignore[no-untyped-def]
+    """The stream slots on this run's Redis (REDIS_URL) and in process memory (no Redis)."""
+    import os
+
+    if request.param == "redis":
+        url = os.environ.get("REDIS_URL")
+        if not url:
+            pytest.skip("REDIS_URL is not set: the Redis half of the lease test needs a Redis")
+        settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}}
+    else:
+        settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    settings.OPENWOP_STREAM_SLOT_LEASE_SECONDS = 30
+    rate_limits._cache_retry_at = 0.0
+    return request.param
+
+
+def test_an_unrenewed_slot_expires_and_a_renewed_one_holds(slot_cache) -> None:  # type: ignore[no-untyped-def]
+    """A slot is a lease (issue 49 item 5): a process that stopped renewing (it died) frees its
+    slot once the lease ran out; a stream that renews keeps it. Times are passed in, not slept."""
+    import uuid
+
+    limits = LimitSettings(requests=0, window_seconds=60, streams=1)
+    now = time.time()
+    dead, alive = f"dead-{uuid.uuid4().hex}", f"alive-{uuid.uuid4().hex}"
+
+    slot = stream_slot_acquire(dead, limits, now=now)
+    assert isinstance(slot, rate_limits.StreamSlot)
+    assert stream_slot_acquire(dead, limits, now=now + 29) == rate_limits.SlotRefused("key_streams", 1)
+    # Never renewed: past its lease the slot is free for another stream of the key.
+    again = stream_slot_acquire(dead, limits, now=now + 31)
+    assert isinstance(again, rate_limits.StreamSlot)
+    assert rate_limits.stream_slot_renew(slot, now=now + 31) is False  # the lapsed one is gone
+
+    held = stream_slot_acquire(alive, limits, now=now)
+    assert isinstance(held, rate_limits.StreamSlot)
+    for step in (20, 40, 60):  # renewed within each lease
+        assert rate_limits.stream_slot_renew(held, now=now + step) is True
+    assert stream_slot_acquire(alive, limits, now=now + 75) == rate_limits.SlotRefused("key_streams", 1)
+    rate_limits.stream_slot_release(held)
+    assert isinstance(stream_slot_acquire(alive, limits, now=now + 75), rate_limits.StreamSlot)
+    rate_limits.stream_slot_release(again)
+
+
+def test_tenant_and_host_stream_ceilings(slot_cache) -> None:  # type: ignore[no-untyped-def]
+    """A stream takes an entry in its key's, its tenant's and this process's sets at once; the first
+    full one refuses and names its budget, and a refused stream holds nothing anywhere."""
+    import uuid
+
+    slug = f"t-{uuid.uuid4().hex}"
+    tenant = rate_limits.BucketTenant(pk=1, slug=slug, streams=2)
+    limits = LimitSettings(requests=0, window_seconds=60, streams=5, tenant_streams=100, host_streams=3)
+    keys = [f"k-{uuid.uuid4().hex}" for _ in range(3)]
+    rate_limits._local_slots.pop(rate_limits.HOST_STREAMS_KEY, None)
+    first = stream_slot_acquire(keys[0], limits, tenant=tenant)
+    second = stream_slot_acquire(keys[1], limits, tenant=tenant)
+    assert isinstance(first, rate_limits.StreamSlot) and isinstance(second, rate_limits.StreamSlot)
+    # The tenant's row says 2 (over the host default of 100): a third key of it is refused.
+    assert stream_slot_acquire(keys[2], limits, tenant=tenant) == rate_limits.SlotRefused("tenant_streams", 2)
+    other = rate_limits.BucketTenant(pk=2, slug=f"{slug}-other")
+    third = stream_slot_acquire(keys[2], limits, tenant=other)
+    assert isinstance(third, rate_limits.StreamSlot)
+    # This process serves 3 streams: the host-wide cap refuses the next, whoever asks.
+    assert stream_slot_acquire(f"k-{uuid.uuid4().hex}", limits, tenant=other) == rate_limits.SlotRefused(
+        "host_streams", 3
+    )
+    rate_limits.stream_slot_release(first)
+    again = stream_slot_acquire(keys[2], limits, tenant=tenant)
+    assert isinstance(again, rate_limits.StreamSlot)
+    for slot in (second, third, again):
+        rate_limits.stream_slot_release(slot)
+    assert not rate_limits._local_slots.get(rate_limits.HOST_STREAMS_KEY)
