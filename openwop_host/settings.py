@@ -451,6 +451,15 @@ OPENWOP_TENANT_REQUESTS_PER_MINUTE = env.int("OPENWOP_TENANT_REQUESTS_PER_MINUTE
 OPENWOP_TENANT_STREAMS = env.int("OPENWOP_TENANT_STREAMS", default=128)
 # Streams open at once in one web (or gRPC) process, every tenant together.
 OPENWOP_MAX_STREAMS = env.int("OPENWOP_MAX_STREAMS", default=1000)
+# A request refused for its rate (the key's or its tenant's budget) is answered after this pause
+# (at most its Retry-After), so a flood on a few connections sends one request per connection
+# per pause instead of thousands a second that the host spends its CPU refusing (issue 49 item 3).
+# At most OPENWOP_REFUSAL_PAUSE_MAX refusals wait at once per process; past that, answered at once.
+# Only the event-loop doors pause (A2A, MCP, the REST wire served async, gRPC). 0: no pause.
+OPENWOP_REFUSAL_PAUSE_SECONDS = env.float("OPENWOP_REFUSAL_PAUSE_SECONDS", default=1.0)
+OPENWOP_REFUSAL_PAUSE_MAX = env.int("OPENWOP_REFUSAL_PAUSE_MAX", default=512)
+if OPENWOP_REFUSAL_PAUSE_SECONDS < 0 or OPENWOP_REFUSAL_PAUSE_MAX < 0:
+    raise ImproperlyConfigured("OPENWOP_REFUSAL_PAUSE_SECONDS and OPENWOP_REFUSAL_PAUSE_MAX are 0 or more.")
 # An open stream re-checks its credential this often and ends once it is revoked or expired
 # (apps/core/stream_lease.py).
 OPENWOP_STREAM_RECHECK_SECONDS = env.float("OPENWOP_STREAM_RECHECK_SECONDS", default=5.0)

@@ -42,7 +42,7 @@ from apps.core.db_threads import release_db_connection
 from apps.core.errors import ValidationFailed
 from apps.core.overload import is_overload
 from apps.core.rate_limits import LimitSettings, StreamSlot, caller_key
-from apps.core.request_limits import Refusal, overload_refusal, rate_refusal_async, stream_slot_take
+from apps.core.request_limits import Refusal, overload_refusal, rate_refusal_async, refusal_pause, stream_slot_take
 from apps.core.stream_lease import CredentialLapsed, items_while_allowed, stream_slot_held
 from apps.tenants.stream_credential import credential_check
 
@@ -122,6 +122,7 @@ async def _admitted(authorization: str | None, *, stream: bool) -> StreamSlot | 
         return None
     refusal = await rate_refusal_async(authorization, limits)
     if refusal is not None:
+        await refusal_pause(refusal)
         raise refused_for_limit(refusal)
     if not stream:
         return None

@@ -22,6 +22,7 @@ an over-budget request costs a counter and no authentication. Their refusals nam
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import re
@@ -61,6 +62,31 @@ logger = logging.getLogger(__name__)
 
 # A refused stream may retry once one of the key's streams has ended; this is a hint, not a promise.
 STREAM_RETRY_AFTER_SECONDS = 5
+
+_paused = 0  # rate refusals of this process waiting out their pause (one event loop per process)
+
+
+def refusals_paused() -> int:
+    return _paused
+
+
+async def refusal_pause(refusal: Refusal) -> None:
+    """Hold a rate refusal for OPENWOP_REFUSAL_PAUSE_SECONDS (at most its Retry-After) before it is
+    answered: a closed-loop flood then costs the host one cheap refusal per connection per pause,
+    not one per round trip (issue 49 item 3). A sleeping coroutine holds no thread, no database
+    connection and no slot. At most OPENWOP_REFUSAL_PAUSE_MAX wait at once; past that (a flood on
+    very many connections), refusals are answered at once, as before."""
+    global _paused
+    if refusal.kind != "rate_limited":
+        return
+    seconds = min(float(refusal.retry_after or 1), float(getattr(settings, "OPENWOP_REFUSAL_PAUSE_SECONDS", 0)))
+    if seconds <= 0 or _paused >= int(getattr(settings, "OPENWOP_REFUSAL_PAUSE_MAX", 0)):
+        return
+    _paused += 1
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        _paused -= 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,6 +358,7 @@ class RequestLimitsMiddleware(HybridMiddleware):
             return await self.async_next(request)
         admission = await sync_to_async(_admit, thread_sensitive=False)(request)
         if admission.refusal is not None:
+            await refusal_pause(admission.refusal)
             return render(request, admission.refusal)
         try:
             response = await self.async_next(request)

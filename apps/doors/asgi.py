@@ -64,6 +64,7 @@ from apps.core.request_limits import (
     admit_async,
     overload_refusal,
     rate_refusal_async,
+    refusal_pause,
     renderer_for,
     request_id_of,
 )
@@ -356,6 +357,8 @@ async def _serve(scope: Scope, receive: Receive, send: Send, view: View, kwargs:
     early = None
     if renderer_for(scope["path"]) is not None:
         early = await rate_refusal_async(_header(scope, b"authorization"), LimitSettings.current())
+        if early is not None:
+            await refusal_pause(early)  # a flood on few connections sends few requests
     try:
         body = await _read_body(receive, limit) if early is None or _id_worth_reading(scope) else b""
     except _Disconnected:
