@@ -91,6 +91,17 @@ TENANT_RUNS_STARTED = Counter(
 TENANT_RUNS_FINISHED = Counter(
     "openwop_tenant_runs_finished_total", "Runs finished per tenant (opt-in).", ["tenant", "status", "transport"]
 )
+# Tenant budgets (apps/tenants/budgets.py): refusals by budget always; per tenant (its slug, the
+# [A-Za-z0-9._-] grammar: nothing to escape) in a family of its own, under the same opt-in.
+BUDGET_REFUSALS = Counter(
+    "openwop_budget_refusals_total",
+    "Requests refused past a tenant budget, by budget (runs_per_minute, runs_queued, api_keys, ...).",
+    ["budget"],
+)
+TENANT_BUDGET_REFUSALS = Counter(
+    "openwop_tenant_budget_refusals_total", "Refusals past a tenant budget, per tenant (opt-in) and budget.",
+    ["tenant", "budget"],
+)  # fmt: skip
 SIGN_INS = Counter(
     "openwop_sign_ins_total",
     "Password sign-ins by door (admin, console) and outcome: ok, failed, throttled (refused without "
@@ -182,6 +193,13 @@ def run_events_committed(transport: str, types: list[str], tenant: str | None = 
             RUNS_FINISHED.labels(TERMINAL_STATUSES[event_type], transport).inc()
             if per_tenant:
                 TENANT_RUNS_FINISHED.labels(tenant, TERMINAL_STATUSES[event_type], transport).inc()
+
+
+def budget_refused(budget: str, tenant: str | None = None) -> None:
+    """One refusal past a tenant budget (`budget` is one of TenantBudget's field names)."""
+    BUDGET_REFUSALS.labels(budget).inc()
+    if tenant is not None and tenant_labels_on():
+        TENANT_BUDGET_REFUSALS.labels(tenant, budget).inc()
 
 
 def push_attempt_settled(result: str) -> None:
