@@ -137,8 +137,10 @@ def _counters_reset(*, setting: str, **kwargs: object) -> None:
 
 
 def _window_key(tenant_pk: int, window: int) -> str:
-    # STYLE.md habit 10: a cache key across processes names its tenant.
-    return f"openwop:tenant-runs:{tenant_pk}:{window}"
+    # STYLE.md habit 10: a cache key across processes names its tenant. A pk is only unique within
+    # its database: the name keeps two hosts (or test databases) sharing one Redis apart.
+    database = settings.DATABASES["default"].get("NAME", "")
+    return f"openwop:tenant-runs:{database}:{tenant_pk}:{window}"
 
 
 def _cache_usable() -> bool:
