@@ -1,23 +1,28 @@
 """A spent tenant budget on every door of a live server, through the real clients (issue 49 item 2):
-REST's 429 envelope, A2A's JSON-RPC error -32000 / RATE_LIMIT_EXCEEDED (a2a-sdk SendMessage), MCP's
+REST's 429 envelope, A2A's JSON-RPC error -32000 / RATE_LIMIT_EXCEEDED (a2a-sdk SendMessage; gRPC
+RESOURCE_EXHAUSTED), MCP's
 JSON-RPC error -32000 with data.reason rate_limited (mcp SDK tools/call), each with Retry-After on
 HTTP and naming the budget. Nothing is written; another tenant is served; the budget is set with
 `manage.py tenant_budget` (the live server sees it on its next request: the invalidation trigger)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
+import grpc
 import httpx
 import pytest
-from a2a.types import SendMessageConfiguration, SendMessageRequest
+from a2a.types import SendMessageConfiguration, SendMessageRequest, a2a_pb2_grpc
 from django.core.management import call_command
+from google.rpc import error_details_pb2, status_pb2
 from mcp.shared.exceptions import MCPError
 
 from apps.runs.models import Run, RunEvent
 from apps.tenants.models import Tenant
 from tests.a2a.live import Session, db_read, live_card, user_message
+from tests.live import start_grpc
 from tests.mcp.sdk_client import mcp_client
 from tests.tenants.test_tenant_budgets import windows_forget
 
@@ -141,3 +146,43 @@ async def test_mcp_tools_call_gets_a_jsonrpc_error_naming_the_budget(live_url: s
     assert raw.status_code == 429, raw.text
     assert int(raw.headers["Retry-After"]) >= 1
     assert raw.json()["error"]["data"]["budget"] == "runs_per_minute"
+
+
+def test_grpc_send_message_answers_resource_exhausted_naming_the_budget(live_env, make_key) -> None:  # type: ignore[no-untyped-def]
+    env, var_dir = live_env
+    windows_forget()
+    key = make_key("acme")
+    _budget("acme", runs_per_minute=1)
+    live, address = start_grpc(env, var_dir)
+    try:
+
+        async def sends() -> list[grpc.StatusCode]:
+            codes = []
+            async with grpc.aio.insecure_channel(address) as channel:
+                stub = a2a_pb2_grpc.A2AServiceStub(channel)
+                metadata = (("authorization", f"Bearer {key}"), ("a2a-version", "1.0"))
+                for _ in range(2):
+                    request = SendMessageRequest(
+                        message=user_message(prefix="grpc-budget", data=DELAY_INPUTS, skill="conformance-delay"),
+                        configuration=SendMessageConfiguration(return_immediately=True),
+                    )
+                    try:
+                        await stub.SendMessage(request, metadata=metadata)
+                        codes.append(grpc.StatusCode.OK)
+                    except grpc.aio.AioRpcError as error:
+                        codes.append(error.code())
+                        raw = dict(error.trailing_metadata() or ())["grpc-status-details-bin"]
+                        status = status_pb2.Status.FromString(raw)
+                        info = error_details_pb2.ErrorInfo()
+                        status.details[0].Unpack(info)
+                        assert info.reason == "RATE_LIMIT_EXCEEDED"
+                        assert info.metadata["budget"] == "runs_per_minute" and info.metadata["limit"] == "1"
+                        assert int(info.metadata["retryAfterSeconds"]) >= 1
+            return codes
+
+        before = _written("acme")
+        codes = asyncio.run(sends())
+        assert codes == [grpc.StatusCode.OK, grpc.StatusCode.RESOURCE_EXHAUSTED]
+        assert _written("acme")[0] == before[0] + 1  # the refused one wrote nothing
+    finally:
+        live.stop()
