@@ -208,6 +208,28 @@ if _pool_max:
         "timeout": env.float("DATABASE_POOL_TIMEOUT", default=10.0),
     }
 
+# Behind a transaction-mode pooler (PgBouncer pool_mode = transaction; docs/operators/helm.md):
+# DATABASE_URL names the pooler, and OPENWOP_DB_TRANSACTION_POOLER=1 makes every pooled connection
+# safe there: no server-side prepared statements (psycopg's prepare_threshold None, on Django's
+# connections and the doors' async pool) and no server-side cursors (.iterator() fetches at once),
+# since consecutive transactions may land on different server connections. What needs one session
+# for longer than a transaction connects to DATABASE_DIRECT_URL, PostgreSQL itself: the cache
+# invalidation listener (LISTEN), beat's leader lock and retention's lock (session advisory locks).
+# Required with the pooler; without it, DATABASE_URL is direct and DATABASE_DIRECT_URL is not used.
+OPENWOP_DB_TRANSACTION_POOLER = env.bool("OPENWOP_DB_TRANSACTION_POOLER", default=False)
+_direct_url = env.str("DATABASE_DIRECT_URL", default="")
+OPENWOP_DATABASE_DIRECT = env.db_url_config(_direct_url) if _direct_url else None
+if OPENWOP_DATABASE_DIRECT is not None:
+    OPENWOP_DATABASE_DIRECT["HOST"] = unquote(str(OPENWOP_DATABASE_DIRECT.get("HOST") or ""))
+if OPENWOP_DB_TRANSACTION_POOLER:
+    if OPENWOP_DATABASE_DIRECT is None:
+        raise ImproperlyConfigured(
+            "OPENWOP_DB_TRANSACTION_POOLER=1 needs DATABASE_DIRECT_URL (PostgreSQL itself, not the pooler):"
+            " LISTEN and session advisory locks do not survive a transaction pooler."
+        )
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = None
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # The protocol doors' own async pool on PostgreSQL (apps/core/async_db.py), per server process,
@@ -271,6 +293,9 @@ CELERY_BEAT_SCHEDULE = {
 }
 # Every beat process uses it: only the one holding a PostgreSQL advisory lock sends (issue 37).
 CELERY_BEAT_SCHEDULER = "apps.core.beat_leader:LeaderScheduler"
+# A file every beat touches on each tick, leading or standing by (apps/core/beat_leader.py): the
+# Helm chart's liveness probe restarts a beat whose file is stale. Empty (the default): none.
+OPENWOP_BEAT_HEARTBEAT_FILE = env.str("OPENWOP_BEAT_HEARTBEAT_FILE", default="")
 # Retention (apps/retention): days a run is kept once terminal, days a record (host event) is kept;
 # a tenant's RetentionPolicy overrides either or holds everything. Runs expire this many per transaction.
 OPENWOP_RETENTION_RUNS_DAYS = env.int("OPENWOP_RETENTION_RUNS_DAYS", default=30)
@@ -348,6 +373,12 @@ if min(OPENWOP_TENANT_RUNS_PER_MINUTE, OPENWOP_TENANT_RUNS_QUEUED, OPENWOP_TENAN
         "OPENWOP_TENANT_RUNS_PER_MINUTE, OPENWOP_TENANT_RUNS_QUEUED and OPENWOP_TENANT_API_KEYS are budgets:"
         " 0 (unlimited) or more."
     )
+# A filtered list's total (A2A ListTasks totalSize with a context, time or interrupt filter) is
+# counted exactly up to this many runs and is this number past it: a floor, so no page's cost grows
+# with a tenant's history (issue 49 item 4). Unfiltered and status-only totals come from the tally.
+OPENWOP_LIST_TOTAL_EXACT_UP_TO = env.int("OPENWOP_LIST_TOTAL_EXACT_UP_TO", default=10_000)
+if OPENWOP_LIST_TOTAL_EXACT_UP_TO < 1:
+    raise ImproperlyConfigured("OPENWOP_LIST_TOTAL_EXACT_UP_TO is a number of runs: 1 or more.")
 # Inline advance (apps/runs/engine.py run_advance_inline): a door that waits for a run's answer
 # (blocking SendMessage, MCP tools/call) runs up to this many instant nodes itself instead of a
 # Celery round trip; the first node that is not inline-safe goes to the queue. 0: always the queue.

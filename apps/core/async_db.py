@@ -16,9 +16,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import psycopg
 from asgiref.sync import AsyncToSync, sync_to_async
 from django.conf import settings
 from django.db import connection
@@ -109,10 +110,14 @@ async def pooled_connection() -> AsyncIterator[AsyncConnection[Any]]:
         yield conn
 
 
-def conninfo() -> str:
+def conninfo(*, direct: bool = False) -> str:
     """The libpq connection string of Django's default database, read when the pool opens (so a
-    test run's database, which pytest-django names at setup, is the one used)."""
+    test run's database, which pytest-django names at setup, is the one used). `direct`: for a
+    session that must outlive a transaction (LISTEN, a session advisory lock), PostgreSQL itself
+    (DATABASE_DIRECT_URL) when the host sits behind a transaction pooler; else the same database."""
     db: dict[str, Any] = settings.DATABASES["default"]
+    if direct and getattr(settings, "OPENWOP_DB_TRANSACTION_POOLER", False):
+        db = settings.OPENWOP_DATABASE_DIRECT or db  # settings refuse the pooler without it
     parts = {
         "dbname": db.get("NAME") or "",
         "user": db.get("USER") or "",
@@ -125,6 +130,29 @@ def conninfo() -> str:
 
 def _quoted(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _pool_kwargs() -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"autocommit": True, "cursor_factory": _CountedCursor}
+    if getattr(settings, "OPENWOP_DB_TRANSACTION_POOLER", False):
+        kwargs["prepare_threshold"] = None  # a transaction pooler: no server-side prepared statements
+    return kwargs
+
+
+@contextlib.contextmanager
+def direct_session_lock(key: int, application_name: str) -> Iterator[bool]:
+    """`pg_try_advisory_lock(key)` on a connection of its own to PostgreSQL itself (`conninfo(direct=
+    True)`), held until the block ends: whether it was taken. A session lock taken through a
+    transaction pooler would stay on whichever server connection ran it."""
+    with psycopg.connect(conninfo(direct=True), autocommit=True, connect_timeout=5,
+                         application_name=application_name) as conn:  # fmt: skip
+        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+        taken = bool(row and row[0])
+        try:
+            yield taken
+        finally:
+            if taken:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
 
 def pool_max_size() -> int:
@@ -146,7 +174,7 @@ async def async_pool() -> AsyncConnectionPool:
                 min_size=1,
                 max_size=pool_max_size(),
                 timeout=float(getattr(settings, "OPENWOP_ASYNC_POOL_TIMEOUT", 10.0)),
-                kwargs={"autocommit": True, "cursor_factory": _CountedCursor},
+                kwargs=_pool_kwargs(),
                 open=False,
                 name="openwop-doors",
             )

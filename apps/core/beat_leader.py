@@ -12,6 +12,10 @@ sending until it holds the lock again.
 A beat that takes the lead after standing by starts every period afresh: its own record of the
 last runs (its schedule file) is as old as its stand-by, while the leader before it may have sent
 any job a moment ago. So after a takeover a job runs one period later, never twice in one period.
+
+Every tick, leading or standing by, touches OPENWOP_BEAT_HEARTBEAT_FILE when it is set: the chart's
+liveness probe restarts a beat whose file grew stale (its loop is stuck), never one that merely
+stands by or cannot reach PostgreSQL.
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 import psycopg
 from celery.beat import PersistentScheduler
+from django.conf import settings
 
 from apps.core.async_db import conninfo
 
@@ -44,6 +50,7 @@ class LeaderScheduler(PersistentScheduler):
         super().__init__(*args, **kwargs)
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
+        self._heartbeat()
         if not self._leads():
             return LEADER_RETRY_SECONDS
         return float(super().tick(*args, **kwargs))
@@ -51,6 +58,17 @@ class LeaderScheduler(PersistentScheduler):
     def close(self) -> None:
         self._release()
         super().close()
+
+    def _heartbeat(self) -> None:
+        path = getattr(settings, "OPENWOP_BEAT_HEARTBEAT_FILE", "")
+        if not path:
+            return
+        try:
+            Path(path).touch()
+        except OSError as exc:
+            if not getattr(self, "_said_heartbeat", False):
+                logger.warning("beat: cannot touch its heartbeat file (%s)", type(exc).__name__)
+                self._said_heartbeat = True
 
     def _leads(self) -> bool:
         now = time.monotonic()
@@ -69,7 +87,7 @@ class LeaderScheduler(PersistentScheduler):
         conn: psycopg.Connection[Any] | None = None
         try:
             conn = psycopg.connect(
-                conninfo(), autocommit=True, connect_timeout=5, application_name="openwop-beat-leader",
+                conninfo(direct=True), autocommit=True, connect_timeout=5, application_name="openwop-beat-leader",
                 keepalives=1, keepalives_idle=10, keepalives_interval=5, keepalives_count=3,
             )  # fmt: skip
             row = conn.execute("SELECT pg_try_advisory_lock(%s)", (LEADER_LOCK_KEY,)).fetchone()

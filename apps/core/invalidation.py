@@ -240,7 +240,10 @@ def wait_for(predicate: Callable[[], bool], timeout: float) -> bool:
 # The listener
 
 
-_conninfo = conninfo  # the listener's connection string (a test points it at nowhere)
+def _conninfo() -> str:
+    """The listener's connection string (a test points it at nowhere): PostgreSQL itself, since
+    LISTEN through a transaction pooler hears nothing (settings.OPENWOP_DB_TRANSACTION_POOLER)."""
+    return conninfo(direct=True)
 
 
 def listener_application_name(pid: int | None = None) -> str:
@@ -255,9 +258,7 @@ def _listener_start() -> None:
         if state.shut_down or (state.thread is not None and state.pid == os.getpid()):
             return
         state.pid = os.getpid()
-        thread = threading.Thread(
-            target=_listen_forever, args=(state,), name="openwop-invalidation", daemon=True
-        )
+        thread = threading.Thread(target=_listen_forever, args=(state,), name="openwop-invalidation", daemon=True)
         state.thread = thread
     thread.start()
 
@@ -304,8 +305,9 @@ def _listen_forever(state: _State) -> None:
                         last_beat = time.monotonic()
         except Exception as exc:
             if not state.stop.is_set():
-                logger.warning("cache invalidation listener disconnected (%s); caches off until it is back",
-                               type(exc).__name__)
+                logger.warning(
+                    "cache invalidation listener disconnected (%s); caches off until it is back", type(exc).__name__
+                )
         finally:
             _set_listening(state, False)
         if state.stop.wait(backoff):

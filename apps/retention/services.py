@@ -52,6 +52,7 @@ from django.utils import timezone
 from apps.audit.archive import archive_url_configured, export_range, exported_through
 from apps.audit.partitions import RecordsExpiry, records_expire, records_partitions_ensure
 from apps.core.append_only import RETENTION_EXPIRY_SETTING
+from apps.core.async_db import direct_session_lock
 from apps.core.errors import ValidationFailed
 from apps.core.invalidation import TOPIC_FACET, acached, cached, invalidate_on_commit
 from apps.retention.models import RetentionChange, RetentionPolicy
@@ -265,7 +266,14 @@ def retention_apply(now: dt.datetime) -> RetentionReport:
 
 @contextmanager
 def _apply_lock() -> Iterator[None]:
-    """A session advisory lock held for the whole pass (its batches commit one by one)."""
+    """A session advisory lock held for the whole pass (its batches commit one by one); behind a
+    transaction pooler, on a direct connection of its own (apps/core/async_db.direct_session_lock)."""
+    if settings.OPENWOP_DB_TRANSACTION_POOLER:
+        with direct_session_lock(APPLY_LOCK_KEY, "openwop-retention-lock") as taken:
+            if not taken:
+                raise RetentionRefused("another retention pass is under way")
+            yield
+        return
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_try_advisory_lock(%s)", [APPLY_LOCK_KEY])
         if not cursor.fetchone()[0]:

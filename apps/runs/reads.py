@@ -21,6 +21,7 @@ from enum import StrEnum
 from functools import cache
 from typing import Any
 
+from django.conf import settings
 from django.core import signing
 from django.utils.dateparse import parse_datetime
 
@@ -293,15 +294,25 @@ def _where(shape: tuple[bool, ...], alias: str) -> str:
     return " AND ".join(conditions)
 
 
+def list_total_bound() -> int:
+    """How far a filtered list's total is exact (OPENWOP_LIST_TOTAL_EXACT_UP_TO, issue 49 item 4)."""
+    return max(1, int(getattr(settings, "OPENWOP_LIST_TOTAL_EXACT_UP_TO", 10_000)))
+
+
 def _total_sql(shape: tuple[bool, ...], statuses: tuple[str, ...] | None) -> str:
     """Every run the filters admit. Unfiltered or by status only: the tenant's tally (RunTally,
-    per status), flat however many runs it has; any other filter: an exact count over that
-    filter's index (run_list_by_status, run_list_by_context, run_list_status_newest)."""
+    per status), flat however many runs it has; any other filter: a count over that filter's
+    index (run_list_by_status, run_list_by_context, run_list_status_newest) that stops at
+    `list_total_bound()` rows, so a page costs the same with 10k runs or 10M: past the bound the
+    total is that bound, a floor (the next page token still leads through every run)."""
     workflow, _, context, updated_after, with_kind, without_kind = shape
     if not (workflow or context or updated_after or with_kind or without_kind):
         columns = ["runs"] if statuses is None else [run_tally_column(s) for s in sorted(set(statuses))] or ["0"]
         return f"SELECT COALESCE(SUM({' + '.join(columns)}), 0) FROM {RunTally._meta.db_table} WHERE tenant_id = %(tenant)s"  # noqa: S608,E501
-    return f"SELECT count(*) FROM {Run._meta.db_table} c WHERE {_where(shape, 'c')}"  # noqa: S608
+    return (
+        f"SELECT count(*) FROM (SELECT 1 FROM {Run._meta.db_table} c WHERE {_where(shape, 'c')}"  # noqa: S608
+        " LIMIT %(total_bound)s) bounded"
+    )
 
 
 @cache
@@ -347,7 +358,7 @@ def _page_query(
         "workflow": filters.workflow_id,
         "statuses": list(filters.statuses or ()), "context": filters.context_id,
         "updated_after": filters.updated_after, "with_kind": filters.open_interrupt_kind,
-        "without_kind": filters.exclude_open_interrupt_kind,
+        "without_kind": filters.exclude_open_interrupt_kind, "total_bound": list_total_bound(),
     }  # fmt: skip
     if cursor is not None:
         params["at"], params["pk"] = run_cursor_position(cursor, tenant=tenant, order=order)

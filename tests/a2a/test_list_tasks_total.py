@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from apps.core.ids import mint_opaque
@@ -37,7 +38,7 @@ def _counted_rows(caller: Caller) -> int:
 
 def _counts_runs(sql: str) -> bool:
     """A statement that counts the runs table's rows (not the tally's)."""
-    return re.search(r"COUNT\([^)]*\)\s+FROM\s+\"?runs_run\b", sql, re.IGNORECASE) is not None
+    return re.search(r"COUNT\([^)]*\)\s+FROM\s+(\(SELECT 1 FROM\s+)?\"?runs_run\b", sql, re.IGNORECASE) is not None
 
 
 def test_total_size_is_exact_across_creates_status_changes_and_cancels(acme: Caller, globex: Caller) -> None:
@@ -105,6 +106,31 @@ def test_unfiltered_total_reads_the_tally_not_the_runs(acme: Caller, globex: Cal
     with CaptureQueriesContext(connection) as ctx:
         assert _total(acme, contextId="no-such-context") == 0
     assert any(_counts_runs(q["sql"]) for q in ctx.captured_queries)
+
+
+def test_a_filtered_total_counts_only_up_to_its_bound(acme: Caller, globex: Caller) -> None:
+    """Issue 49 item 4: a filter the tally cannot answer counts at most OPENWOP_LIST_TOTAL_EXACT_UP_TO
+    rows (its cost does not grow with the history); past it the total is the bound, a floor, and
+    the page tokens still lead through every task. Unfiltered totals stay exact from the tally."""
+    for i in range(5):
+        _send(acme, f"b-{i}", contextId="ctx-bound")
+    _send(globex, "b-x", contextId="ctx-bound")
+    with override_settings(OPENWOP_LIST_TOTAL_EXACT_UP_TO=3):
+        assert _total(acme, contextId="ctx-bound") == 3  # the floor, not 5
+        assert _total(acme) == 5  # the tally: exact however many
+        assert _total(globex, contextId="ctx-bound") == 1  # under the bound: exact
+        seen: list[str] = []
+        token = ""
+        while True:
+            result = acme.rpc("ListTasks", {"pageSize": 2, "contextId": "ctx-bound", "pageToken": token}).json()
+            seen += [task["id"] for task in result["result"]["tasks"]]
+            assert result["result"]["totalSize"] == 3
+            token = result["result"]["nextPageToken"]
+            if not token:
+                break
+        assert len(set(seen)) == 5
+    with override_settings(OPENWOP_LIST_TOTAL_EXACT_UP_TO=5):
+        assert _total(acme, contextId="ctx-bound") == 5  # at the bound: still exact
 
 
 def _page_queries(caller: Caller, **params: Any) -> tuple[int, dict[str, Any]]:

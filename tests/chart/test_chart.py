@@ -291,6 +291,8 @@ def test_secrets_come_from_existing_secrets_and_settings_from_values(chart: Rend
         for variable, key in SECRET_ENV.items():
             entry = env[variable]
             assert "value" not in entry, (name, variable)
+            if variable == "DATABASE_URL" and chart.values["pgbouncer"]["enabled"] and name.endswith("-migrate"):
+                key = "databaseDirectUrl"  # migrations bypass the pooler
             assert entry["valueFrom"]["secretKeyRef"] == chart.values["secrets"][key], (name, variable)
         broker = chart.values["secrets"].get("celeryBrokerUrl")
         if broker:
@@ -567,3 +569,242 @@ def test_chart_values_file_is_yaml_the_schema_accepts() -> None:
     schema = yaml.safe_load((CHART / "values.schema.json").read_text())
     defaults = yaml.safe_load((CHART / "values.yaml").read_text())
     assert set(defaults) == set(schema["properties"])
+
+
+# ---- database connections at the autoscalers' maxima (issue 51 item 5) --------------------------------
+
+
+def _pods_at_most(chart: Rendered, component: str) -> int:
+    """The HPA's maximum (else the replica count), plus the rolling update's surge, as rendered."""
+    deployment = chart.deployment(component)
+    hpa = chart.get("HorizontalPodAutoscaler", deployment["metadata"]["name"])
+    pods = hpa["spec"]["maxReplicas"] if hpa else deployment["spec"]["replicas"]
+    strategy = deployment["spec"].get("strategy", {})
+    surge = strategy.get("rollingUpdate", {}).get("maxSurge", "25%")  # Kubernetes' default
+    assert isinstance(surge, str) and surge.endswith("%"), surge
+    return int(pods + -(-pods * int(surge[:-1]) // 100))
+
+
+def connections_at_maxima(chart: Rendered) -> tuple[int, int]:
+    """(connections PostgreSQL can see, client connections of the release's pools), counted from the
+    rendered objects: each serving pod's DATABASE_POOL_MAX_SIZE + OPENWOP_ASYNC_POOL_MAX_SIZE, each
+    worker pod's --concurrency, one cache listener per pod of either, beat's lock and its Django
+    connection, the migrations hook; behind the pooler, its poolSize for the pools and the rest direct."""
+    pooled, listeners = 1, 0  # beat's Django connection
+    for component in chart.components():
+        c = container(chart.deployment(component))
+        env = env_of(c)
+        if component == "worker":
+            per_pod = int(c["command"][c["command"].index("--concurrency") + 1])
+            assert int(env["DATABASE_POOL_MAX_SIZE"]["value"]) == per_pod
+        else:
+            per_pod = int(env["DATABASE_POOL_MAX_SIZE"]["value"]) + int(env["OPENWOP_ASYNC_POOL_MAX_SIZE"]["value"])
+        pods = _pods_at_most(chart, component)
+        pooled += pods * per_pod
+        listeners += pods
+    pooler = chart.values["pgbouncer"]
+    if pooler["enabled"]:
+        return pooler["poolSize"] + listeners + 3, pooled  # + beat's lock, retention's lock, migrations
+    return pooled + listeners + 2, pooled  # + beat's lock, migrations
+
+
+def test_connections_at_the_maxima_fit_the_database(chart: Rendered) -> None:
+    total, clients = connections_at_maxima(chart)
+    database = chart.values["database"]
+    assert total <= database["maxConnections"] - database["reservedConnections"]
+    if chart.values["pgbouncer"]["enabled"]:
+        assert clients <= chart.values["pgbouncer"]["maxClientConnections"]
+
+
+def test_the_defaults_fit_postgresqls_default_max_connections() -> None:
+    chart = Rendered(None)
+    assert chart.values["database"] == {"maxConnections": 100, "reservedConnections": 10}
+    assert connections_at_maxima(chart) == (89, 77)
+
+
+# The shape issue 51 found: web 10 x (8 + 8 + listener), gRPC 6 x 17, workers 10 x (16 + listener).
+ISSUE_51_MAXIMA = {
+    "web": {"databasePoolMaxSize": 8, "asyncPoolMaxSize": 8, "autoscaling": {"maxReplicas": 10}},
+    "grpc": {"databasePoolMaxSize": 8, "asyncPoolMaxSize": 8, "autoscaling": {"maxReplicas": 6}},
+    "worker": {"concurrency": 16, "autoscaling": {"maxReplicas": 10}},
+}
+
+
+def _rendered_with(values: dict[str, Any]) -> Rendered:
+    chart = Rendered(None)
+    with helm.Chart.load(CHART) as loaded:
+        chart.values = loaded.merge_values(values)
+    chart.objects = render(values)
+    return chart
+
+
+def test_maxima_past_max_connections_are_refused_with_the_numbers_and_admitted_when_raised() -> None:
+    message = (
+        r"at the autoscalers' maxima the release can open 581 \(web 13 pods x 17 = 221, gRPC 8 pods x 17 = 136,"
+        r" worker 13 pods x 17 = 221, beat 2, migrations 1; pods include a rolling update's surge\) but"
+        r" database.maxConnections 100 - database.reservedConnections 10 leaves 90\. Lower the maxReplicas,"
+        r" .*pgbouncer.enabled.*raise database.maxConnections to at least 591"
+    )
+    with pytest.raises(helm.HelmError, match=message):
+        render(ISSUE_51_MAXIMA)
+    with pytest.raises(helm.HelmError, match=r"can open 581 .* leaves 580\."):
+        render({**ISSUE_51_MAXIMA, "database": {"maxConnections": 590}})
+    admitted = _rendered_with({**ISSUE_51_MAXIMA, "database": {"maxConnections": 591}})
+    assert connections_at_maxima(admitted)[0] == 581
+    # The reserve counts: the same maxima with a bigger reserve are refused again.
+    with pytest.raises(helm.HelmError, match=r"leaves 571\."):
+        render({**ISSUE_51_MAXIMA, "database": {"maxConnections": 591, "reservedConnections": 20}})
+
+
+def test_one_more_worker_thread_tips_the_defaults_over() -> None:
+    """The check follows each input: the defaults sit one short of the budget (89 of 90)."""
+    assert _rendered_with({"worker": {"concurrency": 6}}).objects
+    with pytest.raises(helm.HelmError, match=r"can open 92 .*worker 3 pods x 8 = 24"):
+        render({"worker": {"concurrency": 7}})
+
+
+POOLER = {"pgbouncer": {"enabled": True}, "secrets": {"databaseDirectUrl": {"name": "db", "key": "direct"}}}
+
+
+def test_behind_the_pooler_its_pool_size_counts_instead_of_the_pools() -> None:
+    """The issue's maxima pass behind a pooler once its client limit holds them; past the database
+    it is the pooler's pool size and the direct connections that are named."""
+    values = {**ISSUE_51_MAXIMA, **POOLER, "pgbouncer": {"enabled": True, "maxClientConnections": 1000}}
+    chart = _rendered_with(values)
+    assert connections_at_maxima(chart) == (40 + 34 + 3, 545)
+    with pytest.raises(helm.HelmError, match=r"pgbouncer.maxClientConnections 100 is below the 545 client connections"):
+        render({**ISSUE_51_MAXIMA, **POOLER})
+    too_big = {**values, "pgbouncer": {"enabled": True, "maxClientConnections": 1000, "poolSize": 60}}
+    with pytest.raises(helm.HelmError, match=r"can open 97 \(pgbouncer.poolSize 60 \+ 37 direct: 34 cache listeners"):
+        render(too_big)
+
+
+def test_the_pooler_points_the_host_at_it_and_the_rest_at_postgresql() -> None:
+    chart = _rendered_with(POOLER)
+    direct = {"name": "db", "key": "direct"}
+    for name, spec in chart.pod_specs():
+        env = env_of(spec["containers"][0])
+        if name.endswith("-migrate"):  # migrations speak to PostgreSQL itself, as without a pooler
+            assert env["DATABASE_URL"]["valueFrom"]["secretKeyRef"] == direct, name
+            assert "OPENWOP_DB_TRANSACTION_POOLER" not in env and "DATABASE_DIRECT_URL" not in env, name
+            continue
+        assert env["DATABASE_URL"]["valueFrom"]["secretKeyRef"] == chart.values["secrets"]["databaseUrl"], name
+        assert env["OPENWOP_DB_TRANSACTION_POOLER"]["value"] == "1", name
+        assert env["DATABASE_DIRECT_URL"]["valueFrom"]["secretKeyRef"] == direct, name
+    for name, spec in Rendered(None).pod_specs():
+        env = env_of(spec["containers"][0])
+        assert "OPENWOP_DB_TRANSACTION_POOLER" not in env and "DATABASE_DIRECT_URL" not in env, name
+
+
+def test_the_pooler_without_a_direct_url_is_refused() -> None:
+    with pytest.raises(helm.HelmValuesError):
+        render({"pgbouncer": {"enabled": True}})
+
+
+@pytest.mark.parametrize("component", ["web", "grpc"])
+def test_a_pool_size_of_zero_is_refused(component: str) -> None:
+    """No pool opens a connection per request thread: no arithmetic bounds it."""
+    with pytest.raises(helm.HelmValuesError):
+        render({component: {"databasePoolMaxSize": 0}})
+
+
+# ---- draining, beat's liveness, queue-depth autoscaling (issue 51 item 5) ----------------------------
+
+
+def test_serving_pods_drain_before_sigterm(chart: Rendered) -> None:
+    serving = ["web"] + (["grpc"] if chart.values["grpc"]["enabled"] else [])
+    for component in serving:
+        deployment = chart.deployment(component)
+        sleep = container(deployment)["lifecycle"]["preStop"]["exec"]["command"]
+        assert sleep == ["sleep", str(chart.values[component]["preStopSleepSeconds"])]
+        assert int(sleep[1]) >= 1
+        assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > int(sleep[1])
+
+
+@pytest.mark.parametrize("component", ["web", "grpc"])
+def test_a_grace_period_within_the_prestop_sleep_is_refused(component: str) -> None:
+    with pytest.raises(helm.HelmError, match=rf"{component}.terminationGracePeriodSeconds \(5\) must exceed"):
+        render({component: {"terminationGracePeriodSeconds": 5, "preStopSleepSeconds": 5}})
+
+
+def test_worker_scales_on_queue_depth_when_asked(chart: Rendered) -> None:
+    hpa = chart.get("HorizontalPodAutoscaler", f"{chart.fullname}-worker")
+    settings = chart.values["worker"]["autoscaling"]
+    if not settings["enabled"]:
+        assert hpa is None
+        return
+    assert hpa
+    external = [m["external"] for m in hpa["spec"]["metrics"] if m["type"] == "External"]
+    queue = settings["queueDepth"]
+    if not queue["enabled"]:
+        assert external == []
+        return
+    (metric,) = external
+    assert metric["metric"] == {"name": queue["metricName"], "selector": {"matchLabels": queue["selector"]}}
+    assert metric["target"] == {"type": "AverageValue", "averageValue": str(queue["targetPerPod"])}
+    assert any(m["type"] == "Resource" for m in hpa["spec"]["metrics"])  # CPU still counts
+
+
+def test_some_ci_values_scale_workers_on_queue_depth() -> None:
+    scaling = [values_of(p).get("worker", {}).get("autoscaling", {}) for p in CI_VALUES]
+    assert any(s.get("queueDepth", {}).get("enabled") for s in scaling)
+
+
+def _beat_probe(chart: Rendered, heartbeat: Path) -> list[str]:
+    beat = container(chart.deployment("beat"))
+    assert env_of(beat)["OPENWOP_BEAT_HEARTBEAT_FILE"]["value"] == "/tmp/beat-heartbeat"
+    command = beat["livenessProbe"]["exec"]["command"]
+    assert command[0] == "python"
+    return [sys.executable, *[arg.replace("/tmp/beat-heartbeat", str(heartbeat)) for arg in command[1:]]]
+
+
+def test_beat_liveness_probe_fails_on_a_stale_or_missing_heartbeat(tmp_path: Path) -> None:
+    chart = Rendered(None)
+    heartbeat = tmp_path / "beat-heartbeat"
+    probe = _beat_probe(chart, heartbeat)
+    assert subprocess.run(probe, capture_output=True).returncode != 0  # never written
+    heartbeat.touch()
+    assert subprocess.run(probe, capture_output=True).returncode == 0
+    stale = time.time() - chart.values["beat"]["livenessProbe"]["staleSeconds"] - 5
+    os.utime(heartbeat, (stale, stale))
+    assert subprocess.run(probe, capture_output=True).returncode == 1
+
+
+def test_rendered_beat_touches_its_heartbeat_while_standing_by(tmp_path: Path) -> None:
+    """The rendered beat, its database unreachable (so it stands by, retrying the leader lock),
+    keeps its heartbeat fresh: the probe passes on the file it writes, and fails once it stops."""
+    chart = Rendered(None)
+    c = container(chart.deployment("beat"))
+    heartbeat = tmp_path / "beat-heartbeat"
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "OPENWOP_VAR_DIR": str(tmp_path / "var"),
+           "POD_IP": POD_IP, "DATABASE_URL": "postgres://postgres@127.0.0.1:9/unreachable",
+           "REDIS_URL": "redis://127.0.0.1:9/0", "DJANGO_SECRET_KEY": "chart-test-" + "x" * 48}  # fmt: skip
+    for entry in c["env"]:
+        if "value" in entry:
+            env[entry["name"]] = re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], entry["value"])
+    env["OPENWOP_BEAT_HEARTBEAT_FILE"] = str(heartbeat)
+    command = [arg.replace("/tmp/", f"{tmp_path}/") for arg in c["command"]]
+    command[0] = str(Path(sys.executable).with_name(command[0]))
+    log = (tmp_path / "beat.log").open("wb")
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    probe = _beat_probe(chart, heartbeat)
+    try:
+        wait_for(process, tmp_path, lambda: heartbeat.stat())
+        old = time.time() - 3600
+        os.utime(heartbeat, (old, old))
+        assert subprocess.run(probe, capture_output=True).returncode == 1
+
+        def fresh_again() -> None:
+            if subprocess.run(probe, capture_output=True).returncode != 0:
+                raise OSError("still stale")
+
+        wait_for(process, tmp_path, fresh_again)
+        assert (
+            "stands by" in (tmp_path / "beat.log").read_text()
+            or "cannot reach PostgreSQL" in (tmp_path / "beat.log").read_text()
+        )
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    os.utime(heartbeat, (old, old))
+    assert subprocess.run(probe, capture_output=True).returncode == 1

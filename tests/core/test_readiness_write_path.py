@@ -5,6 +5,7 @@ streams' counters), so the write path fails, within the check's deadline, writin
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -14,6 +15,7 @@ from django.utils import timezone
 
 from apps.audit.models import HostEvent
 from apps.audit.partitions import DEFAULT, partitions, records_partitions_ensure
+from apps.core.heartbeats import worker_heartbeat_beat
 from apps.core.readiness import readiness_failures
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -31,6 +33,12 @@ class _Holder:
         self.raw.execute("ROLLBACK")
         self.raw.close()
         connection.close()  # sync_to_async's thread: its own connection, which nothing else would close
+
+
+@pytest.fixture(autouse=True)
+def live_worker_heartbeat(transactional_db: None, settings: Any) -> None:
+    """A worker heartbeats for the runs' queue (committed), so only the write path can fail here."""
+    worker_heartbeat_beat(worker="celery@write-path-test/1", queues=[settings.CELERY_TASK_DEFAULT_QUEUE])
 
 
 @pytest.fixture

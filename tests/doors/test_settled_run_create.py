@@ -32,7 +32,7 @@ ARTIFACT_THEN_ECHO = {
         {"id": "done", "kind": "echo", "config": {"output": {"ok": True, "n": 3}}},
     ]
 }
-CLOCKS_AND_IDS = {"id", "run_id", "started_at", "completed_at", "updated_at", "created_at", "traceparent"}
+CLOCKS_AND_IDS = {"id", "run_id", "started_at", "completed_at", "updated_at", "created_at", "wake_at", "traceparent"}
 
 
 def _minted_masked(value: Any) -> Any:

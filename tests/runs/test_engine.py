@@ -204,7 +204,7 @@ def test_artifact_node_emits_artifact_created(acme: Caller) -> None:
     ]
     assert [a.node_id for a in artifacts] == ["t", "d", "f"]
     completed = RunEvent.unscoped_all_tenants.get(run__run_id=run_id, type="node.completed", node_id="t")
-    assert completed.payload == {"outputs": {"artifactId": artifacts[0].payload["artifactId"]}}
+    assert completed.payload == {"nodeId": "t", "outputs": {"artifactId": artifacts[0].payload["artifactId"]}}
 
 
 def test_a_workflow_definition_change_does_not_touch_a_run_in_flight(acme: Caller) -> None:

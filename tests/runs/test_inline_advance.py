@@ -133,7 +133,7 @@ def test_a_suspension_is_reached_inline(acme: Caller, django_capture_on_commit_c
     assert event_types(run.run_id) == ["run.started", "node.started", "interrupt.requested", "node.suspended"]
     interrupt = Interrupt.unscoped_all_tenants.get(run=run)
     suspended = RunEvent.unscoped_all_tenants.get(run=run, type="node.suspended")
-    assert suspended.payload == {"interruptId": interrupt.interrupt_id, "kind": "approval"}
+    assert suspended.payload == {"nodeId": "approve", "interruptId": interrupt.interrupt_id, "kind": "approval"}
     assert sent_advances == []
     assert_log_contiguous(run.run_id)
 
