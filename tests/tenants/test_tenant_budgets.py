@@ -269,3 +269,17 @@ def test_refusals_are_counted_per_tenant_when_tenant_labels_are_on(make_key, set
     metrics = Client().get("/metrics", REMOTE_ADDR="127.0.0.1").content.decode()
     assert 'openwop_tenant_budget_refusals_total{budget="runs_queued",tenant="acme"}' in metrics
     assert 'openwop_budget_refusals_total{budget="runs_queued"}' in metrics
+
+
+def test_the_console_refuses_a_key_past_the_budget_on_its_page() -> None:
+    from tests.browser.roles import PASSWORD, tenant_user
+
+    client = Client()
+    assert client.login(username=tenant_user("acme").username, password=PASSWORD)
+    acme = Tenant.objects.get(slug="acme")
+    tenant_budget_set(tenant=acme, values={"api_keys": 1})
+    assert client.post("/console/keys/", {"kind": "user", "label": "first"}).status_code == 302
+    refused = client.post("/console/keys/", {"kind": "user", "label": "second"})
+    assert refused.status_code == 429
+    assert "api keys budget (1)" in refused.content.decode()
+    assert ApiKey.objects.for_tenant(acme).count() == 1
