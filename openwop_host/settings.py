@@ -364,6 +364,21 @@ OPENWOP_RUN_LEASE_SECONDS = env.float("OPENWOP_RUN_LEASE_SECONDS", default=10.0)
 OPENWOP_TENANT_RUNS_IN_PROGRESS = env.int("OPENWOP_TENANT_RUNS_IN_PROGRESS", default=8)
 if OPENWOP_TENANT_RUNS_IN_PROGRESS < 0:
     raise ImproperlyConfigured("OPENWOP_TENANT_RUNS_IN_PROGRESS is a number of runs: 0 (unlimited) or more.")
+# Tenant budgets enforced by the services before the work (apps/tenants/budgets.py,
+# docs/operators/tenant-budgets.md); a tenant's TenantBudget row overrides each, 0 = unlimited.
+# Past one the create is refused with 429 rate_limited (Retry-After) and writes nothing.
+# Runs a tenant may start per minute (a fixed one-minute window over every door). Default 600.
+OPENWOP_TENANT_RUNS_PER_MINUTE = env.int("OPENWOP_TENANT_RUNS_PER_MINUTE", default=600)
+# Runs of a tenant accepted and not finished, not waiting for an interrupt nor parked on the
+# clock (pending, running, cancelling and due): its backlog. Default 1000.
+OPENWOP_TENANT_RUNS_QUEUED = env.int("OPENWOP_TENANT_RUNS_QUEUED", default=1000)
+# A tenant's active (unrevoked) API keys. Default 100.
+OPENWOP_TENANT_API_KEYS = env.int("OPENWOP_TENANT_API_KEYS", default=100)
+if min(OPENWOP_TENANT_RUNS_PER_MINUTE, OPENWOP_TENANT_RUNS_QUEUED, OPENWOP_TENANT_API_KEYS) < 0:
+    raise ImproperlyConfigured(
+        "OPENWOP_TENANT_RUNS_PER_MINUTE, OPENWOP_TENANT_RUNS_QUEUED and OPENWOP_TENANT_API_KEYS are budgets:"
+        " 0 (unlimited) or more."
+    )
 # A filtered list's total (A2A ListTasks totalSize with a context, time or interrupt filter) is
 # counted exactly up to this many runs and is this number past it: a floor, so no page's cost grows
 # with a tenant's history (issue 49 item 4). Unfiltered and status-only totals come from the tally.

@@ -33,7 +33,7 @@ from a2a.utils.errors import (
     VersionNotSupportedError,
 )
 
-from apps.core.errors import Unauthenticated, ValidationFailed
+from apps.core.errors import RateLimited, Unauthenticated, ValidationFailed
 
 ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
 BAD_REQUEST_TYPE = "type.googleapis.com/google.rpc.BadRequest"
@@ -64,6 +64,25 @@ class InsufficientScope(A2AError):
         message = f"{self.message[:-1]} ({' '.join(scopes)})." if scopes else self.message
         super().__init__(message, data={"requiredScopes": " ".join(scopes)} if scopes else None)
         self.challenge = challenge  # the WWW-Authenticate value the 403 carries
+
+
+class RateLimitExceeded(A2AError):
+    """A tenant budget spent (apps/tenants/budgets.py), found while dispatching: the same row as a
+    rate refusal before dispatch (apps/a2a/refusals.py): JSON-RPC -32000, HTTP 429 with
+    Retry-After, gRPC RESOURCE_EXHAUSTED, reason RATE_LIMIT_EXCEEDED; ErrorInfo metadata names the
+    budget, its limit and retryAfterSeconds."""
+
+    message = "Too many requests; retry later."
+
+    def __init__(self, message: str | None = None, *, retry_after: int, data: dict[str, Any] | None = None) -> None:
+        super().__init__(message, data=data)
+        self.retry_after = retry_after
+
+
+def rate_limit_exceeded(exc: RateLimited) -> RateLimitExceeded:
+    metadata = {str(k): str(v) for k, v in (exc.details or {}).items()}
+    metadata["retryAfterSeconds"] = str(exc.retry_after)
+    return RateLimitExceeded(exc.message, retry_after=exc.retry_after, data=metadata)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +119,8 @@ ERROR_ROWS: dict[type[A2AError], ErrorRow] = {
     AuthenticationRequired: ErrorRow(-32600, 401, "UNAUTHENTICATED", "UNAUTHENTICATED"),
     # Not an A2A error type either: RFC 6750 §3.1 insufficient_scope is a 403 (same -32600 reasoning).
     InsufficientScope: ErrorRow(-32600, 403, "PERMISSION_DENIED", "INSUFFICIENT_SCOPE"),
+    # Not an A2A error type: JSON-RPC's implementation-defined server error, as refusals.py's rows.
+    RateLimitExceeded: ErrorRow(-32000, 429, "RESOURCE_EXHAUSTED", "RATE_LIMIT_EXCEEDED"),
 }
 
 AUTHENTICATE_HEADER = 'Bearer realm="openwop"'

@@ -22,7 +22,7 @@ from a2a.utils.errors import (
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from apps.a2a.errors import invalid_params
+from apps.a2a.errors import invalid_params, rate_limit_exceeded
 from apps.a2a.models import (
     CardSigningKey,
     CardSigningKeyAction,
@@ -39,7 +39,7 @@ from apps.a2a.signing import key_material_generate
 from apps.a2a.wire import context_id_of, to_wire
 from apps.agents.fixtures import FIXTURE_WORKFLOWS
 from apps.agents.selectors import InventoryEntry
-from apps.core.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from apps.core.errors import Conflict, Forbidden, NotFound, RateLimited, ValidationFailed
 from apps.core.invalidation import TOPIC_CARD, cached, invalidate_on_commit
 from apps.runs.models import Run
 from apps.runs.selectors import run_open_interrupt
@@ -228,6 +228,8 @@ def message_start(
         )
     except NotFound:
         raise invalid_params(f"Unknown or unroutable skill {workflow_id!r}.", field="skillId") from None
+    except RateLimited as exc:  # a tenant budget (apps/runs/budgets.py): nothing was written
+        raise rate_limit_exceeded(exc) from None
     except ValidationFailed as exc:
         raise invalid_params(exc.message, field="message") from None
     except IntegrityError:

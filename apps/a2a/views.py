@@ -55,6 +55,7 @@ from apps.a2a.errors import (
     AUTHENTICATE_HEADER,
     AuthenticationRequired,
     InsufficientScope,
+    RateLimitExceeded,
     error_row,
     invalid_input,
     invalid_params,
@@ -161,12 +162,19 @@ def _error_response(error: A2AError, body: dict[str, Any], status: int) -> JsonR
         response["WWW-Authenticate"] = AUTHENTICATE_HEADER
     elif isinstance(error, InsufficientScope):
         response["WWW-Authenticate"] = error.challenge
+    elif isinstance(error, RateLimitExceeded):
+        response["Retry-After"] = str(error.retry_after)
     return response
 
 
+# Errors the JSON-RPC binding answers with their row's HTTP status, not 200: a refused credential
+# (401, or 403, RFC 6750 §3.1) and a spent budget (429 + Retry-After, as before dispatch: refusals.py).
+_RPC_HTTP_STATUS = (AuthenticationRequired, InsufficientScope, RateLimitExceeded)
+
+
 def _rpc_error(error: A2AError, request_id: Any) -> JsonResponse:
-    # 200 for every error but a refused credential's 401 (or 403, RFC 6750 §3.1), as on HTTP+JSON.
-    status = error_row(error).http_status if isinstance(error, AuthenticationRequired | InsufficientScope) else 200
+    # 200 for every other error, as on HTTP+JSON.
+    status = error_row(error).http_status if isinstance(error, _RPC_HTTP_STATUS) else 200
     return _error_response(error, jsonrpc_error_body(error, request_id), status)
 
 

@@ -29,7 +29,7 @@ from apps.console.login_throttle import ThrottledAuthenticationFormMixin, sign_i
 from apps.console.models import TenantMembership
 from apps.console.stream_session import console_session_check
 from apps.core.egress import EgressRefused
-from apps.core.errors import NotFound, OpenWopError, ValidationFailed
+from apps.core.errors import NotFound, OpenWopError, RateLimited, ValidationFailed
 from apps.core.sse import SseEvent, sse_response, stream_log
 from apps.core.stream_lease import while_allowed
 from apps.push.services import push_config_create, push_config_delete, push_config_get
@@ -118,13 +118,19 @@ def keys(request: HttpRequest, membership: TenantMembership) -> HttpResponse:
     never creates a second key). The raw key crosses the redirect sealed in the session and is
     popped by the next GET: shown once, and no readable copy is kept server-side."""
     form = ApiKeyCreateForm(request.POST or None)
+    refused = False
     if request.method == "POST" and form.is_valid():
-        created, raw = api_key_create(
-            tenant=membership.tenant, kind=form.cleaned_data["kind"], label=form.cleaned_data["label"]
-        )
-        new_key_hold(request, raw)
-        messages.success(request, f"Key {created.prefix} created. Copy it now: it is not shown again.")
-        return redirect("console:keys")
+        try:
+            created, raw = api_key_create(
+                tenant=membership.tenant, kind=form.cleaned_data["kind"], label=form.cleaned_data["label"]
+            )
+        except RateLimited as exc:  # the tenant's api_keys budget: revoke one first
+            form.add_error(None, f"{exc.message} Revoke a key you no longer use, or ask the operator.")
+            refused = True
+        else:
+            new_key_hold(request, raw)
+            messages.success(request, f"Key {created.prefix} created. Copy it now: it is not shown again.")
+            return redirect("console:keys")
     new_key = new_key_take(request)
     response = _page(
         request, membership, "console/keys.html", form=form, new_key=new_key,
@@ -133,6 +139,8 @@ def keys(request: HttpRequest, membership: TenantMembership) -> HttpResponse:
         floor_notices=selectors.floor_notices(tenant=membership.tenant),
     )
     response["Cache-Control"] = "no-store"  # the page may carry a raw key
+    if refused:
+        response.status_code = 429
     return response
 
 

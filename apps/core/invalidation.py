@@ -27,8 +27,9 @@ oauth_trustedissuer_allowed_tenants; `facet` (protocol -> Facet, and ("policy", 
 tenant's version policies): facets_facet, facets_versionpolicy; `card` (the public card document
 and per-agent cards, signed, and the JWKS): facets_facet, facets_versionpolicy, a2a_skillroute, a2a_skillroutepin,
 agents_agent, agents_workflow, tenants_tenant, a2a_cardsigningkey,
-oauth_trustedissuer (the card's security schemes), oauth_trustedissuer_allowed_tenants. The readers are
-`tenants.selectors.subject_from_authorization_cached`, `facets.services.facet_cached`,
+oauth_trustedissuer (the card's security schemes), oauth_trustedissuer_allowed_tenants; `budget` (tenant pk ->
+its effective budgets): tenants_tenantbudget. The readers are
+`tenants.selectors.subject_from_authorization_cached`, `tenants.budgets.tenant_budget`, `facets.services.facet_cached`,
 `facets.policy.tenant_floors_cached` and `a2a.card.card_document_cached` (each with an async twin).
 
 What "the next request" means: a request that starts after the notification reached the process.
@@ -66,7 +67,8 @@ CHANNEL = "openwop_invalidate"
 TOPIC_APIKEY = "apikey"  # sha256(raw key) -> Subject: API keys, tenants
 TOPIC_FACET = "facet"  # protocol -> Facet: facets; ("policy", tenant) -> version policies
 TOPIC_CARD = "card"  # the card documents: facets, skill routes, agents, workflows
-TOPICS = (TOPIC_APIKEY, TOPIC_FACET, TOPIC_CARD)
+TOPIC_BUDGET = "budget"  # tenant pk -> its effective budgets: tenant budgets
+TOPICS = (TOPIC_APIKEY, TOPIC_FACET, TOPIC_CARD, TOPIC_BUDGET)
 
 MAX_ENTRIES_PER_TOPIC = 10_000  # an unbounded key space (API keys) must not grow without end
 POLL_SECONDS = 1.0  # how long one wait for notifications lasts (bounds a stop's latency)

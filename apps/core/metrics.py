@@ -92,6 +92,15 @@ TENANT_RUNS_STARTED = Counter(
 TENANT_RUNS_FINISHED = Counter(
     "openwop_tenant_runs_finished_total", "Runs finished per tenant (opt-in).", ["tenant", "status", "transport"]
 )
+# Tenant budgets (apps/tenants/budgets.py, apps/core/request_limits.py): refusals by budget, and per
+# tenant (its slug, the [A-Za-z0-9._-] grammar: nothing to escape) in TENANT_BUDGET_REFUSALS below,
+# always on: which tenant is refused is what an operator must see (issue 49 item 2); its labels are
+# bounded by tenants x budgets, not by requests.
+BUDGET_REFUSALS = Counter(
+    "openwop_budget_refusals_total",
+    "Requests refused past a tenant budget, by budget (runs_per_minute, runs_queued, api_keys, ...).",
+    ["budget"],
+)
 SIGN_INS = Counter(
     "openwop_sign_ins_total",
     "Password sign-ins by door (admin, console) and outcome: ok, failed, throttled (refused without "
@@ -166,7 +175,7 @@ def caller_tenant_seen(subject: Any) -> Any:
 
 def tenant_budget_refused(tenant: str, budget: str) -> None:
     """One refusal for `budget` (e.g. tenant_requests_per_minute) of `tenant` (a slug)."""
-    TENANT_BUDGET_REFUSALS.labels(tenant=tenant, budget=budget).inc()
+    budget_refused(budget, tenant)
 
 
 def request_begun() -> Token[str | None]:
@@ -205,6 +214,13 @@ def run_events_committed(transport: str, types: list[str], tenant: str | None = 
             RUNS_FINISHED.labels(TERMINAL_STATUSES[event_type], transport).inc()
             if per_tenant:
                 TENANT_RUNS_FINISHED.labels(tenant, TERMINAL_STATUSES[event_type], transport).inc()
+
+
+def budget_refused(budget: str, tenant: str | None = None) -> None:
+    """One refusal past a budget (a TenantBudget field name, or a request path budget such as
+    tenant_requests_per_minute or host_streams), by budget and by tenant (empty when unknown)."""
+    BUDGET_REFUSALS.labels(budget).inc()
+    TENANT_BUDGET_REFUSALS.labels(tenant=tenant or "", budget=budget).inc()
 
 
 def push_attempt_settled(result: str) -> None:

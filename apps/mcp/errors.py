@@ -24,7 +24,10 @@ from mcp_types.jsonrpc import (
 
 from apps.core.api_errors import data_error_refusal
 from apps.core.caller_input import caller_json_check
-from apps.core.errors import NotFound, OpenWopError, ValidationFailed
+from apps.core.errors import NotFound, OpenWopError, RateLimited, ValidationFailed
+
+# JSON-RPC's implementation-defined server error of a budget refusal (as refusals.py's rate rows).
+RATE_LIMITED_CODE = -32000
 
 HTTP_STATUS_BY_CODE: dict[int, int] = {
     PARSE_ERROR: 400,
@@ -95,6 +98,12 @@ def mrtr_rounds_exceeded(max_rounds: int) -> McpError:
 
 def mcp_error_from(exc: OpenWopError) -> McpError:
     """The one mapping of the host's errors onto JSON-RPC (STYLE.md habit 7)."""
+    if isinstance(exc, RateLimited):
+        # A tenant budget spent while dispatching: the row of a rate refusal before dispatch
+        # (apps/mcp/refusals.py): -32000, data.reason rate_limited with the budget, HTTP 429, Retry-After.
+        error = McpError(RATE_LIMITED_CODE, exc.message, {"reason": exc.code, **(exc.details or {})}, http_status=429)
+        error.headers.update(exc.headers)
+        return error
     if isinstance(exc, ValidationFailed):
         return invalid_params(exc.message, exc.details)
     if isinstance(exc, NotFound):

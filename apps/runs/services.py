@@ -26,6 +26,7 @@ from apps.core import tracing
 from apps.core.errors import Conflict, NotFound, ValidationFailed
 from apps.core.ids import mint_bound_id
 from apps.runs.approvers import approver_check
+from apps.runs.budgets import run_budgets_admit, run_budgets_admit_settled
 from apps.runs.idempotency import (
     IdempotencyClaim,
     IdempotentReplay,
@@ -162,9 +163,14 @@ def run_create(
     written after the row and before the events), then one wake-up (and `runs.advance` when a
     worker is to continue) goes out. A process that dies before the commit leaves nothing; one that
     dies after it leaves the whole run, which a retry with the same key finds.
+
+    Past one of the tenant's run budgets (runs_queued, runs_per_minute: apps/runs/budgets.py) it
+    raises RateLimited before reading the workflow, and nothing is written.
     """
     _run_arguments_checked(transport=transport, inputs=inputs, context_id=context_id)  # before the lookup
     tenant_pk = subject_tenant_pk(subject)
+    # The tenant's run budgets, before the work: a refusal (429) reads no workflow, writes nothing.
+    run_budgets_admit(tenant_pk=tenant_pk, tenant=subject.tenant)
     if workflow is None or workflow.tenant_id != tenant_pk or workflow.workflow_id != workflow_id:
         workflow = workflow_get(tenant=tenant_pk, workflow_id=workflow_id)
     draft = run_draft(
@@ -203,6 +209,8 @@ async def run_create_settled(
     )  # fmt: skip
     if draft.handoff or draft.interrupts or not draft.run.is_terminal:
         return None
+    # A run settled in memory is never queued: only its tenant's runs per minute bind it.
+    await run_budgets_admit_settled(tenant_pk=workflow.tenant_id, tenant=subject.tenant)
     return draft.run if await run_insert_settled(draft.run, draft.events) else None
 
 

@@ -5,16 +5,48 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.options import IS_POPUP_VAR
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
 from apps.core.admin_service_writes import ServiceWritesAdminMixin
+from apps.core.errors import RateLimited
+from apps.tenants.budgets import BUDGET_NAMES, DEFAULT_SETTINGS, api_keys_admit, budget_default
 from apps.tenants.key_handover import new_key_hold, new_key_take
-from apps.tenants.models import ApiKey, Tenant
+from apps.tenants.models import ApiKey, Tenant, TenantBudget
 from apps.tenants.services import api_key_create, api_key_revoke
+
+
+class TenantBudgetForm(forms.ModelForm):
+    """Each field's help text names the host default an empty field falls back to."""
+
+    class Meta:
+        model = TenantBudget
+        fields = BUDGET_NAMES
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name in BUDGET_NAMES:
+            field = self.fields[name]
+            default = budget_default(name)
+            shown = "unlimited" if default == 0 else str(default)
+            field.help_text = f"{field.help_text} Empty: the host default, {shown} ({DEFAULT_SETTINGS[name]})."
+
+
+class TenantBudgetInline(admin.StackedInline):
+    """The tenant's budgets (apps/tenants/budgets.py); a save holds on the next request in every
+    process (the table's invalidation trigger)."""
+
+    model = TenantBudget
+    form = TenantBudgetForm
+    can_delete = True
+    max_num = 1
+    extra = 1
+    verbose_name_plural = "budgets (empty: the host default; 0: unlimited)"
 
 
 @admin.register(Tenant)
@@ -22,6 +54,7 @@ class TenantAdmin(admin.ModelAdmin):
     list_display = ("slug", "name", "created_at")
     search_fields = ("slug", "name")
     readonly_fields = ("created_at",)
+    inlines = (TenantBudgetInline,)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Tenant | None = None) -> tuple[str, ...]:
         # The slug is the first segment of every id the tenant owns: fixed once created.
@@ -38,6 +71,14 @@ class ApiKeyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
     readonly_fields = ("prefix", "subject_id", "created_at", "revoked_at")
     actions = ("revoke_keys",)
 
+    def instance_check(self, instance: ApiKey) -> None:
+        """A new key past the tenant's api_keys budget is a form error, not a failed save."""
+        if instance.pk is None and instance.tenant_id is not None:
+            try:
+                api_keys_admit(tenant=instance.tenant)
+            except RateLimited as exc:
+                raise ValidationError(exc.message) from None
+
     def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> tuple[str, ...]:
         return self.readonly_fields if obj is None else ("tenant", "kind", *self.readonly_fields)
 
@@ -45,7 +86,7 @@ class ApiKeyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
         if change:
             obj.save(update_fields=["label"])
             return
-        created, raw = api_key_create(tenant=obj.tenant, kind=obj.kind, label=obj.label)
+        created, raw = api_key_create(tenant=obj.tenant, kind=obj.kind, label=obj.label)  # budget: the form's clean
         obj.pk = created.pk
         obj.prefix, obj.subject_id = created.prefix, created.subject_id
         obj.secret_digest = created.secret_digest

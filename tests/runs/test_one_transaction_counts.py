@@ -15,6 +15,7 @@ the row lock, and the completion), and 26 statements in 7 commits with 2 savepoi
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,8 +27,11 @@ from django.db import connection
 
 from apps.a2a.models import TaskMessage
 from apps.a2a.services import message_start
+from apps.core.invalidation import CHANNEL, cache_listening, last_notification, wait_for
 from apps.runs.models import Run, RunStatus
 from apps.runs.services import interrupt_resolve, run_create
+from apps.tenants.budgets import tenant_budget
+from apps.tenants.selectors import subject_tenant_pk
 from tests.runs.conftest import Caller, assert_log_contiguous, event_types
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -85,7 +89,16 @@ def counted() -> Iterator[Counted]:
 
 
 def _warm(caller: Caller) -> None:
-    """First use seeds and caches (the tenant pk on the Subject, the workflow's schema validator)."""
+    """First use seeds and caches (the tenant pk on the Subject, the workflow's schema validator,
+    the tenant's budgets: a per-process cache that stores only once its listener is up)."""
+    tenant_budget(subject_tenant_pk(caller.subject))  # starts this process's invalidation listener
+    assert wait_for(cache_listening, timeout=30), "the invalidation listener never connected"
+    # Notifications arrive in commit order: once this one is back, the previous test's flush (its
+    # TRUNCATEs notify) can no longer empty what the warm-up below caches.
+    barrier = f"barrier-{uuid.uuid4()}"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, barrier])
+    assert wait_for(lambda: last_notification() == barrier, timeout=30), "the barrier notification never came"
     run_create(subject=caller.subject, workflow_id="echo", inputs={}, transport="mcp", inline=True)
 
 

@@ -89,9 +89,7 @@ def test_other_tenant_cannot_be_selected_by_the_request(client: Client, make_key
     acme = make_key("acme")
     globex = make_key("globex")
     # Nothing but the credential decides the tenant: headers and query strings are ignored.
-    response = client.get(
-        WHOAMI + "?tenant=globex", headers={"Authorization": f"Bearer {acme}", "X-Tenant": "globex"}
-    )
+    response = client.get(WHOAMI + "?tenant=globex", headers={"Authorization": f"Bearer {acme}", "X-Tenant": "globex"})
     assert response.json()["subject"]["tenant"] == "acme"
     assert _get(client, f"Bearer {globex}").json()["subject"]["tenant"] == "globex"
     assert subject_from_api_key(acme).subject_id != subject_from_api_key(globex).subject_id

@@ -14,16 +14,33 @@ from apps.facets.services import facet_ensure
 from apps.tenants.staff_roles import STAFF_ROLES
 
 OPERATOR_CAN = (
-    "/admin/facets/facet/", "/admin/facets/facet/a2a/change/", "/admin/facets/facetchange/",
-    "/admin/agents/agent/", "/admin/agents/workflow/", "/admin/a2a/skillroute/", "/admin/a2a/skillroute/add/",
-    "/admin/tenants/tenant/", "/admin/tenants/tenant/add/", "/admin/tenants/apikey/", "/admin/tenants/apikey/add/",
-    "/admin/console/tenantmembership/", "/admin/console/tenantmembership/add/", "/admin/runs/run/",
-    "/admin/push/delivery/", "/admin/push/deadletter/", "/admin/push/pushconfig/", "/admin/push/webhook/",
+    "/admin/facets/facet/",
+    "/admin/facets/facet/a2a/change/",
+    "/admin/facets/facetchange/",
+    "/admin/agents/agent/",
+    "/admin/agents/workflow/",
+    "/admin/a2a/skillroute/",
+    "/admin/a2a/skillroute/add/",
+    "/admin/tenants/tenant/",
+    "/admin/tenants/tenant/add/",
+    "/admin/tenants/apikey/",
+    "/admin/tenants/apikey/add/",
+    "/admin/console/tenantmembership/",
+    "/admin/console/tenantmembership/add/",
+    "/admin/runs/run/",
+    "/admin/push/delivery/",
+    "/admin/push/deadletter/",
+    "/admin/push/pushconfig/",
+    "/admin/push/webhook/",
     "/admin/peers/peercredential/",
 )
 OPERATOR_CANNOT = (
-    "/admin/auth/user/", "/admin/auth/user/add/", "/admin/auth/group/", "/admin/auth/group/add/",
-    "/admin/audit/hostevent/", "/admin/peers/peercredential/add/",
+    "/admin/auth/user/",
+    "/admin/auth/user/add/",
+    "/admin/auth/group/",
+    "/admin/auth/group/add/",
+    "/admin/audit/hostevent/",
+    "/admin/peers/peercredential/add/",
 )
 
 

@@ -6,7 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from apps.core.errors import ValidationFailed
+from apps.core.command_args import REFUSED_STATUS
+from apps.core.errors import RateLimited, ValidationFailed
 from apps.tenants.models import ApiKeyKind
 from apps.tenants.services import api_key_create, tenant_get_or_create
 
@@ -24,7 +25,10 @@ class Command(BaseCommand):
             tenant, created = tenant_get_or_create(slug=options["tenant"])
         except ValidationFailed as exc:
             raise CommandError(exc.message) from exc
-        _, raw = api_key_create(tenant=tenant, kind=options["kind"], label=options["label"])
+        try:
+            _, raw = api_key_create(tenant=tenant, kind=options["kind"], label=options["label"])
+        except RateLimited as exc:  # the tenant's api_keys budget (manage.py tenant_budget)
+            raise CommandError(exc.message, returncode=REFUSED_STATUS) from None
         if created:
             self.stderr.write(f"created tenant {tenant.slug}")
         self.stdout.write(raw)
