@@ -45,15 +45,17 @@ class Command(BaseCommand):
         clear.add_argument("--actor", help=ACTOR_HELP)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        tenant = Tenant.objects.filter(slug=options["tenant"]).first()
-        if tenant is None:
-            raise CommandError(f"no tenant {options['tenant']!r}", returncode=REFUSED_STATUS)
         action = options["action"]
-        if action == "set":
+        values: dict[str, int | None] = {}
+        if action == "set":  # the arguments are checked before the database is asked anything
             values = {name: _value(name, options[name]) for name in BUDGET_NAMES if options.get(name) is not None}
             if not values:
                 names = ", ".join(_option(name) for name in BUDGET_NAMES)
                 raise CommandError(f"set needs at least one of {names}", returncode=REFUSED_STATUS)
+        tenant = Tenant.objects.filter(slug=options["tenant"]).first()
+        if tenant is None:
+            raise CommandError(f"no tenant {options['tenant']!r}", returncode=REFUSED_STATUS)
+        if action == "set":
             actor = actor_option(options.get("actor"))
             try:
                 tenant_budget_set(tenant=tenant, values=values)
