@@ -445,6 +445,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "OpenWOP v2 host: the REST wire, with A2A 1.0 and MCP 2026-07-28 advertised as facets.",
     "VERSION": __version__,  # the release number (openwop_host/__init__.py)
     "SERVE_INCLUDE_SCHEMA": False,
+    # Routes that are off are not in the schema: the conformance seams unless OPENWOP_CONFORMANCE_SEAMS.
+    "PREPROCESSING_HOOKS": ["apps.peers.seams.openapi_drop_seams_when_off"],
 }
 
 # Request and abuse limits (apps/core/request_limits.py, apps/core/rate_limits.py, apps/push/limits.py).

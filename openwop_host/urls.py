@@ -17,6 +17,7 @@ from apps.core.metrics import metrics_view
 from apps.core.readiness import readyz
 from apps.facets.views import well_known_openwop
 from apps.tenants.api import WhoAmIApi
+from openwop_host.front_door import api_docs, front_door
 
 
 def healthz(request: HttpRequest) -> HttpResponse:
@@ -27,6 +28,8 @@ def healthz(request: HttpRequest) -> HttpResponse:
 admin.site.login_form = StaffAuthenticationForm
 
 urlpatterns = [
+    path("", front_door, name="front-door"),  # an HTML page (issue 53 item 3): not the REST wire
+    path("host/openwop-host/api-docs", api_docs, name="api-docs"),
     path(".well-known/openwop", well_known_openwop, name="discovery"),
     path(
         "openapi.json",

@@ -61,6 +61,7 @@ def test_the_run_recipe_starts_beat_and_advertises_host_and_port() -> None:
     assert "beat        periodic jobs" in plan  # the banner says so
     assert "advertised  http://127.0.0.1:9000  " in plan
     assert "127.0.0.1:8000" not in plan
+    assert "start here  http://127.0.0.1:9000/  " in plan  # the front door at the port given (issue 53)
     assert "--port 9000" in plan and "--port 50999" in plan
     # IPv6 loopback: a URL authority in brackets.
     assert "advertised  http://[::1]:9001  " in _plan("HOST=::1", "PORT=9001")

@@ -48,8 +48,11 @@ from apps.tenants.subject import Subject
 
 logger = logging.getLogger(__name__)
 
-# The conformance legs route this workflow by default (openwop-v2 reference (i).16).
-DEFAULT_SKILL = "conformance-approval"
+# What a message naming no skill runs on a fresh host: `echo`, so a first "hello" answers (issue 53
+# item 6). The conformance legs (openwop-v2 reference (i).16) get `conformance-approval` from the
+# conformance profile's pin (apps/conformance/services.py), not from this default; a host seeded
+# before keeps the default its routing table holds (the admin's skill routes change it).
+DEFAULT_SKILL = "echo"
 
 
 # ---------------------------------------------------------------------------------------------

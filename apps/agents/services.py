@@ -97,9 +97,10 @@ DEMO_AGENT_ID = "demo-assistant"
 DEMO_AGENT: dict[str, Any] = {
     "persona": "Demo Assistant",
     "label": "Demo assistant",
-    "description": "A demonstration agent: approvals by default, and the no-op fixture.",
+    "description": "A demonstration agent: echo by default, an approval gate, and the no-op fixture.",
     "pack_version": "1.0.0",
-    "roster": ["conformance-approval", "conformance-noop"],
+    # The first routed workflow is what a message naming no skill runs: echo answers at once.
+    "roster": ["echo", "conformance-approval", "conformance-noop"],
 }
 
 

@@ -41,9 +41,14 @@ def is_vendor_api_path(path: str) -> bool:
     return path.startswith(VENDOR_API_PREFIX)
 
 
+# Exact paths that are no part of the wire either: `/`, the host's HTML front door.
+NOT_ENVELOPED_PATHS = frozenset({"/"})
+
+
 def is_protocol_path(path: str) -> bool:
     """A path of the REST wire: version-checked, stamped, enveloped."""
-    return not is_vendor_api_path(path) and not path.startswith(NOT_ENVELOPED_PREFIXES)
+    excluded = path.startswith(NOT_ENVELOPED_PREFIXES) or path in NOT_ENVELOPED_PATHS
+    return not is_vendor_api_path(path) and not excluded
 
 
 def wants_envelope(path: str) -> bool:

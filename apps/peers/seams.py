@@ -39,6 +39,17 @@ def conformance_seams_on() -> bool:
     return bool(getattr(settings, "OPENWOP_CONFORMANCE_SEAMS", False))
 
 
+SEAM_PATH_PREFIX = "/conformance/seams/"
+
+
+def openapi_drop_seams_when_off(endpoints: list[tuple[Any, ...]], **kwargs: Any) -> list[tuple[Any, ...]]:
+    """drf-spectacular preprocessing hook (SPECTACULAR_SETTINGS): `/openapi.json` lists the seams
+    only while they are served, as discovery's `conformance` block does (issue 53 item 3)."""
+    if conformance_seams_on():
+        return endpoints
+    return [endpoint for endpoint in endpoints if not str(endpoint[0]).startswith(SEAM_PATH_PREFIX)]
+
+
 def conformance_capability() -> dict[str, Any] | None:
     """Discovery's root `conformance` block: present exactly while the seams are served."""
     return {"seamsProfile": SEAMS_PROFILE} if conformance_seams_on() else None

@@ -71,13 +71,22 @@ def test_generate_activate_retire_and_list(algorithm: str) -> None:
     assert f"activated {kid}" in card_key("activate", kid, "--actor", "ops:alice")
     assert served_card_kid() == kid
     listed = card_key("list").splitlines()
-    assert listed[0].split("\t")[:3] == [kid, algorithm, "active"]
+    assert listed[0].split("\t") == ["kid", "algorithm", "state", "created", "activated", "retired"]  # a header
+    assert listed[1].split("\t")[:3] == [kid, algorithm, "active"] and len(listed) == 2
 
     assert f"retired {kid}" in card_key("retire", kid, "--actor", "ops:bob")
     assert served_card_kid() is None  # unsigned until another key is activated
     alice, bob = f"cli:{os_user()} as ops:alice", f"cli:{os_user()} as ops:bob"  # who ran it, and the claim
     assert trail(kid) == [("generate", alice), ("activate", alice), ("retire", bob)]
     assert "private" not in "".join(listed) and "BEGIN" not in "".join(listed)
+
+
+def test_list_with_no_key_says_so_and_how_to_make_one() -> None:
+    """Issue 53 item 6: an empty list is one line saying there is nothing, not silence."""
+    assert not CardSigningKey.objects.exists()
+    assert card_key("list").splitlines() == [
+        "no card signing keys (card_key generate --algorithm EdDSA --activate makes one that signs every card)"
+    ]
 
 
 @pytest.mark.parametrize("prefix", ["-", "--"])

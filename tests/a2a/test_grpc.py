@@ -182,7 +182,7 @@ async def test_streaming_send_and_resubscribe(clients: dict[str, Clients]) -> No
     acme = clients["acme"]
     streaming, plain = acme.client(streaming=True), acme.client()
 
-    events = await send(streaming, _message(text="stream me"))
+    events = await send(streaming, _message(text="stream me", skill="conformance-approval"))
     assert events[0].HasField("task")
     task_id = events[0].task.id
     assert all(e.HasField("status_update") and e.status_update.task_id == task_id for e in events[1:])

@@ -14,6 +14,7 @@ from tests.a2a.conftest import JSONRPC, Caller, advance, error_info, immediately
 from tests.door_client import DoorClient
 
 pytestmark = pytest.mark.django_db
+APPROVAL = "conformance-approval"  # named: a message naming no skill runs echo (issue 53 item 6)
 
 
 def _post_raw(client: DoorClient, body: bytes | str, **headers: str):  # type: ignore[no-untyped-def]
@@ -157,7 +158,10 @@ def test_invalid_params_name_the_field(acme: Caller) -> None:
 
 def test_multi_turn_rules(acme: Caller) -> None:
     """interop.md §A2A multi-turn: inferred contextId, mismatch refused with no change, terminal -32004."""
-    started = acme.rpc("SendMessage", immediately(user_message("mt-1", contextId="ctx-1"))).json()["result"]["task"]
+    approval = {"metadata": {"openwop": {"skillId": APPROVAL}}}
+    started = acme.rpc("SendMessage", immediately(user_message("mt-1", contextId="ctx-1", **approval))).json()[
+        "result"
+    ]["task"]
     assert started["contextId"] == "ctx-1" and started["status"]["state"] == "TASK_STATE_SUBMITTED"
     run = advance(started["id"])
     assert run.status == "waiting-approval" and run.transport == "a2a"
@@ -231,7 +235,8 @@ def test_auth_required_only_for_the_credential_interrupt(acme: Caller) -> None:
     assert [t["id"] for t in listed["tasks"]] == [task_id]
     assert acme.rpc("ListTasks", {"status": "TASK_STATE_INPUT_REQUIRED"}).json()["result"]["tasks"] == []
 
-    approval = acme.rpc("SendMessage", immediately(user_message("appr-1"))).json()["result"]["task"]["id"]
+    named = {"metadata": {"openwop": {"skillId": APPROVAL}}}
+    approval = acme.rpc("SendMessage", immediately(user_message("appr-1", **named))).json()["result"]["task"]["id"]
     advance(approval)
     state = acme.rpc("GetTask", {"id": approval}).json()["result"]["status"]["state"]
     assert state == "TASK_STATE_INPUT_REQUIRED"

@@ -19,6 +19,8 @@ from tests.a2a.conftest import Caller, advance, immediately, user_message
 
 
 def _send(caller: Caller, message_id: str, **fields: Any) -> str:
+    """A task of the approval fixture (it waits once advanced), unless `fields` name another skill."""
+    fields.setdefault("metadata", {"openwop": {"skillId": "conformance-approval"}})
     task = caller.rpc("SendMessage", immediately(user_message(message_id, **fields))).json()["result"]["task"]
     return str(task["id"])
 

@@ -22,6 +22,7 @@ from apps.runs.models import Run
 from tests.a2a.live import Session, db_read, only_task, reattached_until_done, send, until_terminal, user_message
 
 BINDINGS = ["JSONRPC", "HTTP+JSON"]
+APPROVAL = "conformance-approval"  # named: a message naming no skill runs echo (issue 53 item 6)
 
 
 def _message(*, text: str | None = None, data: Any = None, skill: str | None = None, **fields: Any) -> Message:
@@ -89,8 +90,8 @@ async def test_send_get_list_cancel_and_isolation(sessions: dict[str, Session]) 
 async def test_multi_turn_approval_and_auth_required(sessions: dict[str, Session]) -> None:
     acme = sessions["acme"].client()
 
-    # The default skill is the approval fixture: a blocking send stops at INPUT_REQUIRED.
-    waiting = await only_task(acme, _message(text="please approve"))
+    # The approval fixture, named (the default skill is echo): a blocking send stops at INPUT_REQUIRED.
+    waiting = await only_task(acme, _message(text="please approve", skill=APPROVAL))
     assert waiting.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
     interrupt = json_format.MessageToDict(waiting.metadata)["openwop"]["interrupt"]
     assert interrupt["kind"] == "approval" and interrupt["interruptId"].startswith("acme/")
@@ -121,7 +122,7 @@ async def test_streaming_send_and_subscribe(sessions: dict[str, Session]) -> Non
 
     # SendStreamingMessage: the Task first, then status updates, ending at the interrupt.
     # (How many updates follow depends on how far the worker got before the first read.)
-    events = await send(streaming, _message(text="stream me"))
+    events = await send(streaming, _message(text="stream me", skill=APPROVAL))
     assert events[0].HasField("task")
     task_id, context_id = events[0].task.id, events[0].task.context_id
     updates = [e.status_update for e in events[1:]]

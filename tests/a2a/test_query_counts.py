@@ -32,7 +32,8 @@ SENDMESSAGE_MAX_STATEMENTS = 19
 
 def _waiting_task(caller: Caller) -> str:
     """A run suspended on its approval: the costliest projection (status, open interrupt, messages)."""
-    task = caller.rpc("SendMessage", immediately(user_message("q-1"))).json()["result"]["task"]
+    approval = {"metadata": {"openwop": {"skillId": "conformance-approval"}}}  # the default is echo
+    task = caller.rpc("SendMessage", immediately(user_message("q-1", **approval))).json()["result"]["task"]
     assert advance(task["id"]).status == "waiting-approval"
     return task["id"]
 

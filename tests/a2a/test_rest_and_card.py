@@ -57,7 +57,8 @@ def test_rest_errors_are_google_rpc_status(acme: Caller, globex: Caller) -> None
 
 
 def test_rest_task_ids_in_every_path_form(acme: Caller) -> None:
-    created = acme.rest_post("/message:send", immediately(user_message("r-1")))
+    approval = {"metadata": {"openwop": {"skillId": "conformance-approval"}}}  # waits, so it can be cancelled
+    created = acme.rest_post("/message:send", immediately(user_message("r-1", **approval)))
     assert created.status_code == 200 and created["Content-Type"] == "application/a2a+json"
     task_id = created.json()["task"]["id"]
     assert task_id.startswith("acme/")
@@ -90,7 +91,7 @@ def test_public_card_matches_facets_and_routes(acme: Caller, settings) -> None: 
     assert all("tenant" not in i for i in card["supportedInterfaces"])
     assert card["capabilities"] == {"streaming": True, "pushNotifications": True, "extendedAgentCard": True}
     assert card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "Bearer"
-    assert card["skills"][0]["id"] == "conformance-approval"
+    assert card["skills"][0]["id"] == "echo"  # the default skill first: it answers (issue 53 item 6)
     assert {s["id"] for s in card["skills"]} == set(SkillRoute.objects.values_list("workflow_id", flat=True))
     assert all(s["tags"] and s["name"] and s["description"] for s in card["skills"])
 
@@ -99,9 +100,10 @@ def test_public_card_matches_facets_and_routes(acme: Caller, settings) -> None: 
     assert anonymous.get(CARD, headers={"If-None-Match": response["ETag"]}).status_code == 304
 
     # Operator edits reach the card: a disabled route leaves it and refuses messages.
-    SkillRoute.objects.filter(workflow_id="echo").update(enabled=False)
-    assert "echo" not in {s["id"] for s in anonymous.get(CARD).json()["skills"]}
-    refused = acme.rpc("SendMessage", immediately(user_message("e-1", metadata={"openwop": {"skillId": "echo"}})))
+    SkillRoute.objects.filter(workflow_id="conformance-noop").update(enabled=False)  # echo is the default
+    assert "conformance-noop" not in {s["id"] for s in anonymous.get(CARD).json()["skills"]}
+    named = {"metadata": {"openwop": {"skillId": "conformance-noop"}}}
+    refused = acme.rpc("SendMessage", immediately(user_message("e-1", **named)))
     assert refused.json()["error"]["code"] == -32602
 
 

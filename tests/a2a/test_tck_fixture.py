@@ -30,6 +30,7 @@ from google.protobuf import json_format
 from google.protobuf.struct_pb2 import Struct
 
 from apps.a2a.models import SkillRoute
+from apps.a2a.services import DEFAULT_SKILL
 from apps.a2a.tck import RESUBSCRIBE_MESSAGE_ID, TCK_WORKFLOW_ID, tck_scenario
 from apps.runs.models import Run
 from tests.a2a.live import Session, db_read
@@ -223,9 +224,9 @@ async def test_a_named_skill_wins_and_a_disabled_route_turns_prefix_routing_off(
     named = await send_task(acme, tck_message("tck-complete-task", skill="echo"))
     assert await workflow_of(named.id) == "echo"
     plain = await send_task(acme, tck_message("live-not-tck"))
-    assert await workflow_of(plain.id) == "conformance-approval"  # the host's default skill
+    assert await workflow_of(plain.id) == DEFAULT_SKILL == "echo"  # the host's default skill
 
     await db_read(lambda: SkillRoute.objects.filter(workflow_id=TCK_WORKFLOW_ID).update(enabled=False))
     routed_off = await send_task(acme, tck_message("tck-complete-task"))
-    assert routed_off.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
-    assert await workflow_of(routed_off.id) == "conformance-approval"
+    assert routed_off.status.state == TaskState.TASK_STATE_COMPLETED
+    assert await workflow_of(routed_off.id) == DEFAULT_SKILL  # echo, not the TCK scenario

@@ -228,7 +228,7 @@ def test_admin_actions_call_the_audited_services(acme: Tenancy) -> None:
 def test_demo_agent_seed_is_idempotent(make_key) -> None:  # type: ignore[no-untyped-def]
     t = _tenancy(make_key, "initech")
     demo = agent_demo_seed(tenant=t.tenant)
-    assert demo.published and demo.roster[0] == "conformance-approval"
+    assert demo.published and demo.roster[0] == "echo"  # a first message answers (issue 53 item 6)
     assert agent_demo_seed(tenant=t.tenant).pk == demo.pk
     agent_unpublish(agent=demo, actor="operator")
     agent_demo_seed(tenant=t.tenant)  # an operator's unpublish stands

@@ -107,7 +107,7 @@ def test_apply_on_a_fresh_host_routes_exactly_conformance_approval() -> None:
 @SEAMS_ON
 def test_clear_restores_every_route_exactly() -> None:
     skill_routes_ensure()
-    SkillRoute.objects.filter(workflow_id="echo").update(enabled=False)  # an operator's own choices
+    SkillRoute.objects.filter(workflow_id="conformance-delay").update(enabled=False)  # an operator's own choices
     SkillRoute.objects.filter(workflow_id="conformance-noop").update(position=7)
     routes, skills = _routes(), _card_skills()
     _apply()

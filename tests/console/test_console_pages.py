@@ -8,6 +8,7 @@ import io
 import pytest
 from django.conf import settings
 from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.test import Client
 from django.utils import timezone
 
@@ -97,3 +98,44 @@ def test_console_member_create_command(monkeypatch) -> None:  # type: ignore[no-
     membership = TenantMembership.objects.select_related("user", "tenant").get(user__username="peter")
     assert membership.tenant.slug == "initech" and not membership.user.is_staff
     assert membership.user.check_password("pw-from-env-123")
+
+
+class _Terminal:
+    """What the command reads on a terminal: `isatty()`, and the answers typed at each prompt."""
+
+    def __init__(self, monkeypatch, answers: list[str], *, tty: bool = True) -> None:  # type: ignore[no-untyped-def]
+        self.prompts: list[str] = []
+        typed = iter(answers)
+        monkeypatch.delenv("OPENWOP_CONSOLE_PASSWORD", raising=False)
+        monkeypatch.setattr("sys.stdin", io.StringIO(""))
+        monkeypatch.setattr("sys.stdin.isatty", lambda: tty)
+
+        def ask(prompt: str = "") -> str:
+            self.prompts.append(prompt)
+            return next(typed)
+
+        monkeypatch.setattr("getpass.getpass", ask)
+
+
+def test_console_member_create_asks_for_the_password_twice(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Issue 53 item 6, like createsuperuser: typed twice; a mismatch or a blank one is said and asked again."""
+    Tenant.objects.create(slug="initech", name="Initech")
+    terminal = _Terminal(monkeypatch, ["first-try-123", "typo-try-123", "", "pw-typed-twice-1", "pw-typed-twice-1"])
+    out, err = io.StringIO(), io.StringIO()
+    call_command("console_member_create", "--tenant", "initech", "--username", "milton", stdout=out, stderr=err)
+    assert terminal.prompts == ["Password: ", "Password (again): ", "Password: ", "Password: ", "Password (again): "]
+    said = ["Error: Your passwords didn't match.", "Error: Blank passwords aren't allowed."]
+    assert err.getvalue().splitlines() == said
+    user = TenantMembership.objects.select_related("user").get(user__username="milton").user
+    assert user.check_password("pw-typed-twice-1") and not user.check_password("first-try-123")
+
+
+def test_console_member_create_gives_up_and_refuses_without_a_terminal(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    Tenant.objects.create(slug="initech", name="Initech")
+    _Terminal(monkeypatch, ["a-password-123", "another-one-123"] * 3)
+    with pytest.raises(CommandError, match="No password after 3 tries"):
+        call_command("console_member_create", "--tenant", "initech", "--username", "bob", stderr=io.StringIO())
+    _Terminal(monkeypatch, [], tty=False)
+    with pytest.raises(CommandError, match="set OPENWOP_CONSOLE_PASSWORD"):
+        call_command("console_member_create", "--tenant", "initech", "--username", "bob")
+    assert not TenantMembership.objects.filter(user__username="bob").exists()

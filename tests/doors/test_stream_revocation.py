@@ -155,7 +155,7 @@ async def test_revoked_and_signed_out_streams_end(rechecking_host: tuple[str, st
         run_id = created.json()["runId"]
         run_events = f"{base}/runs/{run_id.replace('/', '~2F')}/events"
         plain = sessions["JSONRPC"].client()
-        waiting = await only_task(plain, user_message(prefix="revoke", text="approve?"))
+        waiting = await only_task(plain, user_message(prefix="revoke", text="approve?", skill="conformance-approval"))
         assert waiting.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
 
         def long_task() -> SendMessageRequest:

@@ -28,6 +28,7 @@ from tests.live import start_grpc, start_web, wait_until
 
 LIMIT = 2
 ROUNDS = 3 * LIMIT  # completed streams per binding: more than the key may hold at once
+APPROVAL = "conformance-approval"  # named: a message naming no skill runs echo (issue 53 item 6)
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +105,7 @@ def _grpc_rounds(address: str, key: str) -> None:
             assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
         for _ in range(ROUNDS):  # SubscribeToTask on a waiting task, answered, to its end
             asked = stub.SendMessage(
-                SendMessageRequest(message=user_message(prefix="slots", text="approve?")),
+                SendMessageRequest(message=user_message(prefix="slots", text="approve?", skill=APPROVAL)),
                 metadata=_metadata(key), timeout=60,
             )  # fmt: skip
             task_id = asked.task.id
@@ -115,9 +116,8 @@ def _grpc_rounds(address: str, key: str) -> None:
             stub.SendMessage(SendMessageRequest(message=answer), metadata=_metadata(key), timeout=60)
             rest: list[StreamResponse] = list(stream)
             assert rest[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
-        waiting = stub.SendMessage(
-            SendMessageRequest(message=user_message(prefix="slots", text="hold")), metadata=_metadata(key), timeout=60
-        ).task.id
+        hold = SendMessageRequest(message=user_message(prefix="slots", text="hold", skill=APPROVAL))
+        waiting = stub.SendMessage(hold, metadata=_metadata(key), timeout=60).task.id
         _grpc_holds_limit(stub, key, waiting)
 
 
@@ -132,7 +132,7 @@ async def _a2a_rounds(base: str, key: str, binding: str) -> None:
             events = await send(streaming, user_message(prefix="slots", text="hi", skill="echo"))
             assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
         for _ in range(ROUNDS):  # SubscribeToTask on a waiting task, answered, to its end
-            asked = await send(plain, user_message(prefix="slots", text="approve?"))
+            asked = await send(plain, user_message(prefix="slots", text="approve?", skill=APPROVAL))
             task_id = asked[0].task.id
             answer = user_message(prefix="slots", data={"action": "accept"}, task_id=task_id)
             received = await reattached_until_done(streaming, plain, task_id, answer)

@@ -214,6 +214,9 @@ def test_the_command_adds_lists_and_removes(
 ) -> None:
     tenant_get_or_create(slug="globex")
     monkeypatch.setenv("IDP_INTROSPECTION_SECRET", "from-the-env")
+    assert _command("list").splitlines() == [  # issue 53 item 6: nothing trusted says so
+        "no trusted issuers (oauth_issuer add --issuer <https URL> --tenant <slug> ... adds one)"
+    ]
     out = _command(
         "add", "--issuer", auth_server.issuer, "--tenant-claim", "org", "--allowed-tenants", "globex",
         "--tenant", "acme", "--lane", "oauth2", "--introspection-client-id", "introspector",
@@ -223,7 +226,11 @@ def test_the_command_adds_lists_and_removes(
     issuer = TrustedIssuer.objects.get()
     assert issuer.tenant is None and introspection_secret(issuer) == "from-the-env"
     assert TrustedIssuerChange.objects.get().actor == f"cli:{os_user()} as ticket 42"
-    assert auth_server.issuer in _command("list")
+    header, row = _command("list").splitlines()
+    assert header.split("\t") == ["issuer", "lane", "tenants", "revocation", "audience", "state"]
+    assert row.split("\t") == [
+        auth_server.issuer, "oauth2", "claim org in acme,globex", "exp-and-recheck 300s", "(door URL)", "enabled"
+    ]
     assert "removed" in _command("remove", "--issuer", auth_server.issuer)
     assert not TrustedIssuer.objects.exists() and TrustedIssuerChange.objects.count() == 2
 

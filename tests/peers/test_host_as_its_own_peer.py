@@ -78,8 +78,8 @@ def test_a2a_call_to_ourselves_lands_in_the_credentials_tenant(
     assert run.status == RunStatus.COMPLETED, run.error
     assert run.outputs["negotiatedVersion"] == "1.0"
     task = run.outputs["result"]["task"]
-    # The default skill is the approval fixture: the peer's task waits for input, and says so.
-    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    # The default skill is echo (issue 53 item 6): the peer's task answers at once.
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     peer_run = Run.unscoped_all_tenants.get(run_id=task["id"])
     assert peer_run.run_id.startswith("globex/") and peer_run.transport == RunTransport.A2A
     assert peer_run.owner["subject"]["subjectId"] == globex.subject.subject_id

@@ -11,7 +11,8 @@ CardSigningKeyChange rows (actor `cli:<os user>`, and `as <text>` beside it with
 the new kid alone on stdout. `--if-none-active` generates and activates only while no key is active
 (`make setup`: idempotent, a restart keeps the key that signs). A refusal (an unknown kid, a
 retired key) prints why on stderr and exits with status 2, changing nothing. No key material is
-ever printed: the private half is sealed at generation.
+ever printed: the private half is sealed at generation. `list` prints a header line naming its
+tab-separated columns, then a row per key; with no key, one line saying so and how to make one.
 """
 
 from __future__ import annotations
@@ -58,6 +59,11 @@ def _when(value: Any) -> str:
     return value.isoformat(timespec="seconds") if value else "-"
 
 
+# `list` prints a header naming its columns, then one tab-separated row per key (issue 53 item 6).
+LIST_COLUMNS = ("kid", "algorithm", "state", "created", "activated", "retired")
+LIST_EMPTY = "no card signing keys (card_key generate --algorithm EdDSA --activate makes one that signs every card)"
+
+
 class Command(BaseCommand):
     help = "Generate, activate, retire or list the agent card signing keys (audited)."
 
@@ -81,7 +87,12 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]
         if action == "list":
-            for key in card_signing_keys():
+            keys = list(card_signing_keys())
+            if not keys:
+                self.stdout.write(LIST_EMPTY)
+                return
+            self.stdout.write("\t".join(LIST_COLUMNS))
+            for key in keys:
                 self.stdout.write(self._row(key))
             return
         actor = actor_option(options.get("actor"))

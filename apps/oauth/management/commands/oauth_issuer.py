@@ -16,7 +16,8 @@ from the environment variable named, never from the command line (where `ps` wou
 `exp-and-recheck` (the default) needs no introspection client when the issuer's metadata allows
 introspection without client authentication (`none` in
 `introspection_endpoint_auth_methods_supported`); otherwise it is refused without one. A refusal
-prints its message on stderr and exits with status 2, changing nothing.
+prints its message on stderr and exits with status 2, changing nothing. `list` prints a header line
+naming its tab-separated columns, then a row per issuer; with none, one line saying so.
 """
 
 from __future__ import annotations
@@ -57,6 +58,11 @@ def _required_scopes(values: list[str]) -> dict[str, list[str]]:
             raise CommandError(f"--require {value!r}: give FAMILY=SCOPE[,SCOPE...].", returncode=REFUSED_STATUS)
         required.setdefault(family.strip(), []).extend(s.strip() for s in scopes.split(",") if s.strip())
     return required
+
+
+# `list` prints a header naming its columns, then one tab-separated row per issuer (issue 53 item 6).
+LIST_COLUMNS = ("issuer", "lane", "tenants", "revocation", "audience", "state")
+LIST_EMPTY = "no trusted issuers (oauth_issuer add --issuer <https URL> --tenant <slug> ... adds one)"
 
 
 class Command(BaseCommand):
@@ -156,6 +162,27 @@ class Command(BaseCommand):
         )
 
     def _list(self) -> None:
-        rows = TrustedIssuer.objects.select_related("tenant").prefetch_related("allowed_tenants")
+        rows = list(TrustedIssuer.objects.select_related("tenant").prefetch_related("allowed_tenants"))
+        if not rows:
+            self.stdout.write(LIST_EMPTY)
+            return
+        self.stdout.write("\t".join(LIST_COLUMNS))
         for issuer in rows:
-            self.stdout.write(f"{issuer.issuer}\t{self._describe(issuer)}")
+            self.stdout.write("\t".join(self._columns(issuer)))
+
+    @staticmethod
+    def _columns(issuer: TrustedIssuer) -> tuple[str, ...]:
+        """The row of `list`, in LIST_COLUMNS order."""
+        if issuer.tenant_id is not None and issuer.tenant:
+            tenants = f"tenant {issuer.tenant.slug}"
+        else:
+            allowed = ",".join(sorted(t.slug for t in issuer.allowed_tenants.all()))
+            tenants = f"claim {issuer.tenant_claim} in {allowed}"
+        return (
+            issuer.issuer,
+            issuer.lane,
+            tenants,
+            f"{issuer.revocation} {issuer.revocation_window_seconds}s",
+            issuer.audience or "(door URL)",
+            "enabled" if issuer.enabled else "disabled",
+        )
