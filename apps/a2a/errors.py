@@ -74,7 +74,7 @@ class RateLimitExceeded(A2AError):
 
     message = "Too many requests; retry later."
 
-    def __init__(self, message: str | None = None, *, retry_after: int, data: dict[str, Any] | None = None) -> None:
+    def __init__(self, message: str | None = None, *, retry_after: int = 1, data: dict[str, Any] | None = None) -> None:
         super().__init__(message, data=data)
         self.retry_after = retry_after
 

@@ -47,7 +47,7 @@ def test_a_path_another_route_serves_is_refused_by_name(path: str, route: str) -
         ("cards/agent.json", "absolute path"),
         ("/cards/agent.json?x=1", "absolute path"),
         ("/static/card.json", "under the static files (/static/)"),
-        ("/", "No route on this host can serve the agent card at /"),
+        ("/", "The agent card path / is already served by another route (front-door)"),
     ],
 )
 def test_other_unservable_paths_are_refused(path: str, fragment: str) -> None:
