@@ -7,8 +7,8 @@ write, the admin's and the command's included), so a hot path pays no query per 
 defaults are read from settings at each call, so they are never stale either.
 
 What this module enforces itself: the per-tenant window of runs accepted per minute (a fixed
-one-minute window counted in the cache, Redis when REDIS_URL is set, as apps/core/rate_limits.py
-counts a key's requests) and the active API keys (`api_keys_admit`). Runs queued are counted by the
+one-minute window counted in the cache, Redis when REDIS_URL is set, by apps/core/rate_limits.py
+as it counts a key's requests) and the active API keys (`api_keys_admit`). Runs queued are counted by the
 app that owns runs (apps/runs/budgets.py). Every refusal is `budget_refused`: a RateLimited naming
 the budget and its limit, counted in /metrics. Like the per-key limits, the window fails open when
 the cache is unreachable (availability of the wire outranks the ceiling).
@@ -17,21 +17,15 @@ the cache is unreachable (availability of the wire outranks the ceiling).
 from __future__ import annotations
 
 import logging
-import math
-import time
 from dataclasses import dataclass, fields
-from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.cache import DEFAULT_CACHE_ALIAS, BaseCache, caches
-from django.core.signals import setting_changed
-from django.dispatch import receiver
 
 from apps.core import metrics
 from apps.core.errors import RateLimited
 from apps.core.invalidation import TOPIC_BUDGET, acached, cached
-from apps.core.resp import resp_client
+from apps.core.rate_limits import LimitSettings, request_admit, request_admit_async
 from apps.tenants.models import ApiKey, Tenant, TenantBudget
 
 logger = logging.getLogger(__name__)
@@ -40,8 +34,6 @@ WINDOW_SECONDS = 60
 # Retry-After of a refusal that no window ends: a backlog drains, a key is revoked.
 QUEUED_RETRY_AFTER_SECONDS = 5
 API_KEYS_RETRY_AFTER_SECONDS = 60
-# After a cache failure the window stays off this long (one connect timeout per interval).
-CACHE_RETRY_SECONDS = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,109 +106,34 @@ def budget_refused(*, budget: str, limit: int, retry_after: int, tenant: str) ->
 
 
 # ---------------------------------------------------------------------------------------------
-# Runs accepted per minute: a fixed window per tenant in the cache
-
-_client: BaseCache | None = None
-_cache_retry_at = 0.0
-_warned_at = 0.0
+# Runs accepted per minute: the per-key limits' window counter (apps/core/rate_limits.py), on a
+# bucket of the tenant's own: the same cache client, RESP round trip and failing open.
 
 
-def _counters() -> BaseCache:
-    """One cache client per process (`django.core.cache.cache` is one per request context)."""
-    global _client
-    if _client is None:
-        _client = caches.create_connection(DEFAULT_CACHE_ALIAS)
-    return _client
-
-
-@receiver(setting_changed)
-def _counters_reset(*, setting: str, **kwargs: object) -> None:
-    global _client
-    if setting == "CACHES":
-        _client = None
-
-
-def _window_key(tenant_pk: int, window: int) -> str:
+def _window(tenant_pk: int, limit: int) -> tuple[str, LimitSettings]:
     # STYLE.md habit 10: a cache key across processes names its tenant. A pk is only unique within
     # its database: the name keeps two hosts (or test databases) sharing one Redis apart.
     database = settings.DATABASES["default"].get("NAME", "")
-    return f"openwop:tenant-runs:{database}:{tenant_pk}:{window}"
+    return f"tenant-runs:{database}:{tenant_pk}", LimitSettings(
+        requests=limit, window_seconds=WINDOW_SECONDS, streams=0
+    )
 
 
-def _cache_usable() -> bool:
-    return time.monotonic() >= _cache_retry_at
-
-
-def _cache_down(exc: Exception) -> None:
-    global _warned_at, _cache_retry_at
-    now = time.monotonic()
-    _cache_retry_at = now + CACHE_RETRY_SECONDS
-    if now - _warned_at > 60:
-        _warned_at = now
-        logger.warning("tenant run budgets per minute not enforced: the cache is unreachable (%s)",
-                       type(exc).__name__)  # fmt: skip
-
-
-def _window_refusal(count: int, limit: int, now: float, window: int, tenant: str) -> RateLimited | None:
-    if count <= limit:
-        return None
-    retry_after = max(1, math.ceil((window + 1) * WINDOW_SECONDS - now))
-    return budget_refused(budget="runs_per_minute", limit=limit, retry_after=retry_after, tenant=tenant)
+def _window_refusal(retry_after: int | None, limit: int, tenant: str) -> None:
+    if retry_after is not None:
+        raise budget_refused(budget="runs_per_minute", limit=limit, retry_after=retry_after, tenant=tenant)
 
 
 def runs_per_minute_admit(*, tenant_pk: int, tenant: str, limit: int) -> None:
     """Count one run accepted in the tenant's current minute; RateLimited past `limit` (0: none)."""
-    if limit <= 0 or not _cache_usable():
-        return
-    now = time.time()
-    window = int(now // WINDOW_SECONDS)
-    key = _window_key(tenant_pk, window)
-    try:
-        _counters().add(key, 0, timeout=WINDOW_SECONDS + 1)
-        count = int(_counters().incr(key))
-    except Exception as exc:  # fail open (module docstring)
-        _cache_down(exc)
-        return
-    refusal = _window_refusal(count, limit, now, window, tenant)
-    if refusal is not None:
-        raise refusal
-
-
-def _redis_location() -> str | None:
-    config = settings.CACHES.get(DEFAULT_CACHE_ALIAS, {})
-    if not str(config.get("BACKEND", "")).endswith("RedisCache"):
-        return None
-    location = config.get("LOCATION")
-    return location if isinstance(location, str) else None
+    if limit > 0:
+        _window_refusal(request_admit(*_window(tenant_pk, limit)), limit, tenant)
 
 
 async def runs_per_minute_admit_async(*, tenant_pk: int, tenant: str, limit: int) -> None:
-    """`runs_per_minute_admit` from the event loop: one RESP round trip on the key the sync path
-    uses (apps/core/resp.py), the in-process cache directly, or the sync path on a thread."""
-    if limit <= 0 or not _cache_usable():
-        return
-    location = _redis_location()
-    if location is None:  # the local-memory cache: no I/O
-        runs_per_minute_admit(tenant_pk=tenant_pk, tenant=tenant, limit=limit)
-        return
-    options: dict[str, Any] = settings.CACHES[DEFAULT_CACHE_ALIAS].get("OPTIONS", {})
-    client = resp_client(
-        location, connect_timeout=options.get("socket_connect_timeout"), timeout=options.get("socket_timeout")
-    )
-    if client is None:
-        await sync_to_async(runs_per_minute_admit)(tenant_pk=tenant_pk, tenant=tenant, limit=limit)
-        return
-    now = time.time()
-    window = int(now // WINDOW_SECONDS)
-    key = _counters().make_key(_window_key(tenant_pk, window))
-    try:
-        count = await client.window_incr(key, WINDOW_SECONDS + 1)
-    except Exception as exc:  # fail open (module docstring)
-        _cache_down(exc)
-        return
-    refusal = _window_refusal(int(count), limit, now, window, tenant)
-    if refusal is not None:
-        raise refusal
+    """`runs_per_minute_admit` from the event loop (one round trip with Redis)."""
+    if limit > 0:
+        _window_refusal(await request_admit_async(*_window(tenant_pk, limit)), limit, tenant)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ def windows_forget() -> None:
     location = settings.CACHES["default"].get("LOCATION")
     if str(settings.CACHES["default"]["BACKEND"]).endswith("RedisCache") and isinstance(location, str):
         client = redis.Redis.from_url(location)
-        for name in client.scan_iter(match="*openwop:tenant-runs:*"):
+        for name in client.scan_iter(match="*openwop:rl:tenant-runs:*"):
             client.delete(name)
     else:
         caches["default"].clear()
