@@ -11,6 +11,7 @@ Retry-After.
 from __future__ import annotations
 
 import secrets
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from django.db import connection
@@ -22,11 +23,13 @@ from tests.live import _database_url, start_web
 def test_stream_open_without_a_database_connection_is_503(live_env, transactional_db, make_key) -> None:  # type: ignore[no-untyped-def]
     env, var_dir = live_env
     role = f"openwop_sse_busy_{secrets.token_hex(4)}"
+    password = secrets.token_urlsafe(16)  # the embedded server authenticates (scram), a trust server ignores it
     with connection.cursor() as cursor:
-        cursor.execute(f'CREATE ROLE "{role}" LOGIN')
+        cursor.execute(f"CREATE ROLE \"{role}\" LOGIN PASSWORD '{password}'")
         cursor.execute(f'GRANT pg_read_all_data, pg_write_all_data TO "{role}"')
-    url = _database_url().replace("postgres://postgres@", f"postgres://{role}@", 1)
-    assert role in url, url
+    own = urlsplit(_database_url())
+    url = urlunsplit(own._replace(netloc=f"{role}:{password}@{own.netloc.rpartition('@')[2]}"))
+    assert urlsplit(url).username == role  # the URL itself is not printed: it holds a password
     own_env = {**env, "DATABASE_URL": url, "DATABASE_POOL_MAX_SIZE": "2", "DATABASE_POOL_TIMEOUT": "1"}
     daphne, base_url = start_web(own_env, var_dir)
     try:
