@@ -83,6 +83,13 @@ def _effective(overrides: Overrides) -> TenantBudgets:
     return TenantBudgets(**values)
 
 
+def tenant_budget_overrides(tenant_pk: int) -> dict[str, int | None]:
+    """The tenant's own overrides by budget name (None: the host default), from the same cached
+    row `tenant_budget` reads (no query while it is cached)."""
+    overrides = cached(TOPIC_BUDGET, tenant_pk, lambda: _overrides_load(tenant_pk))
+    return dict(zip(BUDGET_NAMES, overrides, strict=True))
+
+
 def tenant_budget(tenant_pk: int) -> TenantBudgets:
     """The tenant's effective budgets: its override where it set one, else the host's default."""
     return _effective(cached(TOPIC_BUDGET, tenant_pk, lambda: _overrides_load(tenant_pk)))

@@ -19,7 +19,8 @@ from apps.core.invalidation import TOPIC_APIKEY, acached, cached, secret_cache_k
 from apps.core.metrics import caller_tenant_seen
 from apps.core.rate_limits import BucketTenant, bucket_tenant_learn, bucket_tenant_to_learn, caller_key
 from apps.oauth.verify import subject_from_jwt, verified_subject_cached
-from apps.tenants.models import ApiKey, Tenant, TenantBudget
+from apps.tenants.budgets import tenant_budget_overrides
+from apps.tenants.models import ApiKey, Tenant
 from apps.tenants.services import KEY_SCHEME, secret_digest
 from apps.tenants.subject import Subject
 
@@ -112,9 +113,11 @@ def subject_from_authorization(authorization: str | None, *, door: str | None = 
 
 
 def _bucket_tenant_read(subject: Subject, tenant_pk: int) -> BucketTenant:
-    row = TenantBudget.objects.filter(tenant_id=tenant_pk).values_list("requests_per_minute", "streams").first()
-    requests, streams = row if row is not None else (None, None)
-    return BucketTenant(pk=tenant_pk, slug=subject.tenant, requests_per_minute=requests, streams=streams)
+    """The tenant's request-path budgets, from the budgets' one cached row (apps.tenants.budgets)."""
+    own = tenant_budget_overrides(tenant_pk)
+    return BucketTenant(
+        pk=tenant_pk, slug=subject.tenant, requests_per_minute=own["requests_per_minute"], streams=own["streams"]
+    )
 
 
 def _to_learn(authorization: str | None, subject: Subject) -> tuple[str, int, int] | None:
