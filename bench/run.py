@@ -174,6 +174,12 @@ def host_env(port: int) -> dict[str, str]:
     # The per-key request limit stays on (its cache round trip is part of every request's cost)
     # but out of reach: one bench key sends far more than a client may per minute in production.
     env.setdefault("OPENWOP_RATE_LIMIT_REQUESTS", "1000000000")
+    # Likewise the tenant's request budget (6,000 a minute by default: one wrk client of the bench's
+    # tenant passes it in seconds) and the stream caps (sse: 1,000 subscribers in one tenant). The
+    # fairness scenario sets them back to the host's defaults (bench/fairness.py HOST_ENV).
+    env.setdefault("OPENWOP_TENANT_REQUESTS_PER_MINUTE", "1000000000")
+    env.setdefault("OPENWOP_TENANT_STREAMS", "1000000")
+    env.setdefault("OPENWOP_MAX_STREAMS", "1000000")
     return env
 
 
@@ -261,6 +267,7 @@ def default_env(port: int) -> dict[str, str]:
     # As for the production target: the per-key request limit runs (its counter is part of every
     # request's cost) but out of reach, or one bench key meets the default 1,200 a minute at once.
     env["OPENWOP_RATE_LIMIT_REQUESTS"] = "1000000000"
+    env["OPENWOP_TENANT_REQUESTS_PER_MINUTE"] = "1000000000"  # and the tenant's, as above
     return env
 
 

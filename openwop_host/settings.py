@@ -477,6 +477,16 @@ OPENWOP_REFUSAL_PAUSE_SECONDS = env.float("OPENWOP_REFUSAL_PAUSE_SECONDS", defau
 OPENWOP_REFUSAL_PAUSE_MAX = env.int("OPENWOP_REFUSAL_PAUSE_MAX", default=512)
 if OPENWOP_REFUSAL_PAUSE_SECONDS < 0 or OPENWOP_REFUSAL_PAUSE_MAX < 0:
     raise ImproperlyConfigured("OPENWOP_REFUSAL_PAUSE_SECONDS and OPENWOP_REFUSAL_PAUSE_MAX are 0 or more.")
+# Fair turns (apps/core/fair_turns.py): at most this many A2A, MCP and REST requests are served at once
+# per process; past that a request waits, and a freed turn goes to the waiting tenant that has
+# used the least of the process lately, so one tenant's heavy or many requests never become
+# another's wait. A request holding a turn longer than OPENWOP_FAIR_HOLD_SECONDS (a blocking
+# SendMessage, a tools/call waiting for its run) gives it up and goes on. Streams take no turn.
+# 0: no turns (every request served as it arrives).
+OPENWOP_FAIR_SLOTS = env.int("OPENWOP_FAIR_SLOTS", default=8)
+OPENWOP_FAIR_HOLD_SECONDS = env.float("OPENWOP_FAIR_HOLD_SECONDS", default=0.5)
+if OPENWOP_FAIR_SLOTS < 0 or OPENWOP_FAIR_HOLD_SECONDS < 0:
+    raise ImproperlyConfigured("OPENWOP_FAIR_SLOTS and OPENWOP_FAIR_HOLD_SECONDS are 0 or more.")
 # An open stream re-checks its credential this often and ends once it is revoked or expired
 # (apps/core/stream_lease.py).
 OPENWOP_STREAM_RECHECK_SECONDS = env.float("OPENWOP_STREAM_RECHECK_SECONDS", default=5.0)

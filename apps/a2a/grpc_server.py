@@ -40,6 +40,7 @@ from apps.core import metrics
 from apps.core.api_errors import data_error_refusal
 from apps.core.db_threads import release_db_connection
 from apps.core.errors import ValidationFailed
+from apps.core.fair_turns import turn_for
 from apps.core.overload import is_overload
 from apps.core.rate_limits import LimitSettings, StreamSlot, caller_key
 from apps.core.request_limits import Refusal, overload_refusal, rate_refusal_async, refusal_pause, stream_slot_take
@@ -168,8 +169,10 @@ async def _unary(method: str, operation: Operation, request: Any, context: Conte
     token = metrics.request_begun()
     async with ThreadSensitiveContext():
         try:
-            await _admitted(_metadata(context, "authorization"), stream=False)
-            answer = await _run(operation, request, context)
+            authorization = _metadata(context, "authorization")
+            await _admitted(authorization, stream=False)
+            async with turn_for(authorization, stream=False):  # its tenant's turn (apps.core.fair_turns)
+                answer = await _run(operation, request, context)
             _observed(method, started, None)
             return answer
         except Exception as exc:  # a client gone away (CancelledError) is not answered

@@ -114,6 +114,11 @@ TENANT_BUDGET_REFUSALS = Counter(
     ["tenant", "budget"],
 )
 SSE_STREAMS = Gauge("openwop_sse_streams_open", "Server-sent event streams open now.", multiprocess_mode="livesum")
+FAIR_TURNS_WAITING = Gauge(
+    "openwop_fair_turns_waiting",
+    "A2A, MCP and REST requests waiting now for their tenant's turn (apps/core/fair_turns.py, OPENWOP_FAIR_SLOTS).",
+    multiprocess_mode="livesum",
+)
 
 # Bounded operation names per door: a label value outside these is `other`.
 A2A_OPERATIONS = frozenset({

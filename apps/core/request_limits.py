@@ -37,6 +37,7 @@ from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
 
 from apps.core import metrics
 from apps.core.errors import OpenWopError, Overloaded, PayloadTooLarge, RateLimited, RequestTimeout, ValidationFailed
+from apps.core.fair_turns import turn_for
 from apps.core.hybrid_middleware import HybridMiddleware
 from apps.core.json_limits import json_depth_exceeds, max_json_depth, request_json
 from apps.core.overload import OVERLOAD_RETRY_AFTER_SECONDS, is_overload
@@ -360,8 +361,12 @@ class RequestLimitsMiddleware(HybridMiddleware):
         if admission.refusal is not None:
             await refusal_pause(admission.refusal)
             return render(request, admission.refusal)
+        # A stream's slot is its budget; every other answer waits for its tenant's turn in this
+        # process (apps.core.fair_turns), as on the doors served from ASGI.
+        streams = admission.held_slot is not None or is_stream_request(request)
         try:
-            response = await self.async_next(request)
+            async with turn_for(request.headers.get("Authorization"), stream=streams):
+                response = await self.async_next(request)
         except BaseException:
             if admission.held_slot is not None:
                 await stream_slot_give_back(admission.held_slot)

@@ -54,6 +54,8 @@ from apps.core.api_errors import data_error_refusal
 from apps.core.db_threads import release_db_connection
 from apps.core.door_request import DoorRequest, door_routes
 from apps.core.errors import InternalError
+from apps.core.fair_turns import reset as fair_turns_reset
+from apps.core.fair_turns import turn_for
 from apps.core.fanout import FanOut
 from apps.core.middleware import envelope_contract_close, envelope_contract_open
 from apps.core.overload import is_overload
@@ -62,6 +64,7 @@ from apps.core.rate_limits import LimitSettings
 from apps.core.request_limits import (
     Refusal,
     admit_async,
+    is_stream_request,
     overload_refusal,
     rate_refusal_async,
     refusal_pause,
@@ -191,6 +194,7 @@ def _settings_changed(**kwargs: object) -> None:
     """Tests override settings; what the door derived from them is derived again."""
     _headers_by_security.clear()
     _host_checked.clear()
+    fair_turns_reset()
 
 
 def _security_headers(secure: bool) -> list[tuple[bytes, bytes]]:
@@ -422,7 +426,11 @@ async def _serve_request(
                 return
             # The slot taken at admission goes back however the answer ends (apps.core.stream_lease).
             async with stream_slot_held(admission.held_slot):
-                await _respond_until_disconnect(_respond(request, view, kwargs, send, extra), receive, send)
+                # A stream's slot is its budget and it takes no turn; every other answer waits for
+                # its tenant's turn in this process (apps.core.fair_turns).
+                streams = admission.held_slot is not None or is_stream_request(request)  # type: ignore[arg-type]
+                async with turn_for(request.headers.get("Authorization"), stream=streams):
+                    await _respond_until_disconnect(_respond(request, view, kwargs, send, extra), receive, send)
         finally:
             if context in SyncToAsync.context_to_thread_executor:
                 await release_db_connection()  # the request's thread did database work
