@@ -171,8 +171,10 @@ async def _unary(method: str, operation: Operation, request: Any, context: Conte
         try:
             authorization = _metadata(context, "authorization")
             await _admitted(authorization, stream=False)
-            async with turn_for(authorization, stream=False):  # its tenant's turn (apps.core.fair_turns)
+            async with turn_for(authorization, stream=False) as turn:  # its tenant's turn (apps.core.fair_turns)
                 answer = await _run(operation, request, context)
+                if turn is not None:
+                    turn.answered = answer.ByteSize()
             _observed(method, started, None)
             return answer
         except Exception as exc:  # a client gone away (CancelledError) is not answered

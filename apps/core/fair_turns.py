@@ -5,15 +5,17 @@ Without turns, an event-loop process serves whatever arrives, in arrival order: 
 keeps many connections busy with heavy requests (a 100k-run filtered ListTasks) has most of the
 process, and a tenant doing light GetTasks beside it queues behind every one of them. With turns,
 at most OPENWOP_FAIR_SLOTS requests (A2A on every binding, MCP, REST) are served at once in a
-process; past that a request waits for a turn, and a freed turn goes to the waiting tenant that
-has used the least of this process recently: the seconds its requests held a turn, halved every
-HALF_LIFE_SECONDS. A tenant's own requests go first come, first served; a tenant alone uses every
-turn. Turns decide who starts; the requests holding turns still share the one event loop (what
-that leaves of a light tenant's latency beside a heavy one: bench/README.md §Fairness).
+process; past that a request waits for a turn. A request is charged in cost units (one, plus one
+per UNIT_BYTES it answered), a tenant's units halved every HALF_LIFE_SECONDS; a freed turn goes to
+the waiting tenant that has used the fewest, that tenant's oldest request first. A tenant alone
+may hold every turn; beside others, a share of the slots inverse to its recent cost per request
+(at least one), so a tenant of heavy requests holds few turns at once. Turns decide who starts;
+the requests holding turns still share the one event loop (what that leaves of a light tenant's
+latency beside a heavy one: bench/README.md §Fairness).
 
 A turn covers the work, not a wait: a request that holds one longer than OPENWOP_FAIR_HOLD_SECONDS
 (a blocking SendMessage, a tools/call waiting for its run) gives it up and goes on without one, so
-slow waits never hold the process from others; its time up to then is still counted. Streams take
+slow waits never hold the process from others (it is charged what it answered, as any). Streams take
 no turn (their slots are budgeted: apps.core.request_limits).
 
 The tenant is the one the per-process bucket cache knows for the key (apps.core.rate_limits
@@ -38,6 +40,8 @@ from apps.core import metrics
 from apps.core.rate_limits import bucket_tenant, caller_key
 
 HALF_LIFE_SECONDS = 2.0
+UNIT_BYTES = 4096
+PER_REQUEST_WEIGHT = 0.2  # of each request in its tenant's moving average of cost per request
 # The usage table is pruned of tenants whose decayed usage is below this (seconds) when it has
 # more than PRUNE_AT entries (every distinct key's bucket before its tenant is learned has one).
 PRUNE_BELOW = 1e-4
@@ -54,20 +58,29 @@ def hold_seconds() -> float:
 
 
 @dataclass(eq=False)
-class _Holder:
+class Turn:
+    """One request's turn; its door adds the bytes it answered (`answered`), the cost it is charged."""
+
     tenant: str
-    started: float
+    answered: int = 0
     released: bool = False
     timer: asyncio.TimerHandle | None = None
 
 
 @dataclass
 class _Usage:
-    seconds: float = 0.0
+    units: float = 0.0  # cost units used, halved every HALF_LIFE_SECONDS
     at: float = 0.0
+    per_request: float = 1.0  # the tenant's recent cost units per request (a moving average)
 
     def now(self, now: float) -> float:
-        return self.seconds * 0.5 ** ((now - self.at) / HALF_LIFE_SECONDS)
+        return self.units * 0.5 ** ((now - self.at) / HALF_LIFE_SECONDS)
+
+
+def cost_units(answered: int) -> float:
+    """What a request is charged: one unit, plus one per UNIT_BYTES it answered (building an
+    answer is most of a request's work in this process: a 100-task page is about 40 GetTasks)."""
+    return 1.0 + answered / UNIT_BYTES
 
 
 @dataclass
@@ -78,26 +91,55 @@ class FairTurns:
     hold: float
     busy: int = 0
     waiting: dict[str, deque[asyncio.Future[None]]] = field(default_factory=dict)
+    held: dict[str, int] = field(default_factory=dict)
     usage: dict[str, _Usage] = field(default_factory=dict)
 
     @contextlib.asynccontextmanager
-    async def turn(self, tenant: str) -> AsyncIterator[None]:
+    async def turn(self, tenant: str) -> AsyncIterator[Turn]:
+        turn = Turn(tenant)
         if self.slots <= 0:
-            yield
+            yield turn
             return
-        if self.busy < self.slots and not self.waiting:
-            self.busy += 1
+        if tenant not in self.waiting and self._may_start(tenant):
+            self._start(tenant)
         else:
-            await self._wait(tenant)  # the turn was handed over: `busy` already counts it
-        holder = _Holder(tenant, time.monotonic())
+            await self._wait(tenant)  # started for it by `_dispatch`
         if self.hold > 0:
-            holder.timer = asyncio.get_running_loop().call_later(self.hold, self._give_up, holder)
+            turn.timer = asyncio.get_running_loop().call_later(self.hold, self._give_up, turn)
         try:
-            yield
+            yield turn
         finally:
-            if holder.timer is not None:
-                holder.timer.cancel()
-            self._give_up(holder)
+            if turn.timer is not None:
+                turn.timer.cancel()
+            self._give_up(turn)
+
+    def _active(self) -> set[str]:
+        return set(self.held) | set(self.waiting)
+
+    def cap(self, tenant: str) -> int:
+        """The turns `tenant` may hold at once: every one when it is alone; beside others, a share
+        of the slots inverse to its cost per request (a tenant of heavy requests holds fewer at
+        once, so the light ones' requests do not queue behind its work), at least one."""
+        active = self._active() | {tenant}
+        if len(active) == 1:
+            return self.slots
+        weights = {name: 1.0 / self._per_request(name) for name in active}
+        return max(1, int(self.slots * weights[tenant] / sum(weights.values())))
+
+    def _may_start(self, tenant: str) -> bool:
+        return self.busy < self.slots and self.held.get(tenant, 0) < self.cap(tenant)
+
+    def _start(self, tenant: str) -> None:
+        self.busy += 1
+        self.held[tenant] = self.held.get(tenant, 0) + 1
+
+    def _stop(self, tenant: str) -> None:
+        self.busy -= 1
+        left = self.held.get(tenant, 1) - 1
+        if left > 0:
+            self.held[tenant] = left
+        else:
+            self.held.pop(tenant, None)
 
     async def _wait(self, tenant: str) -> None:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -108,7 +150,8 @@ class FairTurns:
             await future
         except asyncio.CancelledError:
             if future.done() and not future.cancelled():
-                self._hand_on()  # handed a turn just as it was cancelled: the next one has it
+                self._stop(tenant)  # started for it just as it was cancelled: the next one goes
+                self._dispatch()
             else:
                 with contextlib.suppress(ValueError):
                     queue.remove(future)
@@ -118,40 +161,48 @@ class FairTurns:
         finally:
             metrics.FAIR_TURNS_WAITING.dec()
 
-    def _give_up(self, holder: _Holder) -> None:
-        """The holder's turn ends (its request ended, or it held the turn past `hold`)."""
-        if holder.released:
+    def _give_up(self, turn: Turn) -> None:
+        """The turn ends (its request ended, or it held the turn past `hold`)."""
+        if turn.released:
             return
-        holder.released = True
-        now = time.monotonic()
-        self._charge(holder.tenant, now - holder.started, now)
-        self._hand_on()
+        turn.released = True
+        self._stop(turn.tenant)
+        self._charge(turn.tenant, cost_units(turn.answered), time.monotonic())
+        self._dispatch()
 
-    def _charge(self, tenant: str, seconds: float, now: float) -> None:
+    def _charge(self, tenant: str, units: float, now: float) -> None:
         used = self.usage.get(tenant)
         if used is None:
             if len(self.usage) >= PRUNE_AT:
                 self.usage = {name: u for name, u in self.usage.items() if u.now(now) >= PRUNE_BELOW}
-            used = self.usage[tenant] = _Usage()
-        used.seconds, used.at = used.now(now) + seconds, now
+            used = self.usage[tenant] = _Usage(per_request=units)
+        used.units, used.at = used.now(now) + units, now
+        used.per_request += (units - used.per_request) * PER_REQUEST_WEIGHT
 
     def _used(self, tenant: str, now: float) -> float:
         used = self.usage.get(tenant)
         return 0.0 if used is None else used.now(now)
 
-    def _hand_on(self) -> None:
-        """A turn is free: to the least-served waiting tenant's oldest request, else back to the pool."""
+    def _per_request(self, tenant: str) -> float:
+        used = self.usage.get(tenant)
+        return 1.0 if used is None else max(used.per_request, 1.0)
+
+    def _dispatch(self) -> None:
+        """Free turns to waiting requests: each to the least-served tenant still under its cap,
+        that tenant's oldest request first."""
         now = time.monotonic()
-        while self.waiting:
-            tenant = min(self.waiting, key=lambda name: self._used(name, now))
+        while self.busy < self.slots and self.waiting:
+            ready = [name for name in self.waiting if self.held.get(name, 0) < self.cap(name)]
+            if not ready:
+                return
+            tenant = min(ready, key=lambda name: self._used(name, now))
             queue = self.waiting[tenant]
             future = queue.popleft()
             if not queue:
                 del self.waiting[tenant]
             if not future.done():
+                self._start(tenant)
                 future.set_result(None)
-                return
-        self.busy -= 1
 
 
 def turn_key(bucket: str) -> str:
@@ -172,7 +223,7 @@ def fair_turns() -> FairTurns:
     return turns
 
 
-def turn_for(authorization: str | None, *, stream: bool) -> contextlib.AbstractAsyncContextManager[None]:
+def turn_for(authorization: str | None, *, stream: bool) -> contextlib.AbstractAsyncContextManager[Turn | None]:
     """The turn a door's request waits for (its key's tenant's), or none: a stream, or a request
     with no credential (health, metrics, discovery, the card: cheap, and never behind a tenant)."""
     bucket = None if stream else caller_key(authorization)

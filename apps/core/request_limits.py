@@ -365,8 +365,10 @@ class RequestLimitsMiddleware(HybridMiddleware):
         # process (apps.core.fair_turns), as on the doors served from ASGI.
         streams = admission.held_slot is not None or is_stream_request(request)
         try:
-            async with turn_for(request.headers.get("Authorization"), stream=streams):
+            async with turn_for(request.headers.get("Authorization"), stream=streams) as turn:
                 response = await self.async_next(request)
+                if turn is not None and not response.streaming:
+                    turn.answered = len(response.content)  # type: ignore[attr-defined]
         except BaseException:
             if admission.held_slot is not None:
                 await stream_slot_give_back(admission.held_slot)

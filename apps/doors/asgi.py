@@ -309,19 +309,22 @@ async def _send_stream(stream: StreamingHttpResponse, send: Send) -> None:
 class _Observed:
     """What the door answered (status, the body's first bytes), for the request metrics."""
 
-    __slots__ = ("complete", "head", "send", "status")
+    __slots__ = ("complete", "head", "send", "sent", "status")
 
     def __init__(self, send: Send) -> None:
         self.status = 499  # the client left before any answer
         self.head = b""
         self.send = send
+        self.sent = 0  # body bytes sent (what the request's turn is charged: apps.core.fair_turns)
         self.complete = False  # the response's last body message was sent
 
     async def __call__(self, message: Any) -> None:
         if message["type"] == "http.response.start":
             self.status = message["status"]
         else:
-            self.head = self.head or message.get("body", b"")[:200]
+            body = message.get("body", b"")
+            self.head = self.head or body[:200]
+            self.sent += len(body)
             self.complete = not message.get("more_body", False)
         await self.send(message)
 
@@ -429,8 +432,10 @@ async def _serve_request(
                 # A stream's slot is its budget and it takes no turn; every other answer waits for
                 # its tenant's turn in this process (apps.core.fair_turns).
                 streams = admission.held_slot is not None or is_stream_request(request)  # type: ignore[arg-type]
-                async with turn_for(request.headers.get("Authorization"), stream=streams):
+                async with turn_for(request.headers.get("Authorization"), stream=streams) as turn:
                     await _respond_until_disconnect(_respond(request, view, kwargs, send, extra), receive, send)
+                    if turn is not None and isinstance(send, _Observed):
+                        turn.answered = send.sent
         finally:
             if context in SyncToAsync.context_to_thread_executor:
                 await release_db_connection()  # the request's thread did database work

@@ -6,11 +6,12 @@ is which request got a turn, not how long anything took."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
 from apps.core import metrics
-from apps.core.fair_turns import PRUNE_AT, FairTurns, _Usage
+from apps.core.fair_turns import PRUNE_AT, UNIT_BYTES, FairTurns, _Usage, cost_units
 
 
 async def _take(turns: FairTurns, tenant: str, served: list[str], release: asyncio.Event, name: str) -> None:
@@ -145,6 +146,52 @@ def test_usage_halves_and_the_table_is_pruned() -> None:
     turns._charge("a", 4.0, now=100.0)
     assert turns._used("a", 102.0) == pytest.approx(2.0)  # one half-life later
     for n in range(PRUNE_AT):
-        turns.usage[f"old{n}"] = _Usage(seconds=1.0, at=0.0)  # long decayed
+        turns.usage[f"old{n}"] = _Usage(units=1.0, at=0.0)  # long decayed
     turns._charge("new", 1.0, now=100.0)
     assert set(turns.usage) == {"a", "new"}
+
+
+def test_a_request_is_charged_for_what_it_answered() -> None:
+    assert cost_units(0) == 1.0
+    assert cost_units(UNIT_BYTES * 40) == 41.0
+
+
+async def test_beside_a_light_tenant_a_heavy_one_holds_fewer_turns_at_once() -> None:
+    turns = FairTurns(slots=8, hold=0)
+    for _ in range(20):  # their recent requests: A's pages of 40 units, B's single units
+        turns._charge("heavy", cost_units(UNIT_BYTES * 39), now=time.monotonic())
+        turns._charge("light", cost_units(0), now=time.monotonic())
+    served: list[str] = []
+    release = asyncio.Event()
+    heavy = [asyncio.create_task(_take(turns, "heavy", served, release, f"h{n}")) for n in range(8)]
+    await _settle()
+    assert served == [f"h{n}" for n in range(8)], "alone, the heavy tenant has every turn"
+    light = [asyncio.create_task(_take(turns, "light", served, release, f"l{n}")) for n in range(4)]
+    await _settle()
+    assert turns.cap("heavy") == 1 and turns.cap("light") == 7
+    assert served[8:] == [], "every turn is held: the light tenant waits for the next free one"
+    release.set()
+    await asyncio.gather(*heavy, *light)
+    # As the heavy tenant's eight end, the light one's four start first (least used, under its cap).
+    assert served[8:12] == ["l0", "l1", "l2", "l3"], served
+    assert turns.busy == 0 and not turns.held and not turns.waiting
+
+
+async def test_a_capped_tenant_waits_while_a_turn_is_free_and_starts_when_alone_again() -> None:
+    turns = FairTurns(slots=4, hold=0)
+    for _ in range(20):
+        turns._charge("heavy", cost_units(UNIT_BYTES * 99), now=time.monotonic())
+    served: list[str] = []
+    light_done, heavy_done = asyncio.Event(), asyncio.Event()
+    light = asyncio.create_task(_take(turns, "light", served, light_done, "l"))
+    await _settle()
+    heavy = [asyncio.create_task(_take(turns, "heavy", served, heavy_done, f"h{n}")) for n in range(3)]
+    await _settle()
+    assert served == ["l", "h0"] and turns.busy == 2, "beside the light tenant, one heavy turn at a time"
+    light_done.set()
+    await light
+    await _settle()
+    assert served == ["l", "h0", "h1", "h2"], "alone again, it has every turn"
+    heavy_done.set()
+    await asyncio.gather(*heavy)
+    assert turns.busy == 0 and not turns.held
