@@ -37,10 +37,10 @@ from django.utils import timezone
 from apps.core.async_db import statements_on_django_connection
 from apps.core.errors import OpenWopError
 from apps.core.metrics import negotiation_decided
+from apps.core.protocol_versions import Protocol, is_valid_version, version_key
 from apps.facets.models import Facet
 from apps.facets.policy import TenantFloors, atenant_floors_cached, effective_floor, tenant_floors_cached
 from apps.facets.services import facet_ensure
-from apps.facets.versions import Protocol, is_valid_version, version_key
 from apps.tenants.subject import Subject
 
 NEGOTIATION_EVENT = "negotiation.decided"
