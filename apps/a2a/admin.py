@@ -37,11 +37,11 @@ from apps.a2a.services import (
     skill_route_unpin,
 )
 from apps.a2a.signing import card_sign, card_signing_key_active, grace_seconds, jwks_url, public_jwk_of
-from apps.a2a.wire import to_wire
 from apps.core.actors import admin_actor
 from apps.core.admin_read_only import ReadOnlyAdminMixin
 from apps.core.admin_service_writes import ServiceWritesAdminMixin
 from apps.core.errors import OpenWopError
+from apps.runs.a2a_wire import to_wire
 
 
 @admin.register(SkillRoute)

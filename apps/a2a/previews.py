@@ -9,10 +9,10 @@ from typing import Any
 
 from apps.a2a.card import agent_card, public_card_current
 from apps.a2a.signing import card_sign
-from apps.a2a.wire import to_wire
 from apps.agents.models import Agent
 from apps.agents.selectors import agent_get_readable
 from apps.core.errors import NotFound
+from apps.runs.a2a_wire import to_wire
 from apps.tenants.subject import Subject
 
 
