@@ -1,6 +1,5 @@
 """The A2A cards as the admin previews them: exactly as they are served (signed when a key is
-active). The agents' and facets' admin pages sit on lower floors; this app registers these in its
-ready() (apps/a2a/apps.py)."""
+active), on the agents' and the facets' pages (apps/a2a/admin.py)."""
 
 from __future__ import annotations
 
