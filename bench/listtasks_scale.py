@@ -39,7 +39,7 @@ from django.test.utils import CaptureQueriesContext  # noqa: E402
 
 from apps.a2a.models import TaskMessage  # noqa: E402
 from apps.a2a.selectors import task_page  # noqa: E402
-from apps.a2a.wire import STATE_BY_STATUS  # noqa: E402
+from apps.runs.a2a_wire import STATE_BY_STATUS  # noqa: E402
 from apps.runs.models import Run, run_tally_column  # noqa: E402
 from apps.runs.services import run_create  # noqa: E402
 from apps.tenants.selectors import subject_from_authorization  # noqa: E402

@@ -53,7 +53,7 @@ if [[ -n "${MCP_REVISIONS:-}" ]]; then
   MCP_REVISIONS="$MCP_REVISIONS" "$py" manage.py shell -v 0 -c '
 import os
 from apps.facets.services import facet_update
-from apps.facets.versions import version_key
+from apps.core.protocol_versions import version_key
 revisions = sorted(os.environ["MCP_REVISIONS"].split(), key=lambda v: version_key("mcp", v))
 facet_update(protocol="mcp", changes={"versions": revisions, "minimum_version": revisions[0]}, actor="mcp-conformance")'
 fi

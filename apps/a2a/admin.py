@@ -1,5 +1,6 @@
 """Operators edit the host's A2A skill routing and manage the card signing keys; the A2A message
-records and the key audit trail are read-only evidence.
+records and the key audit trail are read-only evidence. The agents' and the facets' pages, which
+show the cards exactly as served, are registered here, on the floor that serves them.
 
 Signing keys (issue 21): the add form takes only the algorithm (the host generates the pair);
 activate and retire are actions calling the audited services (STYLE.md habit 15). No page ever
@@ -29,6 +30,7 @@ from apps.a2a.models import (
     SkillRoutePinChange,
     TaskMessage,
 )
+from apps.a2a.previews import agent_card_preview, served_card_wire
 from apps.a2a.services import (
     card_key_activate,
     card_key_generate,
@@ -37,11 +39,15 @@ from apps.a2a.services import (
     skill_route_unpin,
 )
 from apps.a2a.signing import card_sign, card_signing_key_active, grace_seconds, jwks_url, public_jwk_of
-from apps.a2a.wire import to_wire
+from apps.agents.admin import AgentAdminBase
+from apps.agents.models import Agent
 from apps.core.actors import admin_actor
 from apps.core.admin_read_only import ReadOnlyAdminMixin
 from apps.core.admin_service_writes import ServiceWritesAdminMixin
 from apps.core.errors import OpenWopError
+from apps.facets.admin import FacetAdminBase
+from apps.facets.models import Facet
+from apps.runs.a2a_wire import to_wire
 
 
 @admin.register(SkillRoute)
@@ -212,3 +218,32 @@ class CardSigningKeyChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("at", "action", "kid", "actor")
     list_filter = ("action",)
     search_fields = ("kid", "actor")
+
+
+# ---------------------------------------------------------------------------------------------
+# The pages of lower floors that show a card as served
+
+
+@admin.register(Agent)
+class AgentAdmin(AgentAdminBase):
+    """The agent's page (apps/agents/admin.py), with its A2A card exactly as a caller of its tenant
+    is served it."""
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Agent | None = None) -> tuple[str, ...]:
+        fields = tuple(super().get_readonly_fields(request, obj))
+        return fields if obj is None else (*fields, "card_preview")
+
+    @admin.display(description="A2A card (as served)")
+    def card_preview(self, obj: Agent) -> str:
+        card = agent_card_preview(obj)
+        if card is None:
+            return "No card is served: the agent is unpublished, has no routed workflow, or per-agent cards are off."
+        return format_html('<pre class="agent-card-preview" tabindex="0">{}</pre>', card)
+
+
+@admin.register(Facet)
+class FacetAdmin(FacetAdminBase):
+    """The facets' page (apps/facets/admin.py), its preview with the public agent card as served."""
+
+    def served_card(self) -> dict[str, Any] | None:
+        return served_card_wire()

@@ -49,10 +49,3 @@ class A2AConfig(AppConfig):
                 id_field="kid", tenant_field=None, only=~Q(state=CardSigningKeyState.RETIRED),
             )
         )  # fmt: skip
-
-        from apps.a2a.previews import agent_card_preview, served_card_wire
-        from apps.agents import admin as agents_admin
-        from apps.facets import admin as facets_admin
-
-        agents_admin.card_previews[:] = [agent_card_preview]  # the admin shows the cards as served
-        facets_admin.served_cards[:] = [served_card_wire]

@@ -35,16 +35,16 @@ from apps.a2a.models import SkillRoute
 from apps.a2a.selectors import skill_route_pin_current, skill_routes_enabled
 from apps.a2a.services import skill_routes_ensure
 from apps.a2a.signing import card_sign, card_signing_key_active
-from apps.a2a.wire import to_wire
 from apps.agents.selectors import InventoryEntry, agent_by_a2a_tenant
 from apps.core.invalidation import TOPIC_CARD, acached, cached
+from apps.core.protocol_versions import is_valid_version, version_key
 from apps.facets import surfaces
 from apps.facets.models import Facet
 from apps.facets.policy import agent_floor
 from apps.facets.services import facet_cached, facet_ensure
-from apps.facets.versions import is_valid_version, version_key
 from apps.oauth.models import TrustedIssuer
 from apps.oauth.selectors import trusted_issuers
+from apps.runs.a2a_wire import to_wire
 from apps.tenants.subject import Subject
 
 logger = logging.getLogger(__name__)

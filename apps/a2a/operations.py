@@ -15,7 +15,6 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from functools import partial
-from types import ModuleType
 from typing import Any
 
 from a2a.types import (
@@ -64,7 +63,6 @@ from apps.a2a.services import (
 )
 from apps.a2a.streams import SETTLED_STATUSES, run_wait_settled
 from apps.a2a.tck import TCK_WORKFLOW_ID, tck_route, tck_scenario
-from apps.a2a.wire import TERMINAL_STATES, task_from_view, to_wire
 from apps.agents.selectors import InventoryEntry, agent_by_a2a_tenant
 from apps.core.egress import EgressRefused, egress_check_url
 from apps.core.errors import NotFound, OpenWopError, ValidationFailed
@@ -72,6 +70,9 @@ from apps.facets.negotiation import Decision, inbound_peer_origin, negotiation_d
 from apps.facets.policy import TenantFloors, atenant_floors_cached
 from apps.facets.services import afacet_cached
 from apps.oauth.challenge import OAuthDoorState, aoauth_door_state, insufficient_scope_challenge, scopes_missing
+from apps.push import services as push_services
+from apps.push.limits import push_backlog_check
+from apps.runs.a2a_wire import TERMINAL_STATES, task_from_view, to_wire
 from apps.runs.models import Run, RunStatus
 from apps.runs.reads import RunRow, RunSnapshot
 from apps.runs.services import run_resend_unclaimed
@@ -79,16 +80,6 @@ from apps.tenants.selectors import asubject_from_authorization_cached
 from apps.tenants.subject import Subject
 
 CONTEXT_ID_MAX = 256
-
-
-# A2A's push configs are kept and delivered by apps/push, a floor above this one: it hands over its
-# services module and its backlog check in its ready() (apps/push/apps.py).
-def _push_not_ready(**_: Any) -> None:
-    raise RuntimeError("apps.push has not handed over its services (its AppConfig.ready)")
-
-
-push_services = ModuleType("apps.push.services")  # both replaced in apps.push's ready()
-push_backlog_check: Callable[..., None] = _push_not_ready
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,5 @@
 """The A2A cards as the admin previews them: exactly as they are served (signed when a key is
-active). The agents' and facets' admin pages sit on lower floors; this app registers these in its
-ready() (apps/a2a/apps.py)."""
+active), on the agents' and the facets' pages (apps/a2a/admin.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +8,10 @@ from typing import Any
 
 from apps.a2a.card import agent_card, public_card_current
 from apps.a2a.signing import card_sign
-from apps.a2a.wire import to_wire
 from apps.agents.models import Agent
 from apps.agents.selectors import agent_get_readable
 from apps.core.errors import NotFound
+from apps.runs.a2a_wire import to_wire
 from apps.tenants.subject import Subject
 
 

@@ -36,11 +36,11 @@ from apps.a2a.models import (
 )
 from apps.a2a.selectors import skill_route_pin_current, task_message_find, task_run_readable
 from apps.a2a.signing import key_material_generate
-from apps.a2a.wire import context_id_of, to_wire
 from apps.agents.fixtures import FIXTURE_WORKFLOWS
 from apps.agents.selectors import InventoryEntry
 from apps.core.errors import Conflict, Forbidden, NotFound, RateLimited, ValidationFailed
 from apps.core.invalidation import TOPIC_CARD, cached, invalidate_on_commit
+from apps.runs.a2a_wire import context_id_of, to_wire
 from apps.runs.models import Run
 from apps.runs.selectors import run_open_interrupt
 from apps.runs.services import interrupt_resolve, run_cancel, run_create

@@ -17,8 +17,8 @@ from typing import Any
 
 from a2a.types import StreamResponse, Task
 
-from apps.a2a.wire import INTERRUPTED_STATES, TERMINAL_STATES, StreamProjection, to_wire
 from apps.core.sse import SseEvent, format_event, log_events, wake_waiter
+from apps.runs.a2a_wire import INTERRUPTED_STATES, TERMINAL_STATES, StreamProjection, to_wire
 from apps.runs.log import run_wake_group
 from apps.runs.models import TERMINAL_STATUSES, WAITING_STATUSES, Run
 from apps.runs.reads import RunRow, events_after, snapshot_read

@@ -66,7 +66,7 @@ from apps.a2a.operations import OPERATIONS, Call, StreamPlan, TaskDoc
 from apps.a2a.selectors import card_path_configured
 from apps.a2a.signing import jwks_document
 from apps.a2a.streams import Frame, jsonrpc_frame, rest_frame, task_stream
-from apps.a2a.wire import request_check, request_doc_check, to_wire
+from apps.a2a.wire import request_check, request_doc_check
 from apps.core.api_errors import data_error_refusal
 from apps.core.caller_input import caller_text_check
 from apps.core.errors import ValidationFailed
@@ -75,6 +75,7 @@ from apps.core.json_limits import json_loads_limited, request_json
 from apps.core.overload import is_overload
 from apps.core.sse import sse_response
 from apps.oauth.challenge import aoauth_door_state, bearer_challenge
+from apps.runs.a2a_wire import to_wire
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,6 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils.html import format_html
 
 from apps.agents.models import Agent, AgentChange, Prompt, Workflow
 from apps.agents.services import (
@@ -29,10 +28,6 @@ from apps.core.actors import admin_actor
 from apps.core.admin_read_only import ReadOnlyAdminMixin
 from apps.core.admin_service_writes import ServiceWritesAdminMixin
 from apps.core.errors import ValidationFailed
-
-# The agent's A2A card as served, JSON (or None when none is served): apps/a2a, a floor above this
-# app, registers it in its ready() (apps/a2a/previews.py).
-card_previews: list[Callable[[Agent], str | None]] = []
 
 
 @admin.register(Workflow)
@@ -55,10 +50,11 @@ class WorkflowAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     )
 
 
-@admin.register(Agent)
-class AgentAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
+class AgentAdminBase(ServiceWritesAdminMixin, admin.ModelAdmin):
     """Operators edit an agent's descriptive fields; publishing goes through the audited actions
-    only (STYLE.md habit 15), and agents are unpublished, never deleted (their audit rows stay)."""
+    only (STYLE.md habit 15), and agents are unpublished, never deleted (their audit rows stay).
+    The page also shows the agent's A2A card as served, which apps/a2a builds: its admin registers
+    this page with that field (apps/a2a/admin.py `AgentAdmin`)."""
 
     list_display = ("agent_id", "tenant", "persona", "pack_version", "published", "updated_at")
     list_filter = ("published", "tenant")
@@ -68,14 +64,7 @@ class AgentAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
     actions = ("publish_agents", "unpublish_agents")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Agent | None = None) -> tuple[str, ...]:
-        return self.readonly_fields if obj is None else ("tenant", "agent_id", *self.readonly_fields, "card_preview")
-
-    @admin.display(description="A2A card (as served)")
-    def card_preview(self, obj: Agent) -> str:
-        card = card_previews[0](obj) if card_previews else None
-        if card is None:
-            return "No card is served: the agent is unpublished, has no routed workflow, or per-agent cards are off."
-        return format_html('<pre class="agent-card-preview" tabindex="0">{}</pre>', card)
+        return self.readonly_fields if obj is None else ("tenant", "agent_id", *self.readonly_fields)
 
     def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
         if change:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import jsonschema
@@ -10,15 +9,26 @@ import jsonschema
 from apps.agents.models import AUTHOR_ID_RE
 from apps.core.errors import ValidationFailed
 
-# What a node's config must hold, by kind (the engine's node-kind registry, apps/runs/nodes.py):
-# the runs app, a floor above this one, registers it in its ready().
-node_checks: list[Callable[[str, Any], list[str]]] = []
+# The node kinds a workflow may name, with the JSON Schema of each one's config. The engine's
+# registry (apps/runs/nodes.py `register_node_kind`) declares every kind it can execute here as it
+# registers it; what a definition is checked against is this table.
+NODE_CONFIG_SCHEMAS: dict[str, dict[str, Any]] = {}
+
+
+def node_kind_declare(kind: str, config_schema: dict[str, Any]) -> None:
+    """Declare a node kind a workflow may use, and what its config must hold."""
+    if kind in NODE_CONFIG_SCHEMAS:
+        raise ValueError(f"node kind {kind!r} registered twice")
+    jsonschema.Draft202012Validator.check_schema(config_schema)
+    NODE_CONFIG_SCHEMAS[kind] = config_schema
 
 
 def node_config_errors(kind: str, config: Any) -> list[str]:
-    if not node_checks:
-        raise RuntimeError("no node-kind registry: apps.runs is not installed")
-    return node_checks[0](kind, config)
+    """Why `config` is not a valid configuration of `kind` (empty when it is)."""
+    if kind not in NODE_CONFIG_SCHEMAS:
+        return [f"unknown node kind {kind!r} (known: {', '.join(sorted(NODE_CONFIG_SCHEMAS))})"]
+    validator = jsonschema.Draft202012Validator(NODE_CONFIG_SCHEMAS[kind])
+    return [f"{'/'.join(map(str, e.absolute_path)) or '(config)'}: {e.message}" for e in validator.iter_errors(config)]
 
 
 def workflow_definition_check(*, definition: Any, input_schema: Any) -> None:

@@ -44,12 +44,6 @@ class AuditConfig(AppConfig):
             register_host_event_type(type_name, delivery=delivery, advertised=conformance_seams_enabled)
         register_capability("hostEvents", host_events_capability)
 
-        from apps.audit.group_commit import host_event_append_batched
-        from apps.audit.services import host_event_append
-        from apps.facets.negotiation import HostEventWriters, on_host_events
-
-        on_host_events(HostEventWriters(append=host_event_append, append_batched=host_event_append_batched))
-
         from apps.audit.write_probe import record_write_probe
         from apps.core.readiness import register_write_path_probe
 

@@ -10,7 +10,7 @@ Counting rules:
   peer seen by two tenants is one peer in a host-wide count.
 - Days are UTC dates, windows inclusive at both ends. "The last n days" is today and the n - 1
   days before it.
-- "Below a floor" compares with `apps.facets.versions.version_key`. A requested value outside the
+- "Below a floor" compares with `apps.core.protocol_versions.version_key`. A requested value outside the
   protocol's grammar cannot be compared and is never below a floor (the host refuses it already
   as unsupported). An exchange that named no version ("") is served the preferred version, and a
   floor can never be above the preferred version (facet and policy validation), so no floor would
@@ -27,7 +27,7 @@ from typing import Any, TypeVar, cast
 from django.db.models import Count, Max, Min, Q, QuerySet, Sum
 
 from apps.audit.models import NegotiationPeerDaily
-from apps.facets.versions import PROTOCOLS, Protocol, is_valid_version, version_key
+from apps.core.protocol_versions import PROTOCOLS, Protocol, is_valid_version, version_key
 
 _A_PEER = ~Q(peer_digest="")
 

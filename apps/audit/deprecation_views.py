@@ -33,7 +33,7 @@ from apps.audit.deprecation import (
     what_if,
 )
 from apps.core.downloads import csv_download
-from apps.facets.versions import Protocol, is_valid_version
+from apps.core.protocol_versions import Protocol, is_valid_version
 
 STAFF_GROUPS = ("operators", "auditors")
 DEFAULT_DAYS = 30

@@ -24,8 +24,8 @@ from typing import Any, Literal
 
 from django.db.models import Q, QuerySet, Sum
 
+from apps.audit.host_event_types import NEGOTIATION_DECIDED
 from apps.audit.models import HostEvent, NegotiationDailyCount
-from apps.facets.negotiation import NEGOTIATION_EVENT
 from apps.runs.models import RunEvent
 
 OutcomeClass = Literal["accepted", "downgraded", "refused"]
@@ -122,7 +122,7 @@ def _lookups(filters: NegotiationFilters, lookups: dict[str, str]) -> dict[str, 
 
 
 def _filtered(queryset: QuerySet[Any], filters: NegotiationFilters) -> QuerySet[Any]:
-    queryset = queryset.filter(type=NEGOTIATION_EVENT, **_lookups(filters, _RECORD_LOOKUPS))
+    queryset = queryset.filter(type=NEGOTIATION_DECIDED, **_lookups(filters, _RECORD_LOOKUPS))
     if filters.outcome == "refused":
         queryset = queryset.filter(payload__outcome="refused")
     elif filters.outcome in ("accepted", "downgraded"):

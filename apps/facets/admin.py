@@ -3,7 +3,8 @@
 The change page shows, read-only, the discovery document and the public agent card exactly as they
 would be served after saving: the edit is applied by `facet_update` inside a transaction that is
 rolled back, and the documents are rendered by the builders that serve them (apps/core/discovery,
-apps/a2a/card). The same endpoint returns the services' validation messages as the operator types.
+apps/a2a/card; the page is registered by apps/a2a/admin.py, on the floor that serves the card). The
+same endpoint returns the services' validation messages as the operator types.
 """
 
 from __future__ import annotations
@@ -56,13 +57,11 @@ def facet_freshness(facet: Facet, today: dt.date) -> tuple[Freshness, int | None
     return ("due" if left <= min(DUE_WITHIN_DAYS, facet.refresh_window_days // 2) else "fresh"), left
 
 
-# The public agent card as served (signed when a key is active), wire JSON: apps/a2a, a floor above
-# this app, registers it in its ready() (apps/a2a/previews.py).
-served_cards: list[Callable[[], dict[str, Any]]] = []
-
-
-def served_documents_after(protocol: str, changes: dict[str, Any], actor: str) -> dict[str, Any]:
-    """Discovery and the public agent card as they would be served once `changes` are saved.
+def served_documents_after(
+    protocol: str, changes: dict[str, Any], actor: str, *, agent_card: Callable[[], dict[str, Any] | None]
+) -> dict[str, Any]:
+    """Discovery and the public agent card (`agent_card`: as served, wire JSON) as they would be
+    served once `changes` are saved.
 
     The edit really runs (facet_update: validation, audit row) and is then rolled back, so the
     preview can never drift from what saving does; nothing of it is committed.
@@ -70,7 +69,7 @@ def served_documents_after(protocol: str, changes: dict[str, Any], actor: str) -
     with transaction.atomic():
         if changes:
             facet_update(protocol=protocol, changes=changes, actor=actor)  # type: ignore[arg-type]
-        documents = {"discovery": discovery_document(), "agentCard": served_cards[0]() if served_cards else None}
+        documents = {"discovery": discovery_document(), "agentCard": agent_card()}
         transaction.set_rollback(True)
     return documents
 
@@ -96,8 +95,10 @@ def _edits(form: Any, protocol: str) -> dict[str, Any]:
     return {field: form.cleaned_data[field] for field in form.changed_data if field in editable}
 
 
-@admin.register(Facet)
-class FacetAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
+class FacetAdminBase(ServiceWritesAdminMixin, admin.ModelAdmin):
+    """The facets' page. Its preview shows the public agent card as served, which apps/a2a builds:
+    its admin registers this page with the card (apps/a2a/admin.py `FacetAdmin`)."""
+
     list_display = ("protocol", "offered_versions", "preferred_version", "minimum_version", "refreshed_at", "freshness")
     readonly_fields = (
         "protocol", "refreshed_at", "freshness", "updated_at", "scheduled_minimum_version", "scheduled_at",
@@ -110,6 +111,10 @@ class FacetAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Facet | None = None) -> bool:
         return False
+
+    def served_card(self) -> dict[str, Any] | None:
+        """The public agent card as served, wire JSON (none on this floor)."""
+        return None
 
     def instance_check(self, instance: Facet) -> None:
         errors = facet_errors(instance.protocol, facet_fields(instance))  # type: ignore[arg-type]
@@ -149,7 +154,9 @@ class FacetAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
             return JsonResponse({"errors": {field: [e["message"] for e in errs] for field, errs in errors.items()}})
         changes = _edits(form, facet.protocol)
         try:
-            documents = served_documents_after(facet.protocol, changes, f"admin-preview:{request.user.get_username()}")
+            documents = served_documents_after(
+                facet.protocol, changes, f"admin-preview:{request.user.get_username()}", agent_card=self.served_card
+            )
         except ValidationFailed as exc:
             return JsonResponse({"errors": (exc.details or {}).get("fields", {"__all__": [exc.message]})})
         return JsonResponse({"errors": {}, **documents})
@@ -160,7 +167,7 @@ class FacetAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
         facet = self.get_object(request, object_id)
         context = dict(extra_context or {})
         if facet is not None:
-            documents = served_documents_after(facet.protocol, {}, "admin-preview")
+            documents = served_documents_after(facet.protocol, {}, "admin-preview", agent_card=self.served_card)
             context["preview_discovery"] = json.dumps(documents["discovery"], indent=2, sort_keys=True)
             context["preview_card"] = json.dumps(documents["agentCard"], indent=2, sort_keys=True)
         return super().change_view(request, object_id, form_url, context)

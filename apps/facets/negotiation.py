@@ -24,26 +24,29 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
+from apps.audit.group_commit import host_event_append_batched
+from apps.audit.host_event_types import NEGOTIATION_DECIDED
+from apps.audit.services import host_event_append
 from apps.core.async_db import statements_on_django_connection
 from apps.core.errors import OpenWopError
 from apps.core.metrics import negotiation_decided
+from apps.core.protocol_versions import Protocol, is_valid_version, version_key
 from apps.facets.models import Facet
 from apps.facets.policy import TenantFloors, atenant_floors_cached, effective_floor, tenant_floors_cached
 from apps.facets.services import facet_ensure
-from apps.facets.versions import Protocol, is_valid_version, version_key
 from apps.tenants.subject import Subject
 
-NEGOTIATION_EVENT = "negotiation.decided"
+NEGOTIATION_EVENT = NEGOTIATION_DECIDED  # interop.md §The audit event
 Outcome = Literal["accepted", "refused"]
 Reason = Literal["ok", "below-floor", "unsupported", "unauthenticated"]
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -286,23 +289,8 @@ async def negotiation_record_batched(decision: Decision, *, peer_origin: str, su
         await sync_to_async(negotiation_record)(decision, peer_origin=peer_origin, subject=subject)
         return
     payload = negotiation_payload(decision, peer_digest=peer_origin_digest(peer_origin))
-    await _host_events[0].append_batched(subject=subject, type=NEGOTIATION_EVENT, payload=payload)
+    await host_event_append_batched(subject=subject, type=NEGOTIATION_EVENT, payload=payload)
     negotiation_decided(decision.protocol, decision.outcome, decision.version, subject.tenant)  # committed now
-
-
-class HostEventWriters(NamedTuple):
-    """The caller's durable host events, which apps/audit (a floor above) writes: it registers
-    its two writers in its ready(), so this module never imports it."""
-
-    append: Callable[..., Any]  # host_event_append(subject=, type=, payload=, durable=)
-    append_batched: Callable[..., Awaitable[Any]]  # the group-committed one, from the event loop
-
-
-_host_events: list[HostEventWriters] = []
-
-
-def on_host_events(writers: HostEventWriters) -> None:
-    _host_events[:] = [writers]
 
 
 def _record(*, subject: Subject | None, run: Any, payload: dict[str, Any]) -> None:
@@ -315,4 +303,4 @@ def _record(*, subject: Subject | None, run: Any, payload: dict[str, Any]) -> No
         event_append(run=locked, type=NEGOTIATION_EVENT, payload=payload)
         run_save(locked)
     elif subject is not None:
-        _host_events[0].append(subject=subject, type=NEGOTIATION_EVENT, payload=payload, durable=True)
+        host_event_append(subject=subject, type=NEGOTIATION_EVENT, payload=payload, durable=True)

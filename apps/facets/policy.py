@@ -26,8 +26,8 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from apps.core.invalidation import TOPIC_FACET, acached, cached
+from apps.core.protocol_versions import GRAMMAR, NOUN, Protocol, is_valid_version, version_key
 from apps.facets.models import Facet, VersionPolicy
-from apps.facets.versions import GRAMMAR, NOUN, Protocol, is_valid_version, version_key
 
 if TYPE_CHECKING:
     from apps.agents.models import Agent

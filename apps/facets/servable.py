@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from apps.facets.versions import Protocol
+from apps.core.protocol_versions import Protocol
 
 _servable: dict[str, set[str]] = {}
 

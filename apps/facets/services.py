@@ -18,10 +18,10 @@ from django.utils import timezone
 from apps.core.actors import system_actor
 from apps.core.errors import ValidationFailed
 from apps.core.invalidation import TOPIC_CARD, TOPIC_FACET, acached, cached, invalidate_on_commit
+from apps.core.protocol_versions import Protocol
 from apps.facets.models import Facet, FacetChange, FacetRefresh, VersionPolicy, VersionPolicyChange
 from apps.facets.policy import errors_message, policy_fields, schedule_fields, strictest, version_policy_errors
 from apps.facets.validation import facet_errors
-from apps.facets.versions import Protocol
 
 if TYPE_CHECKING:
     from apps.agents.models import Agent

@@ -8,8 +8,8 @@ import datetime as dt
 from celery import shared_task
 from django.utils import timezone
 
+from apps.core.protocol_versions import PROTOCOLS
 from apps.facets.services import facet_ensure, facet_refresh, scheduled_floors_apply
-from apps.facets.versions import PROTOCOLS
 
 
 def task_instant(now: str | None) -> dt.datetime:

@@ -15,8 +15,8 @@ from django.conf import settings
 from django.urls import Resolver404, resolve
 
 from apps.core.door_request import door_route_match
+from apps.core.protocol_versions import GRAMMAR, NOUN, Protocol, is_valid_version, profile_version, version_key
 from apps.facets.servable import is_servable, servable_versions
-from apps.facets.versions import GRAMMAR, NOUN, Protocol, is_valid_version, profile_version, version_key
 
 MCP_TRANSPORTS = ("streamable-http", "stdio")
 # The routes that serve the agent card: the default path, the /a2a catch-all (a moved path under

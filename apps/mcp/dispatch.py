@@ -13,12 +13,12 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from apps.core.protocol_versions import version_key
 from apps.facets import surfaces
 from apps.facets.models import Facet
 from apps.facets.negotiation import inbound_peer_origin, negotiation_decide_deferred
 from apps.facets.policy import effective_floor, tenant_floors_cached
 from apps.facets.services import afacet_cached, facet_ensure
-from apps.facets.versions import version_key
 from apps.mcp.completion import completion_complete
 from apps.mcp.errors import invalid_params, method_not_found
 from apps.mcp.exchange import (

@@ -23,9 +23,9 @@ from typing import Any
 from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.jsonrpc import INVALID_REQUEST
 
+from apps.core.protocol_versions import version_key
 from apps.facets.negotiation import Decision, inbound_peer_origin, negotiation_decide
 from apps.facets.services import facet_ensure
-from apps.facets.versions import version_key
 from apps.mcp.dispatch import INSTRUCTIONS, READ_METHODS, dispatch_begin, server_capabilities
 from apps.mcp.errors import McpError, invalid_params, method_not_found
 from apps.mcp.exchange import Exchange, refusal_error, trace_context_read

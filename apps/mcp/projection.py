@@ -13,7 +13,7 @@ sets `embed: true` adds its contents as an embedded `resource` item (what `resou
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -334,24 +334,6 @@ def answers_of(open_interrupts: Sequence[OpenInterrupt], responses: Any) -> dict
     return answers
 
 
-# A tenant's run retention in ms, None under a legal hold: an MCP task's `ttlMs` (map c.6: null, or
-# not shorter than the host's retention for the run). apps.retention hands in how to read it, for
-# sync and event-loop callers, in its AppConfig.ready() (a lower floor never imports it).
-_task_ttl: dict[str, Any] = {}
-
-
-def on_task_ttl(sync: Callable[[int], int | None], on_loop: Callable[[int], Awaitable[int | None]]) -> None:
-    _task_ttl.update(sync=sync, on_loop=on_loop)
-
-
-def task_ttl_ms(tenant_pk: int) -> int | None:
-    return _task_ttl["sync"](tenant_pk) if _task_ttl else None
-
-
-async def atask_ttl_ms(tenant_pk: int) -> int | None:
-    return await _task_ttl["on_loop"](tenant_pk) if _task_ttl else None
-
-
 def task_doc(
     run: RunView,
     *,
@@ -380,7 +362,7 @@ def task_doc(
         "statusMessage": f"run {run.status}",  # content-free (map c.6 tasks.fields)
         "createdAt": wire_timestamp(run.created_at),
         "lastUpdatedAt": wire_timestamp(run.updated_at),
-        "ttlMs": ttl_ms,  # the run retention (task_ttl_ms); never failed or cancelled on a TTL
+        "ttlMs": ttl_ms,  # the run retention (apps/retention run_ttl_ms); never failed or cancelled on a TTL
         "pollIntervalMs": TASK_POLL_INTERVAL_MS,
     }
     if not detailed:

@@ -16,7 +16,8 @@ from apps.core.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from apps.core.ids import split_bound_id, unproject_id
 from apps.mcp.errors import invalid_params, missing_capability, unknown_task
 from apps.mcp.exchange import TASKS_EXTENSION, Exchange
-from apps.mcp.projection import answers_of, artifacts_of, server_meta, task_doc, task_ttl_ms
+from apps.mcp.projection import answers_of, artifacts_of, server_meta, task_doc
+from apps.retention.services import run_ttl_ms
 from apps.runs.reads import RunSnapshot, snapshot_read_sync
 from apps.runs.services import interrupts_resolve, run_cancel
 from apps.tenants.selectors import subject_tenant_pk
@@ -47,7 +48,7 @@ def task_get(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
         form=exchange.elicitation_form,
         url=exchange.elicitation_url,
         detailed=True,
-        ttl_ms=task_ttl_ms(run.tenant_id),
+        ttl_ms=run_ttl_ms(run.tenant_id),
         client=exchange.capabilities,
         artifacts=artifacts_of(snapshot) if run.is_terminal else (),
         definition=snapshot.definition,

@@ -39,7 +39,6 @@ from apps.mcp.notifications import RunFinish
 from apps.mcp.projection import (
     RUN_ID_META_KEY,
     answers_of,
-    atask_ttl_ms,
     input_requests,
     private_result,
     server_meta,
@@ -50,6 +49,7 @@ from apps.mcp.projection import (
 from apps.mcp.request_state import request_state_mint, request_state_open, request_state_redeem
 from apps.mcp.resources import atool_result_of
 from apps.mcp.waiting import run_read, run_wait
+from apps.retention.services import arun_ttl_ms
 from apps.runs.models import Run, RunStatus, RunTransport
 from apps.runs.nodes import definition_kinds
 from apps.runs.reads import RunSnapshot, snapshot_read_sync
@@ -306,7 +306,7 @@ async def _answer(
             run = snapshot.run
             if run.is_terminal:
                 return snapshot_tool_result(snapshot)
-            ttl_ms = await atask_ttl_ms(run.tenant_id)
+            ttl_ms = await arun_ttl_ms(run.tenant_id)
             doc = task_doc(run, open_interrupts=(), form=False, url=False, detailed=False, ttl_ms=ttl_ms)
             return {"resultType": "task", **doc, "_meta": server_meta({RUN_ID_META_KEY: run.run_id})}
         snapshot = await run_read(subject, run_id)

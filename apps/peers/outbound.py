@@ -29,6 +29,7 @@ import httpx
 from apps.core.egress import EgressRefused, sanitize_url
 from apps.core.egress_transport import EgressResponse, egress_request
 from apps.core.errors import vendor_code
+from apps.core.protocol_versions import Protocol, is_valid_version, version_key
 from apps.facets.negotiation import (
     Decision,
     NegotiationRefused,
@@ -37,7 +38,6 @@ from apps.facets.negotiation import (
     negotiation_record,
     peer_origin_digest,
 )
-from apps.facets.versions import Protocol, is_valid_version, version_key
 from apps.peers.selectors import peer_origin_of
 from apps.runs.models import Run
 from apps.runs.trace_context import traceparent_child

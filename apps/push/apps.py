@@ -6,8 +6,6 @@ class PushAppConfig(AppConfig):
     label = "push"
 
     def ready(self) -> None:
-        # The floors below never import this app: it hands them what they call (pyproject's layers).
-        from apps.a2a import operations
         from apps.core.discovery import register_capability
         from apps.core.metrics import on_scrape
         from apps.push import (
@@ -15,7 +13,6 @@ class PushAppConfig(AppConfig):
             tasks,  # noqa: F401 - registers push.deliver and the worker's sweeper
         )
         from apps.push.capabilities import webhooks_capability
-        from apps.push.limits import push_backlog_check
         from apps.push.models import WebhookEvent
         from apps.push.selectors import push_backlog_gauges
         from apps.runs.log import on_events_written
@@ -27,8 +24,6 @@ class PushAppConfig(AppConfig):
         owed = f"SELECT 1 FROM {table} WHERE tenant_id = {{tenant_id}} AND event_type = ANY({{types}})"  # noqa: S608
         on_events_written(services.push_deliveries_for_events, owed_probe=owed)
         on_scrape(push_backlog_gauges)  # /metrics' backlog gauges
-        operations.push_services = services  # A2A's push-config operations
-        operations.push_backlog_check = push_backlog_check
 
         from apps.core.sealing import PUSH_CREDENTIALS, SealedField, sealed_field_register
         from apps.push.models import PushConfig, Webhook

@@ -19,7 +19,6 @@ from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from apps.a2a.wire import TERMINAL_STATES, StreamProjection, context_id_of, to_wire
 from apps.core.egress import egress_check_url
 from apps.core.errors import Conflict, NotFound, ValidationFailed, vendor_code
 from apps.core.ids import mint_opaque
@@ -28,6 +27,7 @@ from apps.push.crypto import credential_seal
 from apps.push.lanes import lane_of, lane_wake
 from apps.push.limits import push_registration_check
 from apps.push.models import Delivery, DeliveryKind, DeliveryStatus, PushConfig, Webhook, WebhookEvent
+from apps.runs.a2a_wire import TERMINAL_STATES, StreamProjection, context_id_of, to_wire
 from apps.runs.models import Run, RunEvent
 from apps.runs.selectors import run_get_readable
 from apps.runs.wire import run_event_doc
@@ -228,7 +228,7 @@ def _delivery_new(run: Run, event: RunEvent, *, url: str, **fields: Any) -> Deli
 
 def _push_status_updates(run: Run, events: Sequence[RunEvent]) -> dict[int, StreamResponse]:
     """The statusUpdate each event produces, by its sequence, for the events that change the
-    task's state (wire.StreamProjection folded over the log up to each). The log before the first
+    task's state (a2a_wire.StreamProjection folded over the log up to each). The log before the first
     event is read only when there is one: a run created in this transaction has none."""
     projection = StreamProjection(
         task_id=run.run_id, context_id=context_id_of(run), state=TaskState.TASK_STATE_SUBMITTED

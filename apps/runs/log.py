@@ -38,8 +38,10 @@ from apps.core.metrics import run_events_committed
 from apps.core.sse import publish_wake, publish_wake_from_loop, wake_group_name
 from apps.runs.models import Run, RunEvent
 
-# What a higher app owes for events as they are written, in the same transaction (apps/push
-# registers the push deliveries in its ready()): runs never imports the apps built on it.
+# The log's one extension point: what an app built on runs owes for events as they are written,
+# in the same transaction. It is a fan-out, not a placeholder: apps/push (whose delivery rows
+# reference the events, so it can never sit below runs) connects its deliveries in its ready();
+# the log calls whatever is connected, and runs never imports the apps built on it.
 EventsHook = Callable[..., None]
 _events_hooks: list[EventsHook] = []
 # For each hook, a condition that is true when it may owe something for a new run's events: a

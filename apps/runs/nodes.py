@@ -22,10 +22,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
-import jsonschema
 from django.conf import settings
 from django.utils import timezone
 
+from apps.agents.definitions import node_kind_declare
 from apps.core.ids import mint_opaque
 from apps.runs.models import InterruptKind, RunStatus
 
@@ -141,19 +141,11 @@ NODE_KINDS: dict[str, NodeKind] = {}
 
 
 def register_node_kind(cls: type[NodeKind]) -> type[NodeKind]:
-    if cls.kind in NODE_KINDS:
-        raise ValueError(f"node kind {cls.kind!r} registered twice")
-    jsonschema.Draft202012Validator.check_schema(cls.config_schema)
+    """Register a kind the engine executes; it is declared to the workflow checks as well (a
+    workflow naming it is accepted: apps/agents/definitions.py)."""
+    node_kind_declare(cls.kind, cls.config_schema)  # raises for a kind registered twice, a bad schema
     NODE_KINDS[cls.kind] = cls()
     return cls
-
-
-def node_config_errors(kind: str, config: Any) -> list[str]:
-    """Why `config` is not a valid configuration of `kind` (empty when it is)."""
-    if kind not in NODE_KINDS:
-        return [f"unknown node kind {kind!r} (known: {', '.join(sorted(NODE_KINDS))})"]
-    validator = jsonschema.Draft202012Validator(NODE_KINDS[kind].config_schema)
-    return [f"{'/'.join(map(str, e.absolute_path)) or '(config)'}: {e.message}" for e in validator.iter_errors(config)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -214,7 +206,7 @@ def closed_object(
     properties: dict[str, Any], *, required: tuple[str, ...] = (), constraints: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """A JSON Schema object with these `properties` and no other member. Its keys keep the order
-    jsonschema checks them in, and so the order of `node_config_errors`."""
+    jsonschema checks them in, and so the order of `node_config_errors` (apps/agents/definitions.py)."""
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         schema["required"] = list(required)

@@ -7,6 +7,7 @@ import html
 import json
 
 import pytest
+from django.contrib import admin
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import User
 from django.test import Client
@@ -54,7 +55,8 @@ def test_card_previews_show_the_signature_once_a_key_is_active(operator_client: 
     key = card_key_activate(key_pk=card_key_generate(algorithm="EdDSA", actor="t").pk, actor="t")
     page = html.unescape(operator_client.get(url).content.decode())
     assert '"signatures"' in page and '"protected"' in page  # the per-agent card as served: signed
-    [signature] = served_documents_after("a2a", {}, "t")["agentCard"]["signatures"]  # the facet page's preview
+    facet_page = admin.site._registry[Facet]  # the facet page's preview
+    [signature] = served_documents_after("a2a", {}, "t", agent_card=facet_page.served_card)["agentCard"]["signatures"]
     assert signature["protected"] and signature["signature"]
     assert key.kid in html.unescape(operator_client.get("/admin/a2a/cardsigningkey/").content.decode())
 

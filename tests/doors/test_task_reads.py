@@ -12,8 +12,8 @@ import pytest
 from django.test import Client
 
 from apps.a2a.models import TaskMessage
-from apps.a2a.wire import task_from_view, to_wire
 from apps.agents.services import workflow_create, workflow_fixtures_seed
+from apps.runs.a2a_wire import task_from_view, to_wire
 from apps.runs.models import Interrupt, Run, RunEvent, RunTransport
 from apps.runs.reads import ArtifactEvent, OpenInterrupt, RunRow, RunSnapshot
 from apps.runs.services import run_create

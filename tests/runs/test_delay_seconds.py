@@ -9,9 +9,9 @@ import time
 import pytest
 from django.utils import timezone
 
+from apps.agents.definitions import node_config_errors
 from apps.agents.services import workflow_create
 from apps.runs.models import Run, RunStatus
-from apps.runs.nodes import node_config_errors
 from apps.tenants.models import Tenant
 from tests.runs.conftest import Caller, advance
 from tests.runs.test_engine import advance_on_clock, node_clock  # noqa: F401 - fixture: the node module's fake clock

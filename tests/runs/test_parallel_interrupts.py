@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from apps.agents.definitions import node_config_errors
 from apps.agents.services import workflow_create
 from apps.core.errors import Conflict, ValidationFailed
 from apps.runs.models import Interrupt, Run, RunStatus
-from apps.runs.nodes import node_config_errors
 from apps.runs.services import interrupts_resolve, run_create
 from apps.tenants.models import Tenant
 from tests.runs.conftest import Caller, advance, assert_log_contiguous, event_types
