@@ -11,8 +11,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
+from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
@@ -34,12 +35,15 @@ from apps.facets.services import (
     EDITABLE_FIELDS,
     facet_ensure,
     facet_fields,
+    facet_floor_schedule,
+    facet_floor_schedule_errors,
     facet_refresh,
     facet_update,
     version_policy_clear,
     version_policy_set,
 )
 from apps.facets.validation import facet_errors
+from apps.facets.versions import Protocol
 
 Freshness = Literal["fresh", "due", "stale"]
 DUE_WITHIN_DAYS = 7  # a week's notice before an advertisement breaks the refresh SLA
@@ -96,13 +100,74 @@ def _edits(form: Any, protocol: str) -> dict[str, Any]:
     return {field: form.cleaned_data[field] for field in form.changed_data if field in editable}
 
 
+class OfferedVersionField(forms.ChoiceField):
+    """A select of the facet's offered versions whose value the services validate, not the select:
+    their message names the rule ("must be one of the offered versions"), and a version offered
+    in the same save is theirs to accept."""
+
+    def valid_value(self, value: str) -> bool:
+        return True
+
+
+# The form's names of the schedule (the model keeps its own fields non-editable: only
+# facet_floor_schedule writes them) and the schedule field each stands for.
+SCHEDULE_FORM_FIELDS = {"schedule_minimum": "scheduled_minimum_version", "schedule_at": "scheduled_at"}
+
+
+class FacetForm(forms.ModelForm):
+    """The facet's editable fields and its scheduled host floor (issue 53), checked by the check
+    `facet_floor_schedule` runs (`facet_floor_schedule_errors`) against the facet as it will be
+    after this save's edits."""
+
+    schedule_minimum = OfferedVersionField(
+        required=False, label="Scheduled floor",
+        help_text="Becomes the floor at the date below (the beat job applies it); (none): no schedule.",
+    )  # fmt: skip
+    schedule_at = forms.DateTimeField(
+        required=False, label="Scheduled floor takes effect at",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local", "step": "1"}, format="%Y-%m-%dT%H:%M:%S"),
+        help_text="UTC. Empty with the floor (none) to cancel a schedule.",
+    )  # fmt: skip
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        facet: Facet = self.instance
+        offered = [str(v) for v in facet.versions or []]
+        if facet.scheduled_minimum_version and facet.scheduled_minimum_version not in offered:
+            offered.append(facet.scheduled_minimum_version)  # shown as stored, not silently replaced
+        self.fields["schedule_minimum"].choices = [("", "(none)"), *((v, v) for v in offered)]  # type: ignore[attr-defined]
+        self.initial.setdefault("schedule_minimum", facet.scheduled_minimum_version)
+        self.initial.setdefault("schedule_at", facet.scheduled_at)
+
+    def schedule(self) -> tuple[str, dt.datetime | None]:
+        return self.cleaned_data.get("schedule_minimum") or "", self.cleaned_data.get("schedule_at")
+
+    def schedule_changed(self) -> bool:
+        return self.schedule() != (self.instance.scheduled_minimum_version, self.instance.scheduled_at)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if self.instance.pk is None or not self.schedule_changed():
+            return data  # a stored schedule is the beat job's to apply, not this save's to refuse
+        protocol = cast(Protocol, self.instance.protocol)
+        after_edits = {**facet_fields(self.instance), **{f: data[f] for f in EDITABLE_FIELDS[protocol] if f in data}}
+        minimum, at = self.schedule()
+        errors = facet_floor_schedule_errors(protocol=protocol, facet_values=after_edits, minimum=minimum, at=at)
+        by_model_field = {model_field: name for name, model_field in SCHEDULE_FORM_FIELDS.items()}
+        for field, field_errors in errors.items():
+            self.add_error(by_model_field[field], field_errors)
+        return data
+
+
 @admin.register(Facet)
 class FacetAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
-    list_display = ("protocol", "offered_versions", "preferred_version", "minimum_version", "refreshed_at", "freshness")
-    readonly_fields = (
-        "protocol", "refreshed_at", "freshness", "updated_at", "scheduled_minimum_version", "scheduled_at",
-    )
+    list_display = (
+        "protocol", "offered_versions", "preferred_version", "minimum_version", "scheduled_floor", "refreshed_at",
+        "freshness",
+    )  # fmt: skip
+    readonly_fields = ("protocol", "refreshed_at", "freshness", "updated_at")
     actions = ("reevaluate",)
+    form = FacetForm
     change_form_template = "admin/facets/facet/change_form.html"
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -118,13 +183,18 @@ class FacetAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
 
     def get_fields(self, request: HttpRequest, obj: Facet | None = None) -> tuple[str, ...]:
         editable = list(EDITABLE_FIELDS[obj.protocol]) if obj else []  # type: ignore[index]
-        # The scheduled floor is set with `facet_set --at` (audited); shown here, not edited.
-        schedule = ("scheduled_minimum_version", "scheduled_at")
-        return ("protocol", *editable, *schedule, "refreshed_at", "freshness", "updated_at")
+        # The scheduled floor: the same service as `facet_set --at` (facet_floor_schedule, audited).
+        return ("protocol", *editable, *SCHEDULE_FORM_FIELDS, "refreshed_at", "freshness", "updated_at")
 
     @admin.display(description="Versions")
     def offered_versions(self, obj: Facet) -> str:
         return ", ".join(obj.versions)  # the list as people write it, not as JSON
+
+    @admin.display(description="Scheduled floor")
+    def scheduled_floor(self, obj: Facet) -> str:
+        if obj.scheduled_at is None:
+            return "none"
+        return f"{obj.scheduled_minimum_version} from {obj.scheduled_at:%Y-%m-%d %H:%M:%S} UTC"
 
     @admin.display(description="Refresh SLA")
     def freshness(self, obj: Facet) -> str:
@@ -167,10 +237,16 @@ class FacetAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: Facet, form: Any, change: bool) -> None:
         actor = admin_actor(request.user.get_username())
+        protocol = obj.protocol
         try:
-            facet_update(protocol=obj.protocol, changes=_edits(form, obj.protocol), actor=actor)  # type: ignore[arg-type]
-        except ValidationFailed as exc:  # instance_check ran the same rules; this is a race
-            messages.error(request, f"{exc.message} {exc.details}")
+            # One transaction, as `facet_set`: a refused schedule leaves the edits unmade too.
+            with transaction.atomic():
+                facet_update(protocol=protocol, changes=_edits(form, protocol), actor=actor)  # type: ignore[arg-type]
+                if form.schedule_changed():
+                    minimum, at = form.schedule()
+                    facet_floor_schedule(protocol=protocol, minimum=minimum, at=at, actor=actor)  # type: ignore[arg-type]
+        except ValidationFailed as exc:  # the form ran the same rules; this is a race
+            messages.error(request, exc.message)
 
     @admin.action(description="Re-evaluate against the upstream registry now")
     def reevaluate(self, request: HttpRequest, queryset: QuerySet[Facet]) -> None:
