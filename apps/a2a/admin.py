@@ -39,6 +39,7 @@ from apps.a2a.services import (
 from apps.a2a.signing import card_sign, card_signing_key_active, grace_seconds, jwks_url, public_jwk_of
 from apps.a2a.wire import to_wire
 from apps.core.actors import admin_actor
+from apps.core.admin_diff import ChangeDiffAdminMixin
 from apps.core.admin_read_only import ReadOnlyAdminMixin
 from apps.core.admin_service_writes import ServiceWritesAdminMixin
 from apps.core.errors import OpenWopError
@@ -206,9 +207,10 @@ class CardSigningKeyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(CardSigningKeyChange)
-class CardSigningKeyChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class CardSigningKeyChangeAdmin(ChangeDiffAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     """The audit trail of signing keys: read-only (append-only table)."""
 
-    list_display = ("at", "action", "kid", "actor")
+    list_display = ("at", "action", "kid", "actor", "changed_fields")
+    fields = readonly_fields = ("kid", "action", "actor", "at", "difference")
     list_filter = ("action",)
     search_fields = ("kid", "actor")

@@ -26,6 +26,7 @@ from apps.agents.services import (
     prompt_update,
 )
 from apps.core.actors import admin_actor
+from apps.core.admin_diff import ChangeDiffAdminMixin
 from apps.core.admin_read_only import ReadOnlyAdminMixin
 from apps.core.admin_service_writes import ServiceWritesAdminMixin
 from apps.core.errors import ValidationFailed
@@ -113,14 +114,14 @@ class AgentAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(AgentChange)
-class AgentChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class AgentChangeAdmin(ChangeDiffAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     """The audit trail of agents: read-only (append-only table)."""
 
-    list_display = ("at", "tenant", "agent", "action", "actor")
+    list_display = ("at", "tenant", "agent", "action", "actor", "changed_fields")
     list_filter = ("action", "tenant")
     search_fields = ("actor", "agent__agent_id", "tenant__slug")
     list_select_related = ("tenant", "agent")
-    readonly_fields = ("tenant", "agent", "actor", "action", "before", "after", "at")
+    fields = readonly_fields = ("tenant", "agent", "actor", "action", "at", "difference")
 
 
 @admin.register(Prompt)

@@ -25,6 +25,7 @@ from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from apps.core.actors import admin_actor
+from apps.core.admin_diff import ChangeDiffAdminMixin
 from apps.core.admin_read_only import ReadOnlyAdminMixin
 from apps.core.admin_service_writes import ServiceWritesAdminMixin
 from apps.core.discovery import discovery_document
@@ -261,12 +262,12 @@ class FacetAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(FacetChange)
-class FacetChangeAdmin(AppendOnlyAdmin):
-    list_display = ("at", "protocol", "actor")
+class FacetChangeAdmin(ChangeDiffAdminMixin, AppendOnlyAdmin):
+    list_display = ("at", "protocol", "actor", "changed_fields")
     list_filter = ("protocol",)
     search_fields = ("actor",)
     date_hierarchy = "at"
-    readonly_fields = ("protocol", "actor", "before", "after", "at")
+    fields = readonly_fields = ("protocol", "actor", "at", "difference")
 
 
 @admin.register(FacetRefresh)
@@ -335,9 +336,9 @@ class VersionPolicyAdmin(PolicyAdmin):
 
 
 @admin.register(VersionPolicyChange)
-class VersionPolicyChangeAdmin(AppendOnlyAdmin):
-    list_display = ("at", "tenant_slug", "agent_id", "protocol", "actor")
+class VersionPolicyChangeAdmin(ChangeDiffAdminMixin, AppendOnlyAdmin):
+    list_display = ("at", "tenant_slug", "agent_id", "protocol", "actor", "changed_fields")
     list_filter = ("protocol",)
     search_fields = ("tenant_slug", "agent_id", "actor")
     date_hierarchy = "at"
-    readonly_fields = ("tenant_slug", "agent_id", "protocol", "actor", "before", "after", "at")
+    fields = readonly_fields = ("tenant_slug", "agent_id", "protocol", "actor", "at", "difference")
