@@ -40,6 +40,7 @@ from apps.a2a.signing import card_sign, card_signing_key_active, grace_seconds, 
 from apps.a2a.wire import to_wire
 from apps.core.actors import admin_actor
 from apps.core.admin_diff import ChangeDiffAdminMixin
+from apps.core.admin_messages import named
 from apps.core.admin_read_only import ReadOnlyAdminMixin
 from apps.core.admin_service_writes import ServiceWritesAdminMixin
 from apps.core.errors import OpenWopError
@@ -201,9 +202,11 @@ class CardSigningKeyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
 
     @admin.action(description="Retire the selected keys", permissions=["manage"])
     def retire_keys(self, request: HttpRequest, queryset: QuerySet[CardSigningKey]) -> None:
-        for pk in queryset.values_list("pk", flat=True):
+        retired = []
+        for pk, kid in queryset.values_list("pk", "kid"):
             card_key_retire(key_pk=pk, actor=admin_actor(request.user.get_username()))
-        self.message_user(request, f"Retired {queryset.count()} key(s).", messages.SUCCESS)
+            retired.append(kid)
+        self.message_user(request, f"Retired key {named(retired)}.", messages.SUCCESS)
 
 
 @admin.register(CardSigningKeyChange)

@@ -9,7 +9,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html
 
 from apps.agents.models import Agent, AgentChange, Prompt, Workflow
@@ -27,6 +27,7 @@ from apps.agents.services import (
 )
 from apps.core.actors import admin_actor
 from apps.core.admin_diff import ChangeDiffAdminMixin
+from apps.core.admin_messages import NamedMessagesAdminMixin, action_confirmation, named
 from apps.core.admin_read_only import ReadOnlyAdminMixin
 from apps.core.admin_service_writes import ServiceWritesAdminMixin
 from apps.core.errors import ValidationFailed
@@ -34,6 +35,12 @@ from apps.core.errors import ValidationFailed
 # The agent's A2A card as served, JSON (or None when none is served): apps/a2a, a floor above this
 # app, registers it in its ready() (apps/a2a/previews.py).
 card_previews: list[Callable[[Agent], str | None]] = []
+
+
+def agent_label(agent: Agent) -> str:
+    """An agent as the admin names it: its agentId and its tenant ("demo-assistant (demo)"), as
+    two tenants may each have an agent of the same id."""
+    return f"{agent.agent_id} ({agent.tenant.slug})"
 
 
 @admin.register(Workflow)
@@ -57,7 +64,7 @@ class WorkflowAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(Agent)
-class AgentAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
+class AgentAdmin(NamedMessagesAdminMixin, ServiceWritesAdminMixin, admin.ModelAdmin):
     """Operators edit an agent's descriptive fields; publishing goes through the audited actions
     only (STYLE.md habit 15), and agents are unpublished, never deleted (their audit rows stay)."""
 
@@ -97,20 +104,39 @@ class AgentAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Agent | None = None) -> bool:
         return False
 
+    def object_label(self, obj: Agent) -> str:
+        return agent_label(obj)
+
     def _change_each(
-        self, request: HttpRequest, queryset: QuerySet[Agent], change: Callable[..., Agent], done: str
-    ) -> None:
-        for agent in queryset:
+        self, request: HttpRequest, queryset: QuerySet[Agent], change: Callable[..., Agent], verb: str, done: str,
+        consequence: str,
+    ) -> HttpResponse | None:  # fmt: skip
+        """After the confirmation page (what publishing changes is served at once), `change`
+        each agent through its audited service and name them in the message."""
+        agents = list(queryset.select_related("tenant"))
+        labels = [agent_label(agent) for agent in agents]
+        question = f"{verb} {named(labels)}? {consequence}"
+        page = action_confirmation(self, request, agents, labels=labels, verb=verb, question=question)
+        if page is not None:
+            return page
+        for agent in agents:
             change(agent=agent, actor=admin_actor(request.user.get_username()))
-        self.message_user(request, f"{done} {queryset.count()} agent(s).", messages.SUCCESS)
+        self.message_user(request, f"{done} {named(labels)}.", messages.SUCCESS)
+        return None
 
     @admin.action(description="Publish selected agents")
-    def publish_agents(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
-        self._change_each(request, queryset, agent_publish, "Published")
+    def publish_agents(self, request: HttpRequest, queryset: QuerySet[Agent]) -> HttpResponse | None:
+        return self._change_each(
+            request, queryset, agent_publish, "Publish", "Published",
+            "They appear in GET /agents and answer through their a2aTenant at once.",
+        )  # fmt: skip
 
     @admin.action(description="Unpublish selected agents")
-    def unpublish_agents(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
-        self._change_each(request, queryset, agent_unpublish, "Unpublished")
+    def unpublish_agents(self, request: HttpRequest, queryset: QuerySet[Agent]) -> HttpResponse | None:
+        return self._change_each(
+            request, queryset, agent_unpublish, "Unpublish", "Unpublished",
+            "They disappear everywhere at once: their a2aTenant answers as one never minted.",
+        )  # fmt: skip
 
 
 @admin.register(AgentChange)

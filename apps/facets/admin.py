@@ -26,6 +26,7 @@ from django.views.decorators.http import require_POST
 
 from apps.core.actors import admin_actor
 from apps.core.admin_diff import ChangeDiffAdminMixin
+from apps.core.admin_messages import NamedMessagesAdminMixin
 from apps.core.admin_read_only import ReadOnlyAdminMixin
 from apps.core.admin_service_writes import ServiceWritesAdminMixin
 from apps.core.discovery import discovery_document
@@ -161,7 +162,7 @@ class FacetForm(forms.ModelForm):
 
 
 @admin.register(Facet)
-class FacetAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
+class FacetAdmin(NamedMessagesAdminMixin, ServiceWritesAdminMixin, admin.ModelAdmin):
     list_display = (
         "protocol", "offered_versions", "preferred_version", "minimum_version", "scheduled_floor", "refreshed_at",
         "freshness",
