@@ -9,6 +9,7 @@ renders a private key: the sealed column is in no form, list or read-only field.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from typing import Any
 
@@ -29,6 +30,7 @@ from apps.a2a.models import (
     SkillRoutePinChange,
     TaskMessage,
 )
+from apps.a2a.selectors import card_path_configured
 from apps.a2a.services import (
     card_key_activate,
     card_key_generate,
@@ -110,15 +112,34 @@ class CardSigningKeyAddForm(forms.ModelForm):
         fields = ("algorithm",)
 
 
-def signed_card_preview() -> str:
-    """The public card as served now (signed when a key is active), with each signature's
-    protected header decoded, for the key changelist."""
+DEFAULT_CARD_PATH = "/.well-known/agent-card.json"  # the facet's default agent_card_path
+SHORT_DIGEST = 16  # characters of a digest the lists show (the whole one is its title)
+
+
+def _b64url(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def jwk_thumbprint(jwk: dict[str, Any]) -> str:
+    """The RFC 7638 thumbprint of a public JWK: SHA-256 of its required members, lexicographic
+    and without whitespace, base64url."""
+    members = {name: jwk[name] for name in ("crv", "e", "kty", "n", "x", "y") if name in jwk}
+    return _b64url(hashlib.sha256(json.dumps(members, sort_keys=True, separators=(",", ":")).encode()).digest())
+
+
+def served_card_summary() -> dict[str, Any]:
+    """The public card as served now, summed up for the key changelist (issue 53: the list no
+    longer embeds the whole card): the kid and alg of each signature's protected header, the
+    SHA-256 of the card as served, and where it is served."""
     card = to_wire(card_sign(public_card_cached()))
-    headers = []
+    signers = []
     for signature in card.get("signatures", []):
         protected = signature["protected"]
-        headers.append(json.loads(base64.urlsafe_b64decode(protected + "=" * (-len(protected) % 4))))
-    return json.dumps({"protectedHeaders": headers, "card": card}, indent=2, sort_keys=True)
+        header = json.loads(base64.urlsafe_b64decode(protected + "=" * (-len(protected) % 4)))
+        signers.append(f"{header.get('kid', '?')} ({header.get('alg', '?')})")
+    digest = hashlib.sha256(json.dumps(card, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    url = card_path_configured() or DEFAULT_CARD_PATH
+    return {"signers": signers, "digest": digest, "short_digest": digest[:SHORT_DIGEST], "url": url}
 
 
 @admin.register(CardSigningKey)
@@ -126,7 +147,7 @@ class CardSigningKeyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
     """Generate (add form), activate, retire. Keys are never edited or deleted: a retired key's
     row is its audit subject, and the JWKS drops it by itself once its grace window passed."""
 
-    list_display = ("kid", "algorithm", "state", "created_at", "activated_at", "retired_at", "in_jwks")
+    list_display = ("kid", "algorithm", "state", "created_at", "activated_at", "retired_at", "in_jwks", "thumbprint")
     list_filter = ("state", "algorithm")
     ordering = ("-created_at", "-id")
     actions = ("activate_key", "retire_keys")
@@ -154,6 +175,11 @@ class CardSigningKeyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
     @admin.display(description="Public key (JWK)")
     def public_key(self, obj: CardSigningKey) -> str:
         return format_html("<pre>{}</pre>", json.dumps(public_jwk_of(obj), indent=2, sort_keys=True))
+
+    @admin.display(description="JWK thumbprint")
+    def thumbprint(self, obj: CardSigningKey) -> str:
+        digest = jwk_thumbprint(public_jwk_of(obj))
+        return format_html('<code title="{}">{}…</code>', digest, digest[:SHORT_DIGEST])
 
     @admin.display(description="In the JWKS", boolean=True)
     def in_jwks(self, obj: CardSigningKey) -> bool:
@@ -184,7 +210,7 @@ class CardSigningKeyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
                     request, f"Agent cards are signed by kid {active.kid} ({active.algorithm}); JWKS: {jwks_url()}.",
                     messages.INFO,
                 )  # fmt: skip
-        extra_context = {**(extra_context or {}), "signed_card_preview": signed_card_preview()}
+        extra_context = {**(extra_context or {}), "served_card": served_card_summary()}
         return super().changelist_view(request, extra_context)
 
     @admin.action(description="Activate the selected key (retires the active one)", permissions=["manage"])

@@ -26,6 +26,7 @@ from apps.agents.services import (
     prompt_update,
 )
 from apps.core.actors import admin_actor
+from apps.core.admin_choices import TenantLabelledChoicesAdminMixin
 from apps.core.admin_diff import ChangeDiffAdminMixin
 from apps.core.admin_messages import NamedMessagesAdminMixin, action_confirmation, named
 from apps.core.admin_read_only import ReadOnlyAdminMixin
@@ -151,7 +152,9 @@ class AgentChangeAdmin(ChangeDiffAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmi
 
 
 @admin.register(Prompt)
-class PromptAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
+class PromptAdmin(
+    TenantLabelledChoicesAdminMixin, NamedMessagesAdminMixin, ServiceWritesAdminMixin, admin.ModelAdmin
+):
     """Operators author a tenant's MCP prompts. A malformed `arguments` or `messages` is refused on
     the field by `instance_check` (the services' own check); saves go through the services."""
 
@@ -160,6 +163,9 @@ class PromptAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
     search_fields = ("name", "title", "description", "tenant__slug")
     list_select_related = ("tenant", "workflow", "agent")
     readonly_fields = ("created_at", "updated_at")
+
+    def object_label(self, obj: Prompt) -> str:
+        return f"prompt {obj.name} ({obj.tenant.slug})"
 
     def get_readonly_fields(self, request: HttpRequest, obj: Prompt | None = None) -> tuple[str, ...]:
         return self.readonly_fields if obj is None else ("tenant", "name", *self.readonly_fields)

@@ -21,10 +21,12 @@ from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.urls import URLPattern, path
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST
 
 from apps.core.actors import admin_actor
+from apps.core.admin_choices import TenantLabelledChoicesAdminMixin
 from apps.core.admin_diff import ChangeDiffAdminMixin
 from apps.core.admin_messages import NamedMessagesAdminMixin
 from apps.core.admin_read_only import ReadOnlyAdminMixin
@@ -111,6 +113,21 @@ class OfferedVersionField(forms.ChoiceField):
         return True
 
 
+class OfferedVersionsInput(forms.TextInput):
+    """A text input that offers the facet's versions as it stands (a datalist): the preferred
+    version and the floor are one of them, or of the versions the same save offers."""
+
+    def __init__(self, versions: list[str], attrs: dict[str, Any] | None = None) -> None:
+        super().__init__(attrs)
+        self.versions = [str(v) for v in versions]
+
+    def render(self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None) -> SafeString:
+        list_id = f"{(attrs or {}).get('id') or name}_offered"
+        field = super().render(name, value, {**(attrs or {}), "list": list_id}, renderer)
+        options = format_html_join("", '<option value="{}"></option>', ((v,) for v in self.versions))
+        return format_html('{}<datalist id="{}">{}</datalist>', field, list_id, options)
+
+
 # The form's names of the schedule (the model keeps its own fields non-editable: only
 # facet_floor_schedule writes them) and the schedule field each stands for.
 SCHEDULE_FORM_FIELDS = {"schedule_minimum": "scheduled_minimum_version", "schedule_at": "scheduled_at"}
@@ -138,6 +155,9 @@ class FacetForm(forms.ModelForm):
         if facet.scheduled_minimum_version and facet.scheduled_minimum_version not in offered:
             offered.append(facet.scheduled_minimum_version)  # shown as stored, not silently replaced
         self.fields["schedule_minimum"].choices = [("", "(none)"), *((v, v) for v in offered)]  # type: ignore[attr-defined]
+        for name in ("preferred_version", "minimum_version"):  # suggested: a version this save offers is valid too
+            if name in self.fields:
+                self.fields[name].widget = OfferedVersionsInput(facet.versions or [], self.fields[name].widget.attrs)
         self.initial.setdefault("schedule_minimum", facet.scheduled_minimum_version)
         self.initial.setdefault("schedule_at", facet.scheduled_at)
 
@@ -298,7 +318,7 @@ def _policy_values(policy: VersionPolicy) -> dict[str, Any]:
 
 
 @admin.register(VersionPolicy)
-class VersionPolicyAdmin(PolicyAdmin):
+class VersionPolicyAdmin(TenantLabelledChoicesAdminMixin, NamedMessagesAdminMixin, PolicyAdmin):
     """A tenant's or an agent's floor (issue 24). The form runs the policy rules (instance_check:
     never looser than the host floor, an agent's never looser than its tenant's) and shows their
     messages on the fields; every save and delete goes through the services, audited in the same
@@ -312,6 +332,29 @@ class VersionPolicyAdmin(PolicyAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: VersionPolicy | None = None) -> tuple[str, ...]:
         return ("tenant", "agent", "protocol") if obj is not None else ()  # a policy's key never moves
+
+    def get_form(
+        self, request: HttpRequest, obj: VersionPolicy | None = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        """The floors are selects of the host's offered versions (of the policy's protocol, or of
+        each protocol on the add form); the policy rules, not the select, validate the value."""
+        form = super().get_form(request, obj, change=change, **kwargs)
+        protocols = [obj.protocol] if obj is not None else ["a2a", "mcp"]
+        offered = {p: [str(v) for v in facet_ensure(protocol=p).versions] for p in protocols}  # type: ignore[arg-type]
+        for name in ("minimum_version", "scheduled_minimum_version"):
+            if name not in form.base_fields:
+                continue
+            stored = getattr(obj, name) if obj is not None else ""
+            if obj is not None:
+                values = offered[obj.protocol] + ([stored] if stored and stored not in offered[obj.protocol] else [])
+                choices: list[Any] = [("", "(none)"), *((v, v) for v in values)]
+            else:
+                choices = [("", "(none)"), *((p.upper(), [(v, v) for v in vs]) for p, vs in offered.items())]
+            was = form.base_fields[name]
+            form.base_fields[name] = OfferedVersionField(
+                choices=choices, required=False, label=was.label, help_text=was.help_text
+            )
+        return form
 
     def instance_check(self, instance: VersionPolicy) -> None:
         if instance.tenant_id is None or instance.protocol not in ("a2a", "mcp"):
