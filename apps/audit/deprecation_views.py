@@ -5,6 +5,10 @@ A host-private page (`/host/openwop-host/...`, versioning.md §5) behind the adm
 for members of the `operators` or `auditors` group (and superusers): a visitor who is not logged
 in is sent to the login page, anyone else logged in is refused (403). Every number comes from the
 per-peer rollup (`apps.audit.deprecation`), never from the record tables.
+
+What-if lists who the floor it tried would refuse and, to staff who may change the facets, offers
+to schedule that host floor: a POST (CSRF) to `deprecation_schedule`, which calls the service
+`facet_set --at` and the facet admin call (`facet_floor_schedule`: the same checks, audited).
 """
 
 from __future__ import annotations
@@ -17,12 +21,13 @@ from typing import Any, cast
 from urllib.parse import urlencode
 
 from django import forms
+from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponseBase
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 
 from apps.audit.auditor_views import SinceUntilForm
 from apps.audit.deprecation import (
@@ -31,12 +36,17 @@ from apps.audit.deprecation import (
     version_table,
     version_tenants,
     what_if,
+    what_if_who,
 )
+from apps.core.actors import admin_actor
 from apps.core.downloads import csv_download
+from apps.core.errors import ValidationFailed
+from apps.facets.services import facet_floor_schedule
 from apps.facets.versions import Protocol, is_valid_version
 
 STAFF_GROUPS = ("operators", "auditors")
 DEFAULT_DAYS = 30
+WHO_AT_MOST = 20  # what-if lists this many tenants and peers, with the whole count beside
 PROTOCOL_CHOICES = [("a2a", "A2A"), ("mcp", "MCP")]
 # The CSV exports' columns: attributes of the rows (apps.audit.deprecation), headed in camelCase.
 _SEEN = ("first_seen", "last_seen")
@@ -101,6 +111,21 @@ class WhatIfForm(forms.Form):
         return data
 
 
+class ScheduleFloorForm(forms.Form):
+    """What-if's offer: the floor it tried, as the host's scheduled floor from `at` (UTC)."""
+
+    protocol = forms.ChoiceField(choices=PROTOCOL_CHOICES, widget=forms.HiddenInput)
+    floor = forms.CharField(max_length=64, widget=forms.HiddenInput)
+    at = forms.DateTimeField(
+        label="Takes effect at (UTC)",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local", "step": "1"}, format="%Y-%m-%dT%H:%M:%S"),
+    )
+
+
+def may_schedule(user: Any) -> bool:
+    return bool(user.is_active and user.is_staff and user.has_perm("facets.change_facet"))
+
+
 def _csv(stem: str, rows: Iterable[Any], columns: tuple[str, ...]) -> HttpResponseBase:
     """A table as CSV, one column per attribute (a date is written as its ISO form by `str`)."""
     header = [re.sub(r"_([a-z])", lambda m: m[1].upper(), column) for column in columns]
@@ -117,11 +142,14 @@ def deprecation_overview(request: HttpRequest) -> HttpResponseBase:
     if request.GET.get("format") == "csv":
         return _csv("deprecation", rows, VERSION_COLUMNS)
     whatif_form = WhatIfForm(request.GET) if "floor" in request.GET else WhatIfForm()
-    outcome = None
+    outcome = who = schedule_form = None
     if whatif_form.is_bound and whatif_form.is_valid():
         outcome = what_if(  # over the window the page shows (kept in the what-if form's hidden fields)
             protocol=whatif_form.cleaned_data["whatif_protocol"], floor=whatif_form.cleaned_data["floor"], window=window
         )
+        who = what_if_who(outcome=outcome, limit=WHO_AT_MOST)
+        if may_schedule(request.user):
+            schedule_form = ScheduleFloorForm(initial={"protocol": outcome.protocol, "floor": outcome.floor})
     window_query = {"since": window.since.isoformat(), "until": window.until.isoformat()}
     query = request.GET.copy()
     query["format"] = "csv"
@@ -137,6 +165,8 @@ def deprecation_overview(request: HttpRequest) -> HttpResponseBase:
             "csv_query": query.urlencode(),
             "whatif_form": whatif_form,
             "whatif": outcome,
+            "who": who,
+            "schedule_form": schedule_form,
             "keep": [(name, request.GET[name]) for name in ("protocol", "since", "until") if request.GET.get(name)],
         },
     )
@@ -174,3 +204,27 @@ def deprecation_version(request: HttpRequest) -> HttpResponseBase:
             "peers_csv": urlencode({**base, "format": "csv", "table": "peers"}),
         },
     )
+
+
+@require_POST
+@_operators_and_auditors
+def deprecation_schedule(request: HttpRequest) -> HttpResponseBase:
+    """Schedule the floor what-if tried as the host's (facet_floor_schedule, audited), then show
+    the facet with its schedule; a refusal goes back to the what-if with the service's message."""
+    if not may_schedule(request.user):
+        raise PermissionDenied("Scheduling the host floor is for staff who may change the facets.")
+    form = ScheduleFloorForm(request.POST)
+    back = reverse("deprecation")
+    if not form.is_valid():
+        problems = " ".join(f"{form[name].label}: {' '.join(map(str, errors))}" for name, errors in form.errors.items())
+        messages.error(request, f"Nothing was scheduled. {problems}")
+        tried = {"whatif_protocol": request.POST.get("protocol", ""), "floor": request.POST.get("floor", "")}
+        return redirect(f"{back}?{urlencode(tried)}")
+    protocol, floor, at = form.cleaned_data["protocol"], form.cleaned_data["floor"], form.cleaned_data["at"]
+    try:
+        facet_floor_schedule(protocol=protocol, minimum=floor, at=at, actor=admin_actor(request.user.get_username()))
+    except ValidationFailed as exc:
+        messages.error(request, f"Nothing was scheduled. {exc.message}")
+        return redirect(f"{back}?{urlencode({'whatif_protocol': protocol, 'floor': floor})}")
+    messages.success(request, f"Scheduled the {protocol} host floor {floor} from {at:%Y-%m-%d %H:%M:%S} UTC.")
+    return redirect(reverse("admin:facets_facet_change", args=[protocol]))

@@ -2,7 +2,7 @@ from django.urls import URLPattern, path
 
 from apps.audit.api import EmitTestHostEventApi
 from apps.audit.auditor_views import archive_export_download, negotiation_audit
-from apps.audit.deprecation_views import deprecation_overview, deprecation_version
+from apps.audit.deprecation_views import deprecation_overview, deprecation_schedule, deprecation_version
 from apps.audit.views import host_events
 
 urlpatterns: list[URLPattern] = [
@@ -23,4 +23,5 @@ urlpatterns: list[URLPattern] = [
     ),
     path("host/openwop-host/deprecation/", deprecation_overview, name="deprecation"),
     path("host/openwop-host/deprecation/version/", deprecation_version, name="deprecation-version"),
+    path("host/openwop-host/deprecation/schedule/", deprecation_schedule, name="deprecation-schedule"),
 ]
