@@ -21,7 +21,7 @@ from typing import Any, cast
 from urllib.parse import urlencode
 
 from django import forms
-from django.contrib import messages
+from django.contrib import admin, messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponseBase
@@ -158,6 +158,7 @@ def deprecation_overview(request: HttpRequest) -> HttpResponseBase:
         request,
         "audit/deprecation.html",
         {
+            **admin.site.each_context(request),  # the admin's header, user links and breadcrumbs
             "form": form,
             "window": window,
             "rows": [(r, urlencode({**window_query, "protocol": r.protocol, "requested": r.requested})) for r in rows],
@@ -177,7 +178,8 @@ def deprecation_overview(request: HttpRequest) -> HttpResponseBase:
 def deprecation_version(request: HttpRequest) -> HttpResponseBase:
     form = DrillDownForm(request.GET)
     if not form.is_valid():
-        return render(request, "audit/deprecation_version.html", {"form": form, "invalid": True}, status=400)
+        context = {**admin.site.each_context(request), "form": form, "invalid": True}
+        return render(request, "audit/deprecation_version.html", context, status=400)
     window = form.window()
     protocol, requested = form.cleaned_data["protocol"], form.cleaned_data.get("requested") or ""
     tenants = version_tenants(window=window, protocol=protocol, requested=requested)
@@ -193,6 +195,7 @@ def deprecation_version(request: HttpRequest) -> HttpResponseBase:
         request,
         "audit/deprecation_version.html",
         {
+            **admin.site.each_context(request),
             "form": form,
             "window": window,
             "protocol": protocol,
