@@ -46,6 +46,7 @@ urlpatterns = [
     path("", include("apps.agents.urls")),
     path("", include("apps.runs.urls")),
     path("", include("apps.audit.urls")),
+    path("", include("apps.facets.urls")),  # the what-if page's schedule (a facets write)
     path("", include("apps.a2a.urls")),  # the cards' JWKS
     path("", include("apps.mcp.urls")),  # RFC 9728 Protected Resource Metadata
     path("", include("apps.push.urls")),

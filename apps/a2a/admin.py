@@ -10,6 +10,7 @@ renders a private key: the sealed column is in no form, list or read-only field.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from typing import Any
 
@@ -31,6 +32,7 @@ from apps.a2a.models import (
     TaskMessage,
 )
 from apps.a2a.previews import agent_card_preview, served_card_wire
+from apps.a2a.selectors import card_path_configured
 from apps.a2a.services import (
     card_key_activate,
     card_key_generate,
@@ -42,6 +44,8 @@ from apps.a2a.signing import card_sign, card_signing_key_active, grace_seconds, 
 from apps.agents.admin import AgentAdminBase
 from apps.agents.models import Agent
 from apps.core.actors import admin_actor
+from apps.core.admin_diff import ChangeDiffAdminMixin
+from apps.core.admin_messages import named
 from apps.core.admin_read_only import ReadOnlyAdminMixin
 from apps.core.admin_service_writes import ServiceWritesAdminMixin
 from apps.core.errors import OpenWopError
@@ -114,15 +118,34 @@ class CardSigningKeyAddForm(forms.ModelForm):
         fields = ("algorithm",)
 
 
-def signed_card_preview() -> str:
-    """The public card as served now (signed when a key is active), with each signature's
-    protected header decoded, for the key changelist."""
+DEFAULT_CARD_PATH = "/.well-known/agent-card.json"  # the facet's default agent_card_path
+SHORT_DIGEST = 16  # characters of a digest the lists show (the whole one is its title)
+
+
+def _b64url(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def jwk_thumbprint(jwk: dict[str, Any]) -> str:
+    """The RFC 7638 thumbprint of a public JWK: SHA-256 of its required members, lexicographic
+    and without whitespace, base64url."""
+    members = {name: jwk[name] for name in ("crv", "e", "kty", "n", "x", "y") if name in jwk}
+    return _b64url(hashlib.sha256(json.dumps(members, sort_keys=True, separators=(",", ":")).encode()).digest())
+
+
+def served_card_summary() -> dict[str, Any]:
+    """The public card as served now, summed up for the key changelist (issue 53: the list no
+    longer embeds the whole card): the kid and alg of each signature's protected header, the
+    SHA-256 of the card as served, and where it is served."""
     card = to_wire(card_sign(public_card_cached()))
-    headers = []
+    signers = []
     for signature in card.get("signatures", []):
         protected = signature["protected"]
-        headers.append(json.loads(base64.urlsafe_b64decode(protected + "=" * (-len(protected) % 4))))
-    return json.dumps({"protectedHeaders": headers, "card": card}, indent=2, sort_keys=True)
+        header = json.loads(base64.urlsafe_b64decode(protected + "=" * (-len(protected) % 4)))
+        signers.append(f"{header.get('kid', '?')} ({header.get('alg', '?')})")
+    digest = hashlib.sha256(json.dumps(card, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    url = card_path_configured() or DEFAULT_CARD_PATH
+    return {"signers": signers, "digest": digest, "short_digest": digest[:SHORT_DIGEST], "url": url}
 
 
 @admin.register(CardSigningKey)
@@ -130,7 +153,7 @@ class CardSigningKeyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
     """Generate (add form), activate, retire. Keys are never edited or deleted: a retired key's
     row is its audit subject, and the JWKS drops it by itself once its grace window passed."""
 
-    list_display = ("kid", "algorithm", "state", "created_at", "activated_at", "retired_at", "in_jwks")
+    list_display = ("kid", "algorithm", "state", "created_at", "activated_at", "retired_at", "in_jwks", "thumbprint")
     list_filter = ("state", "algorithm")
     ordering = ("-created_at", "-id")
     actions = ("activate_key", "retire_keys")
@@ -158,6 +181,11 @@ class CardSigningKeyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
     @admin.display(description="Public key (JWK)")
     def public_key(self, obj: CardSigningKey) -> str:
         return format_html("<pre>{}</pre>", json.dumps(public_jwk_of(obj), indent=2, sort_keys=True))
+
+    @admin.display(description="JWK thumbprint")
+    def thumbprint(self, obj: CardSigningKey) -> str:
+        digest = jwk_thumbprint(public_jwk_of(obj))
+        return format_html('<code title="{}">{}…</code>', digest, digest[:SHORT_DIGEST])
 
     @admin.display(description="In the JWKS", boolean=True)
     def in_jwks(self, obj: CardSigningKey) -> bool:
@@ -188,7 +216,7 @@ class CardSigningKeyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
                     request, f"Agent cards are signed by kid {active.kid} ({active.algorithm}); JWKS: {jwks_url()}.",
                     messages.INFO,
                 )  # fmt: skip
-        extra_context = {**(extra_context or {}), "signed_card_preview": signed_card_preview()}
+        extra_context = {**(extra_context or {}), "served_card": served_card_summary()}
         return super().changelist_view(request, extra_context)
 
     @admin.action(description="Activate the selected key (retires the active one)", permissions=["manage"])
@@ -206,16 +234,19 @@ class CardSigningKeyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
 
     @admin.action(description="Retire the selected keys", permissions=["manage"])
     def retire_keys(self, request: HttpRequest, queryset: QuerySet[CardSigningKey]) -> None:
-        for pk in queryset.values_list("pk", flat=True):
+        retired = []
+        for pk, kid in queryset.values_list("pk", "kid"):
             card_key_retire(key_pk=pk, actor=admin_actor(request.user.get_username()))
-        self.message_user(request, f"Retired {queryset.count()} key(s).", messages.SUCCESS)
+            retired.append(kid)
+        self.message_user(request, f"Retired key {named(retired)}.", messages.SUCCESS)
 
 
 @admin.register(CardSigningKeyChange)
-class CardSigningKeyChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class CardSigningKeyChangeAdmin(ChangeDiffAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     """The audit trail of signing keys: read-only (append-only table)."""
 
-    list_display = ("at", "action", "kid", "actor")
+    list_display = ("at", "action", "kid", "actor", "changed_fields")
+    fields = readonly_fields = ("kid", "action", "actor", "at", "difference")
     list_filter = ("action",)
     search_fields = ("kid", "actor")
 

@@ -9,7 +9,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 
 from apps.agents.models import Agent, AgentChange, Prompt, Workflow
 from apps.agents.services import (
@@ -25,9 +25,18 @@ from apps.agents.services import (
     prompt_update,
 )
 from apps.core.actors import admin_actor
+from apps.core.admin_choices import TenantLabelledChoicesAdminMixin
+from apps.core.admin_diff import ChangeDiffAdminMixin
+from apps.core.admin_messages import NamedMessagesAdminMixin, action_confirmation, named
 from apps.core.admin_read_only import ReadOnlyAdminMixin
 from apps.core.admin_service_writes import ServiceWritesAdminMixin
 from apps.core.errors import ValidationFailed
+
+
+def agent_label(agent: Agent) -> str:
+    """An agent as the admin names it: its agentId and its tenant ("demo-assistant (demo)"), as
+    two tenants may each have an agent of the same id."""
+    return f"{agent.agent_id} ({agent.tenant.slug})"
 
 
 @admin.register(Workflow)
@@ -50,7 +59,7 @@ class WorkflowAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     )
 
 
-class AgentAdminBase(ServiceWritesAdminMixin, admin.ModelAdmin):
+class AgentAdminBase(NamedMessagesAdminMixin, ServiceWritesAdminMixin, admin.ModelAdmin):
     """Operators edit an agent's descriptive fields; publishing goes through the audited actions
     only (STYLE.md habit 15), and agents are unpublished, never deleted (their audit rows stay).
     The page also shows the agent's A2A card as served, which apps/a2a builds: its admin registers
@@ -85,35 +94,56 @@ class AgentAdminBase(ServiceWritesAdminMixin, admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Agent | None = None) -> bool:
         return False
 
+    def object_label(self, obj: Agent) -> str:
+        return agent_label(obj)
+
     def _change_each(
-        self, request: HttpRequest, queryset: QuerySet[Agent], change: Callable[..., Agent], done: str
-    ) -> None:
-        for agent in queryset:
+        self, request: HttpRequest, queryset: QuerySet[Agent], change: Callable[..., Agent], verb: str, done: str,
+        consequence: str,
+    ) -> HttpResponse | None:  # fmt: skip
+        """After the confirmation page (what publishing changes is served at once), `change`
+        each agent through its audited service and name them in the message."""
+        agents = list(queryset.select_related("tenant"))
+        labels = [agent_label(agent) for agent in agents]
+        question = f"{verb} {named(labels)}? {consequence}"
+        page = action_confirmation(self, request, agents, labels=labels, verb=verb, question=question)
+        if page is not None:
+            return page
+        for agent in agents:
             change(agent=agent, actor=admin_actor(request.user.get_username()))
-        self.message_user(request, f"{done} {queryset.count()} agent(s).", messages.SUCCESS)
+        self.message_user(request, f"{done} {named(labels)}.", messages.SUCCESS)
+        return None
 
     @admin.action(description="Publish selected agents")
-    def publish_agents(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
-        self._change_each(request, queryset, agent_publish, "Published")
+    def publish_agents(self, request: HttpRequest, queryset: QuerySet[Agent]) -> HttpResponse | None:
+        return self._change_each(
+            request, queryset, agent_publish, "Publish", "Published",
+            "They appear in GET /agents and answer through their a2aTenant at once.",
+        )  # fmt: skip
 
     @admin.action(description="Unpublish selected agents")
-    def unpublish_agents(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
-        self._change_each(request, queryset, agent_unpublish, "Unpublished")
+    def unpublish_agents(self, request: HttpRequest, queryset: QuerySet[Agent]) -> HttpResponse | None:
+        return self._change_each(
+            request, queryset, agent_unpublish, "Unpublish", "Unpublished",
+            "They disappear everywhere at once: their a2aTenant answers as one never minted.",
+        )  # fmt: skip
 
 
 @admin.register(AgentChange)
-class AgentChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class AgentChangeAdmin(ChangeDiffAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     """The audit trail of agents: read-only (append-only table)."""
 
-    list_display = ("at", "tenant", "agent", "action", "actor")
+    list_display = ("at", "tenant", "agent", "action", "actor", "changed_fields")
     list_filter = ("action", "tenant")
     search_fields = ("actor", "agent__agent_id", "tenant__slug")
     list_select_related = ("tenant", "agent")
-    readonly_fields = ("tenant", "agent", "actor", "action", "before", "after", "at")
+    fields = readonly_fields = ("tenant", "agent", "actor", "action", "at", "difference")
 
 
 @admin.register(Prompt)
-class PromptAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
+class PromptAdmin(
+    TenantLabelledChoicesAdminMixin, NamedMessagesAdminMixin, ServiceWritesAdminMixin, admin.ModelAdmin
+):
     """Operators author a tenant's MCP prompts. A malformed `arguments` or `messages` is refused on
     the field by `instance_check` (the services' own check); saves go through the services."""
 
@@ -122,6 +152,9 @@ class PromptAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
     search_fields = ("name", "title", "description", "tenant__slug")
     list_select_related = ("tenant", "workflow", "agent")
     readonly_fields = ("created_at", "updated_at")
+
+    def object_label(self, obj: Prompt) -> str:
+        return f"prompt {obj.name} ({obj.tenant.slug})"
 
     def get_readonly_fields(self, request: HttpRequest, obj: Prompt | None = None) -> tuple[str, ...]:
         return self.readonly_fields if obj is None else ("tenant", "name", *self.readonly_fields)

@@ -16,5 +16,9 @@ class HostEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_select_related = ("tenant",)
     ordering = ("-at", "-pk")
     date_hierarchy = "at"
-    fields = ("tenant", "subject_id", "subject", "sequence", "event_id", "type", "durable", "at", "payload")
+    # The chain digests (apps/audit/chain.py): the negotiation page links each record here.
+    fields = (
+        "tenant", "subject_id", "subject", "sequence", "event_id", "type", "durable", "at", "payload", "prev_digest",
+        "digest",
+    )  # fmt: skip
     readonly_fields = fields

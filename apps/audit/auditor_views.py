@@ -10,10 +10,12 @@ for members of the `auditors` group (and superusers).
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
 from typing import Any
 
 from django import forms
+from django.contrib import admin
 from django.contrib.auth.decorators import user_passes_test
 from django.http import Http404, HttpRequest, HttpResponseBase, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
@@ -58,10 +60,39 @@ class NegotiationFilterForm(SinceUntilForm):
     since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
     until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
     requested = forms.CharField(required=False, max_length=32, label="Requested version")
+    reversed_range: tuple[dt.date, dt.date] | None = None
+
+    def clean(self) -> dict[str, Any]:
+        """Not SinceUntilForm's refusal: a reversed range is ignored and said so (`ignored`), and
+        the other filters still apply (issue 53), never all dropped at once."""
+        data = forms.Form.clean(self) or {}
+        self.reversed_range = None
+        since, until = data.get("since"), data.get("until")
+        if since and until and since > until:
+            self.reversed_range = (since, until)
+            data["since"] = data["until"] = None
+        return data
 
     def filters(self) -> NegotiationFilters:
-        """The filters the valid form names (its fields are NegotiationFilters'); empty ones are None."""
-        return NegotiationFilters(**{name: value or None for name, value in self.cleaned_data.items()})
+        """The filters of the fields that are valid (their names are NegotiationFilters'); empty
+        ones, and an invalid one (named in `ignored`), are None. Unbound: no filter."""
+        if not self.is_bound:
+            return NegotiationFilters()
+        self.is_valid()  # cleans: cleaned_data holds every valid field, whatever the others
+        return NegotiationFilters(**{name: self.cleaned_data.get(name) or None for name in self.fields})
+
+    def ignored(self) -> list[str]:
+        """What of the request the filters leave out, and why."""
+        if not self.is_bound or (self.is_valid() and self.reversed_range is None):
+            return []
+        notes = []
+        if self.reversed_range is not None:
+            since, until = self.reversed_range
+            notes.append(f"the date range ('since' {since} must not be after 'until' {until})")
+        for name, errors in self.errors.items():
+            if name in self.fields:
+                notes.append(f"{self[name].label} ({' '.join(map(str, errors))})")
+        return notes
 
 
 def _csv_rows(filters: NegotiationFilters) -> Iterator[tuple[str | None, ...]]:
@@ -73,7 +104,7 @@ def _csv_rows(filters: NegotiationFilters) -> Iterator[tuple[str | None, ...]]:
 @user_passes_test(is_auditor, login_url="/admin/login/")
 def negotiation_audit(request: HttpRequest) -> HttpResponseBase:
     form = NegotiationFilterForm(request.GET or None)
-    filters = form.filters() if form.is_valid() else NegotiationFilters()
+    filters = form.filters()
     if request.GET.get("format") == "csv":
         return csv_download(stem="negotiations", header=CSV_COLUMNS, rows=_csv_rows(filters))
     after = request.GET.get("after") or None
@@ -94,7 +125,10 @@ def negotiation_audit(request: HttpRequest) -> HttpResponseBase:
         request,
         "audit/negotiations.html",
         {
+            **admin.site.each_context(request),  # the admin's header, user links and breadcrumbs
             "form": form,
+            "ignored": form.ignored(),
+            "can_view_runs": request.user.has_perm("runs.view_run"),
             "records": records,
             "charts": charts,
             "peak": peak,

@@ -143,16 +143,22 @@ _AS_FIELD = {"tenant__slug": "tenant", "accepted_n": "accepted"}  # annotations 
 _Row = TypeVar("_Row", VersionRow, TenantRow, PeerRow, VersionUsage)
 
 
-def _grouped(row: type[_Row], rows: QuerySet[Any], *group: str, **distinct: Any) -> list[_Row]:
+def _grouped(
+    row: type[_Row], rows: QuerySet[Any], *group: str, order: tuple[str, ...] = (), limit: int | None = None,
+    **distinct: Any,
+) -> list[_Row]:  # fmt: skip
     """`rows` grouped by `group`, one `row` each: exchanges (and how many accepted), first and last
-    day seen, plus the distinct counts named. One grouped query over the rollup."""
+    day seen, plus the distinct counts named. One grouped query over the rollup; with `limit`, the
+    first `limit` groups in `order`."""
     grouped = (
         rows.values(*group)
         .annotate(
             exchanges=Sum("count"), accepted_n=Sum("accepted"), first_seen=Min("day"), last_seen=Max("day"), **distinct
         )
-        .order_by()
+        .order_by(*order)
     )
+    if limit is not None:
+        grouped = grouped[:limit]
     wanted = {f.name for f in fields(row)}
     return [row(**{_AS_FIELD.get(k, k): v for k, v in g.items() if _AS_FIELD.get(k, k) in wanted}) for g in grouped]
 
@@ -213,6 +219,32 @@ def what_if(
         tenants=totals["tenants"],
         peers=totals["peers"],
     )
+
+
+@dataclass(frozen=True, slots=True)
+class WhoWouldBreak:
+    """The tenants and peers behind a what-if (bounded lists; the counts are the whole)."""
+
+    tenants: list[TenantRow]
+    peers: list[PeerRow]
+    tenant_count: int
+    peer_count: int
+
+
+def what_if_who(*, outcome: WhatIf, limit: int = 20) -> WhoWouldBreak:
+    """Who a what-if's floor would refuse: the tenants and the peers (by digest) whose exchanges
+    requested a version below it over its window, those with the most exchanges it would newly
+    break (then the most exchanges) first, at most `limit` of each. Two grouped queries over the
+    rollup, sliced in the database."""
+    if not outcome.versions:
+        return WhoWouldBreak(tenants=[], peers=[], tenant_count=0, peer_count=0)
+    rows = _rows(window=outcome.window, protocol=outcome.protocol).filter(requested__in=outcome.versions)
+    order = ("-accepted_n", "-exchanges")
+    tenants = _grouped(TenantRow, rows, "tenant__slug", order=(*order, "tenant__slug"), limit=limit, peers=_PEERS)
+    peers = _grouped(
+        PeerRow, rows.filter(_A_PEER), "peer_digest", order=(*order, "peer_digest"), limit=limit, tenants=_TENANTS
+    )
+    return WhoWouldBreak(tenants=tenants, peers=peers, tenant_count=outcome.tenants, peer_count=outcome.peers)
 
 
 def version_usage(*, protocol: str, tenant_slug: str | None, versions_below: str, days: int = 30) -> list[VersionUsage]:

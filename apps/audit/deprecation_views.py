@@ -5,6 +5,11 @@ A host-private page (`/host/openwop-host/...`, versioning.md §5) behind the adm
 for members of the `operators` or `auditors` group (and superusers): a visitor who is not logged
 in is sent to the login page, anyone else logged in is refused (403). Every number comes from the
 per-peer rollup (`apps.audit.deprecation`), never from the record tables.
+
+What-if lists who the floor it tried would refuse and, to staff who may change the facets, offers
+to schedule that host floor: a POST (CSRF) to `deprecation_schedule` (apps/facets/floor_views.py),
+which calls the service
+`facet_set --at` and the facet admin call (`facet_floor_schedule`: the same checks, audited).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any, cast
 from urllib.parse import urlencode
 
 from django import forms
+from django.contrib import admin
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponseBase
@@ -31,12 +37,14 @@ from apps.audit.deprecation import (
     version_table,
     version_tenants,
     what_if,
+    what_if_who,
 )
 from apps.core.downloads import csv_download
 from apps.core.protocol_versions import Protocol, is_valid_version
 
 STAFF_GROUPS = ("operators", "auditors")
 DEFAULT_DAYS = 30
+WHO_AT_MOST = 20  # what-if lists this many tenants and peers, with the whole count beside
 PROTOCOL_CHOICES = [("a2a", "A2A"), ("mcp", "MCP")]
 # The CSV exports' columns: attributes of the rows (apps.audit.deprecation), headed in camelCase.
 _SEEN = ("first_seen", "last_seen")
@@ -55,7 +63,7 @@ def may_see_deprecation(user: Any) -> bool:
     )
 
 
-def _operators_and_auditors(view: View) -> View:
+def operators_and_auditors(view: View) -> View:
     @wraps(view)
     def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         if not request.user.is_authenticated:
@@ -101,6 +109,21 @@ class WhatIfForm(forms.Form):
         return data
 
 
+class ScheduleFloorForm(forms.Form):
+    """What-if's offer: the floor it tried, as the host's scheduled floor from `at` (UTC)."""
+
+    protocol = forms.ChoiceField(choices=PROTOCOL_CHOICES, widget=forms.HiddenInput)
+    floor = forms.CharField(max_length=64, widget=forms.HiddenInput)
+    at = forms.DateTimeField(
+        label="Takes effect at (UTC)",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local", "step": "1"}, format="%Y-%m-%dT%H:%M:%S"),
+    )
+
+
+def may_schedule(user: Any) -> bool:
+    return bool(user.is_active and user.is_staff and user.has_perm("facets.change_facet"))
+
+
 def _csv(stem: str, rows: Iterable[Any], columns: tuple[str, ...]) -> HttpResponseBase:
     """A table as CSV, one column per attribute (a date is written as its ISO form by `str`)."""
     header = [re.sub(r"_([a-z])", lambda m: m[1].upper(), column) for column in columns]
@@ -108,7 +131,7 @@ def _csv(stem: str, rows: Iterable[Any], columns: tuple[str, ...]) -> HttpRespon
 
 
 @require_GET
-@_operators_and_auditors
+@operators_and_auditors
 def deprecation_overview(request: HttpRequest) -> HttpResponseBase:
     form = WindowForm(request.GET or None)
     window = form.window()
@@ -117,11 +140,14 @@ def deprecation_overview(request: HttpRequest) -> HttpResponseBase:
     if request.GET.get("format") == "csv":
         return _csv("deprecation", rows, VERSION_COLUMNS)
     whatif_form = WhatIfForm(request.GET) if "floor" in request.GET else WhatIfForm()
-    outcome = None
+    outcome = who = schedule_form = None
     if whatif_form.is_bound and whatif_form.is_valid():
         outcome = what_if(  # over the window the page shows (kept in the what-if form's hidden fields)
             protocol=whatif_form.cleaned_data["whatif_protocol"], floor=whatif_form.cleaned_data["floor"], window=window
         )
+        who = what_if_who(outcome=outcome, limit=WHO_AT_MOST)
+        if may_schedule(request.user):
+            schedule_form = ScheduleFloorForm(initial={"protocol": outcome.protocol, "floor": outcome.floor})
     window_query = {"since": window.since.isoformat(), "until": window.until.isoformat()}
     query = request.GET.copy()
     query["format"] = "csv"
@@ -130,6 +156,7 @@ def deprecation_overview(request: HttpRequest) -> HttpResponseBase:
         request,
         "audit/deprecation.html",
         {
+            **admin.site.each_context(request),  # the admin's header, user links and breadcrumbs
             "form": form,
             "window": window,
             "rows": [(r, urlencode({**window_query, "protocol": r.protocol, "requested": r.requested})) for r in rows],
@@ -137,17 +164,20 @@ def deprecation_overview(request: HttpRequest) -> HttpResponseBase:
             "csv_query": query.urlencode(),
             "whatif_form": whatif_form,
             "whatif": outcome,
+            "who": who,
+            "schedule_form": schedule_form,
             "keep": [(name, request.GET[name]) for name in ("protocol", "since", "until") if request.GET.get(name)],
         },
     )
 
 
 @require_GET
-@_operators_and_auditors
+@operators_and_auditors
 def deprecation_version(request: HttpRequest) -> HttpResponseBase:
     form = DrillDownForm(request.GET)
     if not form.is_valid():
-        return render(request, "audit/deprecation_version.html", {"form": form, "invalid": True}, status=400)
+        context = {**admin.site.each_context(request), "form": form, "invalid": True}
+        return render(request, "audit/deprecation_version.html", context, status=400)
     window = form.window()
     protocol, requested = form.cleaned_data["protocol"], form.cleaned_data.get("requested") or ""
     tenants = version_tenants(window=window, protocol=protocol, requested=requested)
@@ -163,6 +193,7 @@ def deprecation_version(request: HttpRequest) -> HttpResponseBase:
         request,
         "audit/deprecation_version.html",
         {
+            **admin.site.each_context(request),
             "form": form,
             "window": window,
             "protocol": protocol,

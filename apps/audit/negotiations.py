@@ -55,6 +55,11 @@ class NegotiationRecord:
     peer_digest: str
     location: str  # "run <runId>" or "host event <eventId>"
     position: tuple[dt.datetime, int, int] = (dt.datetime.min.replace(tzinfo=dt.UTC), 0, 0)  # (at, home, id)
+    # Where the record itself is read: a host event's row (with its hash-chain digest,
+    # apps/audit/chain.py), or the run whose log holds it (run logs are not hash-chained: "").
+    host_event_pk: int | None = None
+    run_pk: int | None = None
+    digest: str = ""
 
 
 # The two homes of a record, ranked for the total order (at, home, id) the list pages by.
@@ -146,6 +151,9 @@ def _record(event: RunEvent | HostEvent) -> NegotiationRecord:
         peer_digest=str(payload.get("peerDigest", "")),
         location=location,
         position=(event.at, home, event.pk),
+        host_event_pk=event.pk if isinstance(event, HostEvent) else None,
+        run_pk=event.run.pk if isinstance(event, RunEvent) else None,
+        digest=event.digest if isinstance(event, HostEvent) else "",
     )
 
 

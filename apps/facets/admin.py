@@ -12,8 +12,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
+from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
@@ -21,20 +22,27 @@ from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.urls import URLPattern, path
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST
 
 from apps.core.actors import admin_actor
+from apps.core.admin_choices import TenantLabelledChoicesAdminMixin
+from apps.core.admin_diff import ChangeDiffAdminMixin
+from apps.core.admin_messages import NamedMessagesAdminMixin
 from apps.core.admin_read_only import ReadOnlyAdminMixin
 from apps.core.admin_service_writes import ServiceWritesAdminMixin
 from apps.core.discovery import discovery_document
 from apps.core.errors import ValidationFailed
+from apps.core.protocol_versions import Protocol
 from apps.facets.models import Facet, FacetChange, FacetRefresh, VersionPolicy, VersionPolicyChange
 from apps.facets.policy import version_policy_errors
 from apps.facets.services import (
     EDITABLE_FIELDS,
     facet_ensure,
     facet_fields,
+    facet_floor_schedule,
+    facet_floor_schedule_errors,
     facet_refresh,
     facet_update,
     version_policy_clear,
@@ -95,15 +103,94 @@ def _edits(form: Any, protocol: str) -> dict[str, Any]:
     return {field: form.cleaned_data[field] for field in form.changed_data if field in editable}
 
 
-class FacetAdminBase(ServiceWritesAdminMixin, admin.ModelAdmin):
+class OfferedVersionField(forms.ChoiceField):
+    """A select of the facet's offered versions whose value the services validate, not the select:
+    their message names the rule ("must be one of the offered versions"), and a version offered
+    in the same save is theirs to accept."""
+
+    def valid_value(self, value: str) -> bool:
+        return True
+
+
+class OfferedVersionsInput(forms.TextInput):
+    """A text input that offers the facet's versions as it stands (a datalist): the preferred
+    version and the floor are one of them, or of the versions the same save offers."""
+
+    def __init__(self, versions: list[str], attrs: dict[str, Any] | None = None) -> None:
+        super().__init__(attrs)
+        self.versions = [str(v) for v in versions]
+
+    def render(self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None) -> SafeString:
+        list_id = f"{(attrs or {}).get('id') or name}_offered"
+        field = super().render(name, value, {**(attrs or {}), "list": list_id}, renderer)
+        options = format_html_join("", '<option value="{}"></option>', ((v,) for v in self.versions))
+        return format_html('{}<datalist id="{}">{}</datalist>', field, list_id, options)
+
+
+# The form's names of the schedule (the model keeps its own fields non-editable: only
+# facet_floor_schedule writes them) and the schedule field each stands for.
+SCHEDULE_FORM_FIELDS = {"schedule_minimum": "scheduled_minimum_version", "schedule_at": "scheduled_at"}
+
+
+class FacetForm(forms.ModelForm):
+    """The facet's editable fields and its scheduled host floor (issue 53), checked by the check
+    `facet_floor_schedule` runs (`facet_floor_schedule_errors`) against the facet as it will be
+    after this save's edits."""
+
+    schedule_minimum = OfferedVersionField(
+        required=False, label="Scheduled floor",
+        help_text="Becomes the floor at the date below (the beat job applies it); (none): no schedule.",
+    )  # fmt: skip
+    schedule_at = forms.DateTimeField(
+        required=False, label="Scheduled floor takes effect at",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local", "step": "1"}, format="%Y-%m-%dT%H:%M:%S"),
+        help_text="UTC. Empty with the floor (none) to cancel a schedule.",
+    )  # fmt: skip
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        facet: Facet = self.instance
+        offered = [str(v) for v in facet.versions or []]
+        if facet.scheduled_minimum_version and facet.scheduled_minimum_version not in offered:
+            offered.append(facet.scheduled_minimum_version)  # shown as stored, not silently replaced
+        self.fields["schedule_minimum"].choices = [("", "(none)"), *((v, v) for v in offered)]  # type: ignore[attr-defined]
+        for name in ("preferred_version", "minimum_version"):  # suggested: a version this save offers is valid too
+            if name in self.fields:
+                self.fields[name].widget = OfferedVersionsInput(facet.versions or [], self.fields[name].widget.attrs)
+        self.initial.setdefault("schedule_minimum", facet.scheduled_minimum_version)
+        self.initial.setdefault("schedule_at", facet.scheduled_at)
+
+    def schedule(self) -> tuple[str, dt.datetime | None]:
+        return self.cleaned_data.get("schedule_minimum") or "", self.cleaned_data.get("schedule_at")
+
+    def schedule_changed(self) -> bool:
+        return self.schedule() != (self.instance.scheduled_minimum_version, self.instance.scheduled_at)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if self.instance.pk is None or not self.schedule_changed():
+            return data  # a stored schedule is the beat job's to apply, not this save's to refuse
+        protocol = cast(Protocol, self.instance.protocol)
+        after_edits = {**facet_fields(self.instance), **{f: data[f] for f in EDITABLE_FIELDS[protocol] if f in data}}
+        minimum, at = self.schedule()
+        errors = facet_floor_schedule_errors(protocol=protocol, facet_values=after_edits, minimum=minimum, at=at)
+        by_model_field = {model_field: name for name, model_field in SCHEDULE_FORM_FIELDS.items()}
+        for field, field_errors in errors.items():
+            self.add_error(by_model_field[field], field_errors)
+        return data
+
+
+class FacetAdminBase(NamedMessagesAdminMixin, ServiceWritesAdminMixin, admin.ModelAdmin):
     """The facets' page. Its preview shows the public agent card as served, which apps/a2a builds:
     its admin registers this page with the card (apps/a2a/admin.py `FacetAdmin`)."""
 
-    list_display = ("protocol", "offered_versions", "preferred_version", "minimum_version", "refreshed_at", "freshness")
-    readonly_fields = (
-        "protocol", "refreshed_at", "freshness", "updated_at", "scheduled_minimum_version", "scheduled_at",
-    )
+    list_display = (
+        "protocol", "offered_versions", "preferred_version", "minimum_version", "scheduled_floor", "refreshed_at",
+        "freshness",
+    )  # fmt: skip
+    readonly_fields = ("protocol", "refreshed_at", "freshness", "updated_at")
     actions = ("reevaluate",)
+    form = FacetForm
     change_form_template = "admin/facets/facet/change_form.html"
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -123,13 +210,18 @@ class FacetAdminBase(ServiceWritesAdminMixin, admin.ModelAdmin):
 
     def get_fields(self, request: HttpRequest, obj: Facet | None = None) -> tuple[str, ...]:
         editable = list(EDITABLE_FIELDS[obj.protocol]) if obj else []  # type: ignore[index]
-        # The scheduled floor is set with `facet_set --at` (audited); shown here, not edited.
-        schedule = ("scheduled_minimum_version", "scheduled_at")
-        return ("protocol", *editable, *schedule, "refreshed_at", "freshness", "updated_at")
+        # The scheduled floor: the same service as `facet_set --at` (facet_floor_schedule, audited).
+        return ("protocol", *editable, *SCHEDULE_FORM_FIELDS, "refreshed_at", "freshness", "updated_at")
 
     @admin.display(description="Versions")
     def offered_versions(self, obj: Facet) -> str:
         return ", ".join(obj.versions)  # the list as people write it, not as JSON
+
+    @admin.display(description="Scheduled floor")
+    def scheduled_floor(self, obj: Facet) -> str:
+        if obj.scheduled_at is None:
+            return "none"
+        return f"{obj.scheduled_minimum_version} from {obj.scheduled_at:%Y-%m-%d %H:%M:%S} UTC"
 
     @admin.display(description="Refresh SLA")
     def freshness(self, obj: Facet) -> str:
@@ -174,10 +266,16 @@ class FacetAdminBase(ServiceWritesAdminMixin, admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: Facet, form: Any, change: bool) -> None:
         actor = admin_actor(request.user.get_username())
+        protocol = obj.protocol
         try:
-            facet_update(protocol=obj.protocol, changes=_edits(form, obj.protocol), actor=actor)  # type: ignore[arg-type]
-        except ValidationFailed as exc:  # instance_check ran the same rules; this is a race
-            messages.error(request, f"{exc.message} {exc.details}")
+            # One transaction, as `facet_set`: a refused schedule leaves the edits unmade too.
+            with transaction.atomic():
+                facet_update(protocol=protocol, changes=_edits(form, protocol), actor=actor)  # type: ignore[arg-type]
+                if form.schedule_changed():
+                    minimum, at = form.schedule()
+                    facet_floor_schedule(protocol=protocol, minimum=minimum, at=at, actor=actor)  # type: ignore[arg-type]
+        except ValidationFailed as exc:  # the form ran the same rules; this is a race
+            messages.error(request, exc.message)
 
     @admin.action(description="Re-evaluate against the upstream registry now")
     def reevaluate(self, request: HttpRequest, queryset: QuerySet[Facet]) -> None:
@@ -192,12 +290,12 @@ class FacetAdminBase(ServiceWritesAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(FacetChange)
-class FacetChangeAdmin(AppendOnlyAdmin):
-    list_display = ("at", "protocol", "actor")
+class FacetChangeAdmin(ChangeDiffAdminMixin, AppendOnlyAdmin):
+    list_display = ("at", "protocol", "actor", "changed_fields")
     list_filter = ("protocol",)
     search_fields = ("actor",)
     date_hierarchy = "at"
-    readonly_fields = ("protocol", "actor", "before", "after", "at")
+    fields = readonly_fields = ("protocol", "actor", "at", "difference")
 
 
 @admin.register(FacetRefresh)
@@ -227,7 +325,7 @@ def _policy_values(policy: VersionPolicy) -> dict[str, Any]:
 
 
 @admin.register(VersionPolicy)
-class VersionPolicyAdmin(PolicyAdmin):
+class VersionPolicyAdmin(TenantLabelledChoicesAdminMixin, NamedMessagesAdminMixin, PolicyAdmin):
     """A tenant's or an agent's floor (issue 24). The form runs the policy rules (instance_check:
     never looser than the host floor, an agent's never looser than its tenant's) and shows their
     messages on the fields; every save and delete goes through the services, audited in the same
@@ -241,6 +339,29 @@ class VersionPolicyAdmin(PolicyAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: VersionPolicy | None = None) -> tuple[str, ...]:
         return ("tenant", "agent", "protocol") if obj is not None else ()  # a policy's key never moves
+
+    def get_form(
+        self, request: HttpRequest, obj: VersionPolicy | None = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        """The floors are selects of the host's offered versions (of the policy's protocol, or of
+        each protocol on the add form); the policy rules, not the select, validate the value."""
+        form = super().get_form(request, obj, change=change, **kwargs)
+        protocols = [obj.protocol] if obj is not None else ["a2a", "mcp"]
+        offered = {p: [str(v) for v in facet_ensure(protocol=p).versions] for p in protocols}  # type: ignore[arg-type]
+        for name in ("minimum_version", "scheduled_minimum_version"):
+            if name not in form.base_fields:
+                continue
+            stored = getattr(obj, name) if obj is not None else ""
+            if obj is not None:
+                values = offered[obj.protocol] + ([stored] if stored and stored not in offered[obj.protocol] else [])
+                choices: list[Any] = [("", "(none)"), *((v, v) for v in values)]
+            else:
+                choices = [("", "(none)"), *((p.upper(), [(v, v) for v in vs]) for p, vs in offered.items())]
+            was = form.base_fields[name]
+            form.base_fields[name] = OfferedVersionField(
+                choices=choices, required=False, label=was.label, help_text=was.help_text
+            )
+        return form
 
     def instance_check(self, instance: VersionPolicy) -> None:
         if instance.tenant_id is None or instance.protocol not in ("a2a", "mcp"):
@@ -266,9 +387,9 @@ class VersionPolicyAdmin(PolicyAdmin):
 
 
 @admin.register(VersionPolicyChange)
-class VersionPolicyChangeAdmin(AppendOnlyAdmin):
-    list_display = ("at", "tenant_slug", "agent_id", "protocol", "actor")
+class VersionPolicyChangeAdmin(ChangeDiffAdminMixin, AppendOnlyAdmin):
+    list_display = ("at", "tenant_slug", "agent_id", "protocol", "actor", "changed_fields")
     list_filter = ("protocol",)
     search_fields = ("tenant_slug", "agent_id", "actor")
     date_hierarchy = "at"
-    readonly_fields = ("tenant_slug", "agent_id", "protocol", "actor", "before", "after", "at")
+    fields = readonly_fields = ("tenant_slug", "agent_id", "protocol", "actor", "at", "difference")

@@ -116,6 +116,7 @@ class FacetRefresh(models.Model):
 
     class Meta:
         ordering = ["-at", "-id"]
+        verbose_name_plural = "facet refreshes"  # not Django's "facet refreshs"
 
     def __str__(self) -> str:
         return f"{self.protocol} registry evaluation on {self.evaluated_on}: {'ok' if self.ok else 'unknown versions'}"

@@ -180,22 +180,36 @@ def _facet_schedule_fields(facet: Facet) -> dict[str, Any]:
     return {**facet_fields(facet), **schedule_fields(facet)}
 
 
+def facet_floor_schedule_errors(
+    *, protocol: Protocol, facet_values: dict[str, Any], minimum: str, at: dt.datetime | None,
+    now: dt.datetime | None = None,
+) -> dict[str, list[str]]:
+    """Every problem with scheduling the host floor `minimum` at `at` (both "" / None: cancelling)
+    against the facet whose fields are `facet_values`; keyed by the facet's schedule fields. The one
+    check of a schedule: `facet_floor_schedule` (so `facet_set --at`) and the admin's facet form run it."""
+    if bool(minimum) != (at is not None):
+        return {"scheduled_at": ["A scheduled floor needs both a version and the date it takes effect."]}
+    errors: dict[str, list[str]] = {}
+    if minimum:
+        floor = facet_errors(protocol, {**facet_values, "minimum_version": minimum}).get("minimum_version")
+        if floor:
+            errors["scheduled_minimum_version"] = [e.replace("The floor", "The scheduled host floor") for e in floor]
+    if at is not None and at <= (now or timezone.now()):
+        errors["scheduled_at"] = [f"The scheduled date {at.isoformat()} is not in the future."]
+    return errors
+
+
 def facet_floor_schedule(*, protocol: Protocol, minimum: str, at: dt.datetime | None, actor: str) -> Facet:
     """Schedule (or, with `minimum` "" and `at` None, cancel) a host floor: `minimum` becomes the
     facet's minimum_version at `at`, when the beat job applies it. Validated as a floor of the
-    offered list as it stands; audited in the same transaction."""
+    offered list as it stands (`facet_floor_schedule_errors`); audited in the same transaction."""
     facet_ensure(protocol=protocol)
-    if bool(minimum) != (at is not None):
-        raise ValidationFailed("A scheduled floor needs both a version and the date it takes effect.")
-    if at is not None and at <= timezone.now():
-        raise ValidationFailed(f"The scheduled date {at.isoformat()} is not in the future.")
     with transaction.atomic():
         facet = Facet.objects.select_for_update().get(protocol=protocol)
-        if minimum:
-            errors = facet_errors(protocol, {**facet_fields(facet), "minimum_version": minimum}).get("minimum_version")
-            if errors:
-                message = " ".join(e.replace("The floor", "The scheduled host floor") for e in errors)
-                raise ValidationFailed(message, details={"fields": {"scheduled_minimum_version": errors}})
+        values = facet_fields(facet)
+        errors = facet_floor_schedule_errors(protocol=protocol, facet_values=values, minimum=minimum, at=at)
+        if errors:
+            raise ValidationFailed(errors_message(errors), details={"fields": errors})
         before = _facet_schedule_fields(facet)
         facet.scheduled_minimum_version, facet.scheduled_at = minimum, at
         after = _facet_schedule_fields(facet)

@@ -14,6 +14,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from apps.core.actors import admin_actor
+from apps.core.admin_diff import ChangeDiffAdminMixin
 from apps.core.admin_read_only import ReadOnlyAdminMixin
 from apps.core.admin_service_writes import ServiceWritesAdminMixin
 from apps.core.errors import ValidationFailed
@@ -150,8 +151,8 @@ class TrustedIssuerAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(TrustedIssuerChange)
-class TrustedIssuerChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ("at", "issuer", "actor")
+class TrustedIssuerChangeAdmin(ChangeDiffAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ("at", "issuer", "actor", "changed_fields")
     search_fields = ("issuer", "actor")
     date_hierarchy = "at"
-    readonly_fields = ("issuer", "actor", "before", "after", "at")
+    fields = readonly_fields = ("issuer", "actor", "at", "difference")

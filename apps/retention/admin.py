@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
 from apps.core.actors import admin_actor
+from apps.core.admin_diff import ChangeDiffAdminMixin
 from apps.core.errors import ValidationFailed
 from apps.facets.admin import AppendOnlyAdmin, PolicyAdmin
 from apps.retention.models import RetentionChange, RetentionPolicy
@@ -63,8 +64,8 @@ class RetentionPolicyAdmin(PolicyAdmin):
 
 
 @admin.register(RetentionChange)
-class RetentionChangeAdmin(AppendOnlyAdmin):
-    list_display = ("at", "tenant_slug", "actor")
+class RetentionChangeAdmin(ChangeDiffAdminMixin, AppendOnlyAdmin):
+    list_display = ("at", "tenant_slug", "actor", "changed_fields")
     search_fields = ("tenant_slug", "actor")
     date_hierarchy = "at"
-    readonly_fields = ("tenant_slug", "actor", "before", "after", "at")
+    fields = readonly_fields = ("tenant_slug", "actor", "at", "difference")

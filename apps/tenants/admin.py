@@ -13,6 +13,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
+from apps.core.admin_messages import named
 from apps.core.admin_service_writes import ServiceWritesAdminMixin
 from apps.core.errors import RateLimited
 from apps.tenants.budgets import BUDGET_NAMES, DEFAULT_SETTINGS, api_keys_admit, budget_default
@@ -113,10 +114,13 @@ class ApiKeyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
 
     @admin.action(description="Revoke selected API keys")
     def revoke_keys(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
-        count = 0
-        for api_key in queryset:
+        revoked = []
+        for api_key in queryset.select_related("tenant"):
             if api_key.revoked_at is None:
                 api_key_revoke(api_key=api_key)
                 self.log_change(request, api_key, "Revoked.")
-                count += 1
-        self.message_user(request, f"Revoked {count} key(s).", messages.SUCCESS)
+                revoked.append(f"{api_key.prefix} ({api_key.tenant.slug})")
+        if revoked:
+            self.message_user(request, f"Revoked key {named(revoked)}.", messages.SUCCESS)
+        else:
+            self.message_user(request, "No key revoked: the selected keys were revoked already.", messages.WARNING)

@@ -70,8 +70,8 @@ def _act(client: Client, action: str, *keys: CardSigningKey) -> str:
 def test_generate_activate_retire_audited_and_never_showing_private_material(operator_client: Client) -> None:
     page = html.unescape(operator_client.get(KEYS).content.decode())
     assert "No signing key is active: agent cards are served unsigned" in page
-    assert 'class="signed-card-preview"' in page and '"supportedInterfaces"' in page
-    assert '"signatures"' not in page  # the preview: the public card, unsigned
+    assert 'id="served-card-summary"' in page and "nobody: served unsigned" in page
+    assert '"supportedInterfaces"' not in page  # a summary of the card, never the whole card (issue 53)
 
     add_form = operator_client.get(f"{KEYS}add/").content.decode()
     assert 'name="algorithm"' in add_form and 'name="kid"' not in add_form and "private" not in add_form.lower()
@@ -85,7 +85,8 @@ def test_generate_activate_retire_audited_and_never_showing_private_material(ope
     assert f"Key {first.kid} now signs every agent card." in page
     page = html.unescape(operator_client.get(KEYS).content.decode())
     assert f"Agent cards are signed by kid {first.kid} (EdDSA)" in page and "served unsigned" not in page
-    assert '"signatures"' in page and f'"kid": "{first.kid}"' in page  # the preview is the signed card
+    assert f'<dd id="served-card-signers">{first.kid} (EdDSA)</dd>' in page  # the served card's signature
+    assert '"signatures"' not in page and '"supportedInterfaces"' not in page
 
     page = _act(operator_client, "activate_key", second)  # rotation: the first key is retired
     first.refresh_from_db()

@@ -214,8 +214,8 @@ def test_admin_actions_call_the_audited_services(acme: Tenancy) -> None:
     agent = Agent.objects.for_tenant(acme.tenant).get(agent_id="draft")
     for action, published in (("publish_agents", True), ("unpublish_agents", False)):
         response = client.post(
-            "/admin/agents/agent/", {"action": action, "_selected_action": [agent.pk]}, follow=True
-        )
+            "/admin/agents/agent/", {"action": action, "_selected_action": [agent.pk], "post": "yes"}, follow=True
+        )  # confirmed (tests/admin/test_named_messages.py covers the confirmation page)
         assert response.status_code == 200
         agent.refresh_from_db()
         assert agent.published is published

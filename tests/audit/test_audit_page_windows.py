@@ -54,14 +54,24 @@ def test_a_floor_outside_the_grammar_is_named_with_the_protocol_as_it_is_spelled
     assert "is not an A2A version" in body and "a a2a" not in body
 
 
-def test_reversed_dates_on_the_negotiation_page_say_why(auditor_client: Client) -> None:
+def test_reversed_dates_on_the_negotiation_page_say_why_and_keep_the_other_filters(auditor_client: Client) -> None:
     _world()
     reversed_dates = {"since": TODAY.isoformat(), "until": (TODAY - dt.timedelta(days=5)).isoformat()}
     response = auditor_client.get(NEGOTIATIONS, reversed_dates)
     assert response.status_code == 200
     page = response.content.decode()
-    assert "must not be after" in page and "Showing every record, unfiltered." in page
+    assert "must not be after" in page and "The other filters apply." in page
     assert page.count('class="neg-row"') == len(
         re.findall("neg-row", auditor_client.get(NEGOTIATIONS).content.decode())
     )
-    assert 'class="neg-row"' in page
+    # The range alone is ignored (issue 53): the protocol filter beside it still applies.
+    only_a2a = auditor_client.get(NEGOTIATIONS, {**reversed_dates, "protocol": "a2a"}).content.decode()
+    assert "Ignored the date range (&#x27;since&#x27; " in only_a2a
+    rows = re.findall(r'<tr class="neg-row"[^>]*><td>[^<]*</td><td>[^<]*</td><td>(\w+)</td>', only_a2a)
+    assert rows and set(rows) == {"a2a"}
+    assert 'value="a2a" selected' in only_a2a  # the form keeps what was asked
+    bad_outcome = auditor_client.get(NEGOTIATIONS, {"protocol": "a2a", "outcome": "<nope>"}).content.decode()
+    assert "Ignored Outcome (" in bad_outcome and "<nope>" not in bad_outcome
+    assert set(re.findall(r'<tr class="neg-row"[^>]*><td>[^<]*</td><td>[^<]*</td><td>(\w+)</td>', bad_outcome)) == {
+        "a2a"
+    }

@@ -63,7 +63,9 @@ def test_operator_moves_the_card_path_and_discovery_follows(
 
     page.get_by_role("button", name="Save", exact=True).click()
     page.wait_for_url("**/admin/facets/facet/")
-    assert "was changed successfully" in page.locator(".messagelist").inner_text()
+    # The message names the facet and what the save changed (issue 53).
+    saved = page.locator(".messagelist").inner_text()
+    assert "Changed mcp facet: Versions, Preferred version, Minimum version." in saved
 
     page.goto(f"{base_url}/.well-known/openwop")
     served = json.loads(page.locator("body").inner_text())
@@ -113,7 +115,9 @@ def _operator_moves_mcp_preferred_revision(page, base_url: str, request: pytest.
 
     page.get_by_role("button", name="Save", exact=True).click()
     page.wait_for_url("**/admin/facets/facet/")
-    assert "was changed successfully" in page.locator(".messagelist").inner_text()
+    # The message names the facet and what the save changed (issue 53).
+    saved = page.locator(".messagelist").inner_text()
+    assert "Changed mcp facet: Versions, Preferred version, Minimum version." in saved
 
     page.goto(f"{base_url}/.well-known/openwop")
     page.reload()  # the browser already holds this document from the first story: revalidate it
