@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import Count, Min
+from django.db.models import Count, Min, Q
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 
@@ -45,6 +45,16 @@ def _with_attempts(rows: Any, limit: int) -> list[Delivery]:
 def task_push_deliveries(*, run: Run, limit: int = LISTING_LIMIT) -> list[Delivery]:
     """The push-config deliveries of one readable task, with attempts."""
     rows = Delivery.objects.for_tenant(run.tenant_id).filter(run=run, push_config__isnull=False)
+    return _with_attempts(rows, limit)
+
+
+def deliveries_needing_attention(*, tenant: Tenant | int, limit: int = LISTING_LIMIT) -> list[Delivery]:
+    """The tenant's deliveries someone should look at, newest first: dead ones still in the
+    dead-letter window, and pending ones whose attempts have started failing (still retrying).
+    With their run, target and attempts; what a row shows of the target is the console's choice."""
+    failing = Q(status=DeliveryStatus.PENDING, attempts__gt=0)
+    dead = Q(status=DeliveryStatus.DEAD, settled_at__gte=timezone.now() - timedelta(days=DEAD_LETTER_RETENTION_DAYS))
+    rows = Delivery.objects.for_tenant(tenant).filter(failing | dead).select_related("run", "push_config", "webhook")
     return _with_attempts(rows, limit)
 
 

@@ -259,14 +259,15 @@ def test_every_console_page_loads_and_no_link_is_dead(world: dict[str, Any]) -> 
     assert client.login(username="tina-tenant", password=PASSWORD)
     run_ids = [world["failed"].run_id, world["waiting"].run_id]
     urls = [
+        reverse("console:home"),  # the overview
         reverse("console:keys"),
         reverse("console:agents"),
         reverse("console:runs"),
         reverse("console:push"),
         *(reverse("console:task-push", args=[run_id]) for run_id in run_ids),
+        *(reverse("console:run", args=[run_id]) for run_id in run_ids),
         reverse("console:webhook", args=[world["hook"].webhook_id]),
     ]
-    assert client.get(reverse("console:home")).status_code == 302  # home is the keys page
     pages = {url: _page(client, url) for url in urls}
     anonymous = Client()
     pages[reverse("console:login")] = _page(anonymous, reverse("console:login"))
@@ -274,6 +275,6 @@ def test_every_console_page_loads_and_no_link_is_dead(world: dict[str, Any]) -> 
     # Another tenant's console user sees none of it: the one not-found page, for every id.
     other = Client()
     assert other.login(username="gus-globex", password=PASSWORD)
-    for url in urls[4:]:
+    for url in urls[5:]:
         assert other.get(url).status_code == 404, url
     assert Run.objects.for_tenant(Tenant.objects.get(slug="acme")).count() == 2

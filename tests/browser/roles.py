@@ -52,4 +52,4 @@ def console_login(page, base_url: str, account: Account) -> None:  # type: ignor
     page.get_by_label("Username").fill(account.username)
     page.get_by_label("Password").fill(account.password)
     page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(f"{base_url}/console/keys/")
+    page.wait_for_url(f"{base_url}/console/")  # the overview

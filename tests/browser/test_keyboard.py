@@ -66,9 +66,9 @@ def test_console_login_by_keyboard_only(
     page.keyboard.type(PASSWORD)
     screenshot(page, request, "focus-on-password")
     page.keyboard.press("Enter")
-    page.wait_for_url(f"{base_url}/console/keys/")
+    page.wait_for_url(f"{base_url}/console/")
     assert page.locator("#tenant-slug").inner_text() == "acme"
-    for path in ("/console/keys/", "/console/push/", "/console/runs/", "/console/agents/"):
+    for path in ("/console/", "/console/keys/", "/console/push/", "/console/runs/", "/console/agents/"):
         page.goto(f"{base_url}{path}")
         assert page.evaluate(AUDIT) == {"poor": [], "unlabelled": []}, path
     # The audit itself can fail: grey on white and an unlabelled input are caught.

@@ -27,6 +27,7 @@ def test_tenant_creates_a_key_and_a_push_config_and_sees_the_delivery(
 ) -> None:
     base_url, worker = browser_host
     console_login(page, base_url, tenant_user("acme"))
+    page.get_by_role("link", name="API keys").click()
 
     page.get_by_label("Label").fill("browser test key")
     page.get_by_role("button", name="Create key").click()

@@ -66,9 +66,12 @@ def test_a_push_config_is_removed_in_the_console_with_its_pending_deliveries(acm
         queue="q",
         status=DeliveryStatus.PENDING,
     )
-    for page in ("/console/push/", f"/console/push/tasks/{run.run_id}"):
-        assert f'action="{_remove_url(run.run_id, config.config_id)}"' in client.get(page).content.decode()
-    assert client.get(_remove_url(run.run_id, config.config_id)).status_code == 405  # POST only
+    for page in ("/console/push/", f"/console/push/tasks/{run.run_id}", f"/console/run/{run.run_id}"):
+        assert f'href="{_remove_url(run.run_id, config.config_id)}"' in client.get(page).content.decode()
+    confirm = client.get(_remove_url(run.run_id, config.config_id))  # a confirm step: nothing removed yet
+    assert confirm.status_code == 200
+    assert f'action="{_remove_url(run.run_id, config.config_id)}"' in confirm.content.decode()
+    assert PushConfig.objects.for_tenant(run.tenant_id).filter(pk=config.pk).exists()
 
     response = client.post(_remove_url(run.run_id, config.config_id))
     assert response.status_code == 302 and response["Location"] == f"/console/push/tasks/{run.run_id}"
@@ -84,10 +87,11 @@ def test_another_tenants_push_config_is_not_found_and_stays(acme: tuple[Client, 
     run = run_create(subject=subject, workflow_id="conformance-approval", inputs={}, transport="rest")
     config = push_config_create(subject=subject, task_id=run.run_id, url="https://hooks.example.com/push")
     globex = _console("globex", "gus-globex")
-    foreign = globex.post(_remove_url(run.run_id, config.config_id))
-    unknown = globex.post(_remove_url(run.run_id, "no-such-config"))
-    assert foreign.status_code == unknown.status_code == 404
-    assert foreign.content == unknown.content  # same bytes: nothing says the id exists elsewhere
+    for method in (globex.get, globex.post):  # the confirm page and the removal alike
+        foreign = method(_remove_url(run.run_id, config.config_id))
+        unknown = method(_remove_url(run.run_id, "no-such-config"))
+        assert foreign.status_code == unknown.status_code == 404
+        assert foreign.content == unknown.content  # same bytes: nothing says the id exists elsewhere
     assert PushConfig.objects.for_tenant(run.tenant_id).filter(pk=config.pk).exists()
     # Nor can acme remove a config through another of its tasks' ids.
     other = run_create(subject=subject, workflow_id="conformance-noop", inputs={}, transport="rest")
@@ -101,14 +105,19 @@ def test_failed_runs_say_why_on_the_runs_and_push_pages(acme: tuple[Client, Subj
     run_advance(run_id=run.run_id, worker="test")
     run.refresh_from_db()
     assert run.status == RunStatus.FAILED and run.error
-    for page in ("/console/runs/", f"/console/push/tasks/{run.run_id}"):
+    for page in ("/console/runs/", f"/console/push/tasks/{run.run_id}", "/console/", f"/console/run/{run.run_id}"):
         html = client.get(page).content.decode()
-        [reason] = re.findall(rf'data-run-reason="{re.escape(run.run_id)}">Reason: ([^<]+)', html)
-        assert run.error["message"] in reason
+        reasons = re.findall(rf'data-run-reason="{re.escape(run.run_id)}">Reason: ([^<]+)', html)
+        assert reasons and all(run.error["message"] in reason for reason in reasons), page  # the overview: twice
 
 
 def test_titles_name_the_host_once(acme: tuple[Client, Subject]) -> None:
     client, _ = acme
     titles = [re.search(r"<title>(.*?)</title>", Client().get("/console/login/").content.decode()).group(1)]  # type: ignore[union-attr]
     titles.append(re.search(r"<title>(.*?)</title>", client.get("/console/keys/").content.decode()).group(1))  # type: ignore[union-attr]
-    assert titles == ["Sign in · openwop-host console", "API keys · acme · openwop-host console"]
+    titles.append(re.search(r"<title>(.*?)</title>", client.get("/console/").content.decode()).group(1))  # type: ignore[union-attr]
+    assert titles == [
+        "Sign in · openwop-host console",
+        "API keys · acme · openwop-host console",
+        "Overview · acme · openwop-host console",
+    ]

@@ -112,6 +112,8 @@ def test_foreign_ids_look_exactly_like_unknown_ones(foreign_ids: dict[str, str])
         (f"/console/push/tasks/{foreign_ids['run']}", "/console/push/tasks/globex/does-not-exist"),
         (f"/console/push/webhooks/{foreign_ids['webhook']}", "/console/push/webhooks/does-not-exist"),
         (f"/console/runs/status/{foreign_ids['run']}", "/console/runs/status/acme/does-not-exist"),
+        (f"/console/run/{foreign_ids['run']}", "/console/run/acme/does-not-exist"),
+        (f"/console/keys/{foreign_ids['key']}/revoke", "/console/keys/000000000000/revoke"),
     ]
     for foreign, unknown in pairs:
         a, b = client.get(foreign), client.get(unknown)
@@ -129,7 +131,8 @@ def test_foreign_ids_look_exactly_like_unknown_ones(foreign_ids: dict[str, str])
     )
     assert refused.status_code == 200 and b"No such task." in refused.content
     # And the lists show nothing of globex.
-    for path in ("/console/keys/", "/console/runs/", "/console/push/", "/console/agents/"):
+    lists = ("/console/", "/console/keys/", "/console/runs/", "/console/runs/rows", "/console/push/")
+    for path in (*lists, "/console/agents/"):
         body = client.get(path).content
         assert b"globex" not in body, path
 
