@@ -37,6 +37,7 @@ from prometheus_client.registry import Collector
 
 from apps.core.errors import NotFound
 from apps.core.hybrid_middleware import HybridMiddleware
+from apps.core.logformat import log_bind, log_scope, log_scope_end
 from apps.core.protocol import is_protocol_path
 
 logger = logging.getLogger(__name__)
@@ -168,8 +169,10 @@ def tenant_labels_on() -> bool:
 
 
 def caller_tenant_seen(subject: Any) -> Any:
-    """Note the authenticated caller's tenant for this request's metrics; returns `subject`."""
+    """Note the authenticated caller's tenant for this request's metrics and its log lines (the
+    request's log scope); returns `subject`."""
     _caller_tenant.set(subject.tenant)
+    log_bind(tenant=subject.tenant)
     return subject
 
 
@@ -178,13 +181,25 @@ def tenant_budget_refused(tenant: str, budget: str) -> None:
     budget_refused(budget, tenant)
 
 
-def request_begun() -> Token[str | None]:
-    """A request starts with no caller known (its context may be reused: a keep-alive task)."""
-    return _caller_tenant.set(None)
+class Begun:
+    """What `request_begun` set, for `reset_caller` to put back."""
+
+    __slots__ = ("caller", "scope")
+
+    def __init__(self, caller: Token[str | None], scope: Token[dict[str, str] | None]) -> None:
+        self.caller, self.scope = caller, scope
 
 
-def reset_caller(token: Token[str | None]) -> None:
-    _caller_tenant.reset(token)
+def request_begun(**log_fields: object) -> Begun:
+    """A request starts with no caller known (its context may be reused: a keep-alive task), and a
+    log scope of its own (apps/core/logformat.py): its lines name the tenant once the key resolves,
+    and whatever else the door binds (`log_fields`, e.g. the operation)."""
+    return Begun(_caller_tenant.set(None), log_scope(**log_fields))
+
+
+def reset_caller(token: Begun) -> None:
+    _caller_tenant.reset(token.caller)
+    log_scope_end(token.scope)
 
 
 def request_observed(door: str, operation: str, outcome: str, started: float) -> None:
@@ -346,7 +361,7 @@ class MetricsMiddleware(HybridMiddleware):
             response = self.sync_next(request)
             _observe_rest(request, response, started)
         finally:
-            _caller_tenant.reset(token)
+            reset_caller(token)
         return response
 
     async def _acall(self, request: HttpRequest) -> HttpResponseBase:
@@ -357,7 +372,7 @@ class MetricsMiddleware(HybridMiddleware):
             response = await self.async_next(request)
             _observe_rest(request, response, started)
         finally:
-            _caller_tenant.reset(token)
+            reset_caller(token)
         return response
 
 
