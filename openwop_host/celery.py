@@ -13,7 +13,8 @@ app = Celery("openwop_host")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
-from openwop_host import worker_heartbeat  # noqa: E402, F401 - its signal handlers: readiness sees live workers
+# Their signal handlers: readiness sees live workers; tasks' log scopes and beat jobs' last outcomes.
+from openwop_host import task_signals, worker_heartbeat  # noqa: E402, F401
 
 
 @worker_init.connect

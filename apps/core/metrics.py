@@ -265,7 +265,13 @@ class _ScrapeTime(Collector):
             pools.add_metric([pool, "idle"], idle)
         yield pools
         for reading in _scrape_readings:
-            yield from reading()
+            try:
+                families = list(reading())
+            except Exception as exc:  # one reading that cannot be taken (the database away) hides no other
+                name = getattr(reading, "__name__", "a reading")
+                logger.warning("metrics: %s not read (%s)", name, type(exc).__name__)
+                continue
+            yield from families
 
 
 # Readings of the apps built on core, taken at scrape time (apps/push: its backlog): core never
