@@ -348,6 +348,54 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     return HttpResponse(generate_latest(_registry()), content_type=CONTENT_TYPE_LATEST)
 
 
+_NOT_FOUND_BODY = b'{"error":"not_found","message":"No resource at that path."}'
+
+
+def _process_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+    """The WSGI app `metrics_serve` runs: /metrics to allowed addresses, 404 to anything else."""
+    if environ.get("PATH_INFO") != "/metrics" or not metrics_allowed(environ.get("REMOTE_ADDR")):
+        start_response("404 Not Found", [("Content-Type", "application/json")])
+        return [_NOT_FOUND_BODY]
+    start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
+    return [generate_latest(_process_registry())]
+
+
+def _process_registry() -> CollectorRegistry:
+    """This process's samples (or, with PROMETHEUS_MULTIPROC_DIR, every process's): the counters a
+    worker or a gRPC server moves. The scrape-time readings (database, broker) are the web
+    process's: the same on every pod, read there once."""
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    registry = CollectorRegistry()
+    if directory:
+        from prometheus_client import multiprocess
+
+        multiprocess.MultiProcessCollector(registry, path=directory)
+    else:
+        from prometheus_client import REGISTRY
+
+        registry.register(_Default(REGISTRY))
+    return registry
+
+
+def metrics_serve(port: int, *, bind: str = "") -> int:
+    """Serve GET /metrics on `port` (0: any free one) from a daemon thread, for a process with no
+    web server of its own (a Celery worker, grpc_serve; OPENWOP_METRICS_PORT): the same exposition
+    and allowlist as the web process's, so the Helm chart's ServiceMonitor scrapes worker and gRPC
+    pods too. Returns the bound port."""
+    import threading
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+    class _Quiet(WSGIRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # a scrape every few seconds is not news
+
+    server: WSGIServer = make_server(bind, port, _process_app, handler_class=_Quiet)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    bound = int(server.server_address[1])
+    logger.info("metrics: GET /metrics served on port %s", bound)
+    return bound
+
+
 def rest_operation(request: HttpRequest) -> str:
     """`<METHOD> <route pattern>` of the URL Django resolved (a finite set), else `other`."""
     match = getattr(request, "resolver_match", None)
