@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from celery import Celery
-from celery.signals import worker_init
+from celery.signals import worker_init, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openwop_host.settings")
 
@@ -13,7 +13,8 @@ app = Celery("openwop_host")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
-from openwop_host import worker_heartbeat  # noqa: E402, F401 - its signal handlers: readiness sees live workers
+# Their signal handlers: readiness sees live workers; tasks' log scopes and beat jobs' last outcomes.
+from openwop_host import task_signals, worker_heartbeat  # noqa: E402, F401
 
 
 @worker_init.connect
@@ -22,3 +23,15 @@ def _tracing(**_: object) -> None:
     from apps.core.tracing import configure
 
     configure("worker")
+
+
+@worker_ready.connect
+def _metrics_port(**_: object) -> None:
+    """OPENWOP_METRICS_PORT: this worker's own counters (runs, pushes) on a port of its own, for a
+    scraper of its pod (the Helm chart's ServiceMonitor); a worker has no web server to ask."""
+    from django.conf import settings
+
+    if settings.OPENWOP_METRICS_PORT:
+        from apps.core.metrics import metrics_serve
+
+        metrics_serve(settings.OPENWOP_METRICS_PORT)

@@ -89,6 +89,10 @@ OPENWOP_EGRESS_ALLOW_CIDRS = env.list("OPENWOP_EGRESS_ALLOW_CIDRS", default=[])
 OPENWOP_EGRESS_ALLOW_HTTP_CIDRS = env.list("OPENWOP_EGRESS_ALLOW_HTTP_CIDRS", default=[])
 # Who may read GET /metrics (apps/core/metrics.py): loopback when empty; else these networks only.
 OPENWOP_METRICS_ALLOW_CIDRS = env.str("OPENWOP_METRICS_ALLOW_CIDRS", default="")
+# A port where a process with no web server of its own (a Celery worker, grpc_serve) serves
+# GET /metrics, its own samples, to the same networks (apps/core/metrics.py `metrics_serve`):
+# what the Helm chart's ServiceMonitor scrapes on worker and gRPC pods. 0 (the default): none.
+OPENWOP_METRICS_PORT = env.int("OPENWOP_METRICS_PORT", default=0)
 # Per-tenant counts too (`openwop_tenant_*`, labelled with the tenant's slug): off by default.
 OPENWOP_METRICS_TENANT_LABELS = env.bool("OPENWOP_METRICS_TENANT_LABELS", default=False)
 # How long a retired card-signing key stays in /.well-known/jwks.json (apps/a2a/signing.py).

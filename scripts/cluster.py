@@ -16,8 +16,10 @@ Everything lives under var/cluster/ (CLUSTER_DIR): cluster.json (the addresses: 
 "grpc_lb", "grpc", "balancer_source"}), state.json (the pid and start time of every process, so
 `stop` only ever signals what `start` started), haproxy.cfg and one log per process. Environment
 variables given to `make cluster` reach every process; OPENWOP_PUBLIC_URL is the balancer's URL and OPENWOP_GRPC_URL
-the gRPC balancer's address. Tests use it as a library (tests/cluster/conftest.py): `start()`
-returns a `Cluster` whose replicas can be killed and restarted.
+the gRPC balancer's address. PROMETHEUS_MULTIPROC_DIR is var/cluster/metrics/ (emptied at each
+start) unless given, so one /metrics scrape through the balancer counts what every process did.
+Tests use it as a library (tests/cluster/conftest.py): `start()` returns a `Cluster` whose
+replicas can be killed and restarted.
 """
 
 from __future__ import annotations
@@ -539,6 +541,15 @@ def start(
         log.unlink()
     for schedule in cluster_dir.glob("celerybeat-schedule-*"):
         schedule.unlink()
+    if "PROMETHEUS_MULTIPROC_DIR" not in env:
+        # One scrape of either web replica covers every process (web, gRPC, workers, beat): each
+        # writes its samples here and /metrics sums them (apps/core/metrics.py). Emptied before
+        # they start, as prometheus-client's multiprocess mode needs; one given in the environment
+        # is the operator's to manage.
+        metrics_dir = cluster_dir / "metrics"
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+        metrics_dir.mkdir(mode=0o700)
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
     redis_check(env["REDIS_URL"])
     if shutil.which("haproxy") is None:
         raise ClusterError("haproxy is not installed (Debian: apt-get install haproxy); the cluster runs behind it.", 2)

@@ -166,7 +166,8 @@ _SERVER_FAULTS = frozenset({grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN, g
 async def _unary(method: str, operation: Operation, request: Any, context: Context) -> Any:
     refused: GrpcRefused | None = None
     started = time.perf_counter()
-    token = metrics.request_begun()
+    # Its log lines name the RPC and the ids it names, and its tenant once the key resolves.
+    token = metrics.request_begun(operation=method, **operations.logged_ids(request))
     async with ThreadSensitiveContext():
         try:
             authorization = _metadata(context, "authorization")

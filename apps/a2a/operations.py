@@ -562,6 +562,16 @@ async def push_config_delete(call: Call, request: DeleteTaskPushNotificationConf
 # JSON-RPC by `method`, grpc_server.py's servicer by RPC name; HTTP+JSON routes by path).
 
 
+def logged_ids(request: ProtoMessage) -> dict[str, str]:
+    """The ids a request names, for its log lines (apps/core/logformat.py): the task's, and a push
+    config's (a push-config request's `id` is the config's; any other request's `id` is the task's)."""
+    if isinstance(request, SendMessageRequest):
+        return {"task_id": request.message.task_id}
+    fields = {field.name for field in request.DESCRIPTOR.fields}
+    named = (("task_id", "task_id"), ("config_id", "id")) if "task_id" in fields else (("task_id", "id"),)
+    return {key: str(getattr(request, field)) for key, field in named if field in fields}
+
+
 @dataclass(frozen=True, slots=True)
 class Operation:
     request: type[ProtoMessage]

@@ -72,6 +72,7 @@ from apps.core.caller_input import caller_text_check
 from apps.core.errors import ValidationFailed
 from apps.core.ids import unproject_id
 from apps.core.json_limits import json_loads_limited, request_json
+from apps.core.logformat import log_bind
 from apps.core.overload import is_overload
 from apps.core.sse import sse_response
 from apps.oauth.challenge import aoauth_door_state, bearer_challenge
@@ -204,6 +205,7 @@ async def _answer(
     except Exception as exc:
         if is_overload(exc):
             raise  # 503 + Retry-After in this binding's wire (RequestLimitsMiddleware.process_exception)
+        # The request's log scope names its tenant, operation and task (apps/core/logformat.py).
         logger.exception("a2a %s: unhandled error", binding)
         return refused(InternalError())
     if not isinstance(result, StreamPlan):
@@ -277,9 +279,12 @@ async def jsonrpc_endpoint(request: HttpRequest) -> HttpResponseBase:
             # 0.3 names (message/send, tasks/get, ...) included: this interface serves 1.0 only.
             raise MethodNotFoundError(f"Method {method[:100]!r} is not served.")
         operation = OPERATIONS[method]
+        log_bind(operation=method)  # the request's log lines name what it asked (and its ids, below)
+        params = _parse_params(operation.request, body.get("params"))
+        log_bind(**operations.logged_ids(params))
         # GetTask answers its kept wire form (operations.get_task_doc), not a proto to project.
         run = operations.get_task_doc if method == "GetTask" else operation.run
-        return await run(call, _parse_params(operation.request, body.get("params")))
+        return await run(call, params)
 
     return await _answer(
         request,
@@ -447,6 +452,7 @@ async def rest_endpoint(request: HttpRequest, route: str) -> HttpResponseBase:
         call = await _call_of(request, _rest_routed_tenant(request.method or "GET", route))
         handler, task_ref, tenant = _rest_route(request.method or "GET", route)
         request._openwop_rest_operation = handler.__name__  # type: ignore[attr-defined]  # metrics' label
+        log_bind(operation=f"rest:{handler.__name__}", task_id=task_ref)  # the metrics' label, in its log lines
         return await handler(call, request, task_ref, tenant)
 
     return await _answer(

@@ -48,3 +48,8 @@ class AuditConfig(AppConfig):
         from apps.core.readiness import register_write_path_probe
 
         register_write_path_probe(record_write_probe)  # /readyz: the record write can take its locks
+
+        from apps.audit.metrics import records_gauges
+        from apps.core.metrics import on_scrape
+
+        on_scrape(records_gauges)  # /metrics: the default partition's records, the chain's last passes

@@ -35,10 +35,14 @@ from apps.audit.host_event_types import CHAIN_REANCHORED
 from apps.audit.models import HostEvent, HostEventStream
 from apps.audit.streams import host_event_wake_group
 from apps.core.ids import mint_opaque
+from apps.core.jobs import job_succeeded
 from apps.core.sse import publish_wake
 from apps.tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
+
+# The chainer's beat task: its last pass over every stream is recorded under this name (JobStatus).
+CHAINER_JOB = "audit.chain_pending"
 
 BATCH = 500  # records sealed per transaction: bounds how long a stream's writers wait on the chainer
 LOCK_TIMEOUT = "200ms"  # the longest a batch waits for a stream's lock before leaving it to the next run
@@ -123,6 +127,8 @@ def chain_pending(*, tenant: Tenant | None = None) -> ChainerRun:
         if result.linked or not result.caught_up:
             log = logger.info if result.caught_up else logger.warning
             log("records chain: %s", result.line())
+    if tenant is None:  # a pass over every stream: /metrics' last chainer pass (apps/audit/metrics.py)
+        job_succeeded(CHAINER_JOB, {"linked": run.linked, "behind": len(run.behind)})
     return run
 
 

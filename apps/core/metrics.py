@@ -37,6 +37,7 @@ from prometheus_client.registry import Collector
 
 from apps.core.errors import NotFound
 from apps.core.hybrid_middleware import HybridMiddleware
+from apps.core.logformat import log_bind, log_scope, log_scope_end
 from apps.core.protocol import is_protocol_path
 
 logger = logging.getLogger(__name__)
@@ -173,8 +174,10 @@ def tenant_labels_on() -> bool:
 
 
 def caller_tenant_seen(subject: Any) -> Any:
-    """Note the authenticated caller's tenant for this request's metrics; returns `subject`."""
+    """Note the authenticated caller's tenant for this request's metrics and its log lines (the
+    request's log scope); returns `subject`."""
     _caller_tenant.set(subject.tenant)
+    log_bind(tenant=subject.tenant)
     return subject
 
 
@@ -183,13 +186,25 @@ def tenant_budget_refused(tenant: str, budget: str) -> None:
     budget_refused(budget, tenant)
 
 
-def request_begun() -> Token[str | None]:
-    """A request starts with no caller known (its context may be reused: a keep-alive task)."""
-    return _caller_tenant.set(None)
+class Begun:
+    """What `request_begun` set, for `reset_caller` to put back."""
+
+    __slots__ = ("caller", "scope")
+
+    def __init__(self, caller: Token[str | None], scope: Token[dict[str, str] | None]) -> None:
+        self.caller, self.scope = caller, scope
 
 
-def reset_caller(token: Token[str | None]) -> None:
-    _caller_tenant.reset(token)
+def request_begun(**log_fields: object) -> Begun:
+    """A request starts with no caller known (its context may be reused: a keep-alive task), and a
+    log scope of its own (apps/core/logformat.py): its lines name the tenant once the key resolves,
+    and whatever else the door binds (`log_fields`, e.g. the operation)."""
+    return Begun(_caller_tenant.set(None), log_scope(**log_fields))
+
+
+def reset_caller(token: Begun) -> None:
+    _caller_tenant.reset(token.caller)
+    log_scope_end(token.scope)
 
 
 def request_observed(door: str, operation: str, outcome: str, started: float) -> None:
@@ -255,7 +270,13 @@ class _ScrapeTime(Collector):
             pools.add_metric([pool, "idle"], idle)
         yield pools
         for reading in _scrape_readings:
-            yield from reading()
+            try:
+                families = list(reading())
+            except Exception as exc:  # one reading that cannot be taken (the database away) hides no other
+                name = getattr(reading, "__name__", "a reading")
+                logger.warning("metrics: %s not read (%s)", name, type(exc).__name__)
+                continue
+            yield from families
 
 
 # Readings of the apps built on core, taken at scrape time (apps/push: its backlog): core never
@@ -332,6 +353,54 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     return HttpResponse(generate_latest(_registry()), content_type=CONTENT_TYPE_LATEST)
 
 
+_NOT_FOUND_BODY = b'{"error":"not_found","message":"No resource at that path."}'
+
+
+def _process_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+    """The WSGI app `metrics_serve` runs: /metrics to allowed addresses, 404 to anything else."""
+    if environ.get("PATH_INFO") != "/metrics" or not metrics_allowed(environ.get("REMOTE_ADDR")):
+        start_response("404 Not Found", [("Content-Type", "application/json")])
+        return [_NOT_FOUND_BODY]
+    start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
+    return [generate_latest(_process_registry())]
+
+
+def _process_registry() -> CollectorRegistry:
+    """This process's samples (or, with PROMETHEUS_MULTIPROC_DIR, every process's): the counters a
+    worker or a gRPC server moves. The scrape-time readings (database, broker) are the web
+    process's: the same on every pod, read there once."""
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    registry = CollectorRegistry()
+    if directory:
+        from prometheus_client import multiprocess
+
+        multiprocess.MultiProcessCollector(registry, path=directory)
+    else:
+        from prometheus_client import REGISTRY
+
+        registry.register(_Default(REGISTRY))
+    return registry
+
+
+def metrics_serve(port: int, *, bind: str = "") -> int:
+    """Serve GET /metrics on `port` (0: any free one) from a daemon thread, for a process with no
+    web server of its own (a Celery worker, grpc_serve; OPENWOP_METRICS_PORT): the same exposition
+    and allowlist as the web process's, so the Helm chart's ServiceMonitor scrapes worker and gRPC
+    pods too. Returns the bound port."""
+    import threading
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+    class _Quiet(WSGIRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # a scrape every few seconds is not news
+
+    server: WSGIServer = make_server(bind, port, _process_app, handler_class=_Quiet)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    bound = int(server.server_address[1])
+    logger.info("metrics: GET /metrics served on port %s", bound)
+    return bound
+
+
 def rest_operation(request: HttpRequest) -> str:
     """`<METHOD> <route pattern>` of the URL Django resolved (a finite set), else `other`."""
     match = getattr(request, "resolver_match", None)
@@ -351,7 +420,7 @@ class MetricsMiddleware(HybridMiddleware):
             response = self.sync_next(request)
             _observe_rest(request, response, started)
         finally:
-            _caller_tenant.reset(token)
+            reset_caller(token)
         return response
 
     async def _acall(self, request: HttpRequest) -> HttpResponseBase:
@@ -362,7 +431,7 @@ class MetricsMiddleware(HybridMiddleware):
             response = await self.async_next(request)
             _observe_rest(request, response, started)
         finally:
-            _caller_tenant.reset(token)
+            reset_caller(token)
         return response
 
 

@@ -37,3 +37,22 @@ class BackfillProgress(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}: {'done' if self.done_at else 'pending'} ({self.rows} rows)"
+
+
+class JobStatus(models.Model):
+    """The last outcome of one scheduled job: a beat job (by its task name: when it last succeeded,
+    when it last failed) or a pass an operator runs (`audit_verify`), with what its last successful
+    pass did (`detail`, counts). Written by the job's own process (apps/core/jobs.py), read by
+    /metrics at scrape time, so every web process of the host reports the same, whichever worker
+    ran the job and whether or not it still runs."""
+
+    name = models.CharField(primary_key=True, max_length=100, help_text="The job's task name, e.g. retention.apply.")
+    succeeded_at = models.DateTimeField(null=True, blank=True)
+    failed_at = models.DateTimeField(null=True, blank=True)
+    detail = models.JSONField(default=dict, blank=True, help_text="What the last successful pass did (counts).")
+
+    class Meta:
+        verbose_name_plural = "job statuses"
+
+    def __str__(self) -> str:
+        return self.name

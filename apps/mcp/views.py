@@ -46,6 +46,7 @@ from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 from apps.core.db_threads import release_db_connection_if_used
 from apps.core.errors import OpenWopError, Unauthenticated
 from apps.core.json_limits import request_json
+from apps.core.logformat import log_bind
 from apps.core.overload import OVERLOAD_RETRY_AFTER_SECONDS, is_overload
 from apps.core.sse import sse_counted
 from apps.mcp.authorization import insufficient_scope_error, method_family, unauthenticated_error
@@ -171,6 +172,10 @@ async def mcp_endpoint(request: HttpRequest) -> HttpResponseBase:
     if "id" in body and not request_id_valid(body["id"]):
         return _error(None, McpError(INVALID_REQUEST, "Invalid Request: id must be a string or an integer"))
     request_id = body.get("id")
+    params = body.get("params")
+    task_id = params.get("taskId") if isinstance(params, dict) else None
+    # The request's log lines name its method and task (its tenant once the key resolves).
+    log_bind(operation=body["method"], task_id=task_id if isinstance(task_id, str) else None)
     subject = await _authenticate(request, request_id)
     if isinstance(subject, HttpResponse):
         return subject

@@ -47,6 +47,7 @@ from django.utils import timezone
 from apps.core import tracing
 from apps.core.egress import EgressRefused, sanitize_url
 from apps.core.egress_transport import egress_request
+from apps.core.logformat import log_bind, log_scoped
 from apps.core.metrics import push_attempt_settled, push_dead_lettered
 from apps.core.sealing import InvalidToken
 from apps.push.capabilities import DEAD_LETTER_RETENTION_DAYS, push_setting
@@ -130,6 +131,12 @@ def _claim(delivery_pk: int) -> _Claimed | None:
         )
         if delivery is None or delivery.status != DeliveryStatus.PENDING:
             return None  # deleted with its target, or already settled: nothing to do
+        # The attempt's log lines (here and on its sender thread) name the delivery and its target.
+        log_bind(
+            tenant=delivery.tenant.slug, delivery_id=delivery.delivery_id,
+            config_id=delivery.push_config.config_id if delivery.push_config is not None else None,
+            webhook_id=delivery.webhook.webhook_id if delivery.webhook is not None else None,
+        )  # fmt: skip
         if delivery.next_attempt_at > now + DUE_TOLERANCE:
             return None  # a stale message for an earlier attempt; the scheduled one will come
         if delivery.in_flight_until is not None and delivery.in_flight_until > now:
@@ -252,9 +259,10 @@ def _send(claimed: _Claimed) -> None:
 def delivery_attempt(*, delivery_pk: int) -> None:
     """One attempt of one delivery, start to end on the calling thread; a no-op when the row is
     not due, not ours to send, or its lane is full (then it is parked)."""
-    claimed = _claim(delivery_pk)
-    if claimed is not None:
-        _send(claimed)
+    with log_scoped(operation="push.deliver"):
+        claimed = _claim(delivery_pk)
+        if claimed is not None:
+            _send(claimed)
 
 
 def delivery_dispatch(*, delivery_pk: int) -> None:
@@ -265,15 +273,16 @@ def delivery_dispatch(*, delivery_pk: int) -> None:
         if queue is not None:
             delivery_enqueue(delivery_pk=delivery_pk, queue=queue, countdown=SENDERS_BUSY_RETRY_SECONDS)
         return
-    try:
-        claimed = _claim(delivery_pk)
-    except BaseException:
-        senders.release()
-        raise
-    if claimed is None:
-        senders.release()
-        return
-    senders.start(partial(_send, claimed))
+    with log_scoped(operation="push.deliver"):
+        try:
+            claimed = _claim(delivery_pk)
+        except BaseException:
+            senders.release()
+            raise
+        if claimed is None:
+            senders.release()
+            return
+        senders.start(partial(_send, claimed))  # in this context: the sender's lines keep the scope
 
 
 def _record(claimed: _Claimed, *, ok: bool, status_code: int | None, error: str, latency_ms: int) -> None:

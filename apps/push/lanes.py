@@ -22,6 +22,7 @@ and a worker killed mid-send leaves a claim that expires and a row the sweeper r
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 from collections.abc import Callable
@@ -117,10 +118,11 @@ class Senders:
             self._busy -= 1
 
     def start(self, send: Callable[[], None]) -> None:
-        """Run `send` on a sender thread; the reservation is released when it ends."""
+        """Run `send` on a sender thread, in a copy of the caller's context (its log scope: the
+        delivery's lines name it there too); the reservation is released when it ends."""
         assert self._pool is not None, "reserve() first"
         try:
-            self._pool.submit(self._run, send)
+            self._pool.submit(contextvars.copy_context().run, self._run, send)
         except RuntimeError:
             # The interpreter is shutting down: the claim expires and the sweeper re-sends.
             self.release()

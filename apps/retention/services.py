@@ -65,6 +65,7 @@ from apps.core.append_only import RETENTION_EXPIRY_SETTING
 from apps.core.async_db import direct_session_lock
 from apps.core.errors import ValidationFailed
 from apps.core.invalidation import TOPIC_FACET, acached, cached, invalidate_on_commit
+from apps.core.jobs import detail_gauges, job_succeeded
 from apps.retention.models import RetentionChange, RetentionPolicy
 from apps.runs.models import TERMINAL_STATUSES, Run
 from apps.tenants.models import Tenant
@@ -73,6 +74,8 @@ logger = logging.getLogger(__name__)
 
 # One pg_advisory_lock key for the job: two passes at once (beat and an operator) never interleave.
 APPLY_LOCK_KEY = 0x0_3636_0001
+# The job's name (its beat task's): its last pass, beat's or the command's, in JobStatus (apps/core/jobs.py).
+RETENTION_JOB = "retention.apply"
 # How far ahead of this host's clock `now` may be: a pass never expires what is not yet due.
 CLOCK_SKEW = dt.timedelta(seconds=5)
 _POLICIES_CACHE_KEY = ("retention", "policies")
@@ -245,6 +248,14 @@ class RetentionReport:
     vacuum_skipped: bool = False  # the pass ran inside a transaction: VACUUM cannot
     seconds: float = 0.0
 
+    def counts(self) -> dict[str, float]:
+        """What the pass expired and kept, as numbers (JobStatus.detail: /metrics' readings)."""
+        return {
+            "runs": self.runs_expired, "records_deleted": self.records.deleted,
+            "partitions_dropped": len(self.records.dropped), "records_moved_aside": self.records.moved_aside,
+            "partitions_held": len(self.records.held), "seconds": round(self.seconds, 3),
+        }  # fmt: skip
+
     def lines(self) -> list[str]:
         return [
             f"retention applied as of {self.now.isoformat()} in {self.seconds:.2f} s",
@@ -278,7 +289,21 @@ def retention_apply(now: dt.datetime) -> RetentionReport:
         _maintain(report)
     report.seconds = time.monotonic() - started
     logger.info("; ".join(report.lines()))
+    job_succeeded(RETENTION_JOB, report.counts())  # /metrics: the last pass and what it expired
     return report
+
+
+def retention_gauges() -> Iterator[Any]:
+    """/metrics at scrape time: when the last pass (beat's or `manage.py retention apply`'s) ended
+    and what it expired."""
+    yield from detail_gauges(RETENTION_JOB, prefix="openwop_retention_last_pass", what="a retention pass", counts={
+        "runs_expired": ("runs", "Runs the last retention pass expired."),
+        "records_deleted": ("records_deleted", "Records the last retention pass deleted row by row."),
+        "partitions_dropped": ("partitions_dropped", "Record partitions the last retention pass dropped whole."),
+        "records_moved_aside": ("records_moved_aside", "Kept records the last pass moved out of dropped partitions."),
+        "partitions_held": ("partitions_held", "Past record partitions the last pass kept (held)."),
+        "duration_seconds": ("seconds", "How long the last retention pass took."),
+    })  # fmt: skip
 
 
 @contextmanager

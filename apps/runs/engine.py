@@ -45,6 +45,7 @@ from django.utils import timezone
 
 from apps.core import tracing
 from apps.core.ids import split_bound_id
+from apps.core.logformat import log_scoped
 from apps.runs.log import run_save
 from apps.runs.models import (
     RUNNABLE_STATUSES,
@@ -175,7 +176,12 @@ def runs_work(
 def _advance(claimed: Claimed, on_park: ParkHook | None) -> None:
     lease = claimed.lease
     attributes = {"openwop.run_id": claimed.run_id}
-    with tracing.span("openwop.run.advance", traceparent=claimed.traceparent or None, attributes=attributes):
+    # Every line while it advances (a node that raised, a lost lease) names its tenant and run.
+    tenant = claimed.run_id.partition("/")[0]
+    with (
+        log_scoped(tenant=tenant, operation="runs.advance", run_id=claimed.run_id),
+        tracing.span("openwop.run.advance", traceparent=claimed.traceparent or None, attributes=attributes),
+    ):
         try:
             while True:
                 work = _plan(lease)

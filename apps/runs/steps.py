@@ -24,6 +24,7 @@ from typing import Any
 from django.utils import timezone
 
 from apps.core.ids import mint_bound_id
+from apps.core.logformat import log_bind
 from apps.runs.log import event_new, events_write, run_save
 from apps.runs.models import Interrupt, Run, RunEvent, RunStatus
 from apps.runs.nodes import (
@@ -283,6 +284,7 @@ def draft_settle(
     a resolved interrupt resumes (already started: its node.started is in the log). Never raises:
     should a step fail unexpectedly, the draft is put back as it came and handed to the queue."""
     run = draft.run
+    log_bind(run_id=run.run_id)  # the request's log lines name the run it settles
     saved_row, saved_events = dict(run.__dict__), len(draft.events)
     try:
         _settle(draft, budget=budget, resumed=resumed, interrupt_of=interrupt_of)

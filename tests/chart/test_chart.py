@@ -320,21 +320,73 @@ def test_metrics_allowed_networks_and_service_monitor(chart: Rendered) -> None:
     else:
         assert "OPENWOP_METRICS_ALLOW_CIDRS" not in env
     monitors = chart.all("ServiceMonitor")
-    assert len(monitors) == int(chart.values["metrics"]["serviceMonitor"]["enabled"])
+    enabled = chart.values["metrics"]["serviceMonitor"]["enabled"]
+    assert len(monitors) == (2 if enabled and chart.values["metrics"]["processPort"] else int(enabled))
     web = chart.get("Service", f"{chart.fullname}-web")
     assert web
     for monitor in monitors:
-        assert selects(monitor["spec"]["selector"]["matchLabels"], web["metadata"]["labels"])
-        services = [
-            s
-            for s in chart.all("Service")
-            if selects(monitor["spec"]["selector"]["matchLabels"], s["metadata"]["labels"])
-        ]
-        assert services == [web]
         (endpoint,) = monitor["spec"]["endpoints"]
-        assert endpoint["path"] == "/metrics" and endpoint["port"] in {p["name"] for p in web["spec"]["ports"]}
+        assert endpoint["path"] == "/metrics"
         for key, value in chart.values["metrics"]["serviceMonitor"]["labels"].items():
             assert monitor["metadata"]["labels"][key] == value
+    for monitor in [m for m in monitors if m["metadata"]["name"] == chart.fullname]:  # the web pods'
+        selector = monitor["spec"]["selector"]["matchLabels"]
+        assert [s for s in chart.all("Service") if selects(selector, s["metadata"]["labels"])] == [web]
+        assert monitor["spec"]["endpoints"][0]["port"] in {p["name"] for p in web["spec"]["ports"]}
+
+
+def _scraped_components(chart: Rendered) -> dict[str, int]:
+    """component -> the container port a ServiceMonitor scrapes /metrics on, following each
+    monitor to the Services it selects, their named target ports, and the pods those select."""
+    scraped: dict[str, int] = {}
+    for monitor in chart.all("ServiceMonitor"):
+        (endpoint,) = monitor["spec"]["endpoints"]
+        for service in chart.all("Service"):
+            if not selects(monitor["spec"]["selector"]["matchLabels"], service["metadata"]["labels"]):
+                continue
+            targets = [p["targetPort"] for p in service["spec"]["ports"] if p["name"] == endpoint["port"]]
+            for component in chart.components():
+                deployment = chart.deployment(component)
+                pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+                if targets and selects(service["spec"]["selector"], pod_labels):
+                    ports = {p["name"]: p["containerPort"] for p in container(deployment).get("ports", [])}
+                    assert targets[0] in ports, (monitor["metadata"]["name"], component, targets)
+                    scraped[component] = ports[targets[0]]
+    return scraped
+
+
+def test_one_scrape_config_covers_every_process_that_counts(chart: Rendered) -> None:
+    """Issue 51 item 3: with the ServiceMonitor on, every web, worker and gRPC pod is scraped (the
+    worker's runs and pushes, gRPC's RPCs are counted in their own processes); worker and gRPC pods
+    serve /metrics on metrics.processPort, the port their OPENWOP_METRICS_PORT names. The gRPC
+    Service (possibly a public load balancer) never carries it."""
+    port = chart.values["metrics"]["processPort"]
+    for component in [c for c in chart.components() if c != "web"]:
+        served = container(chart.deployment(component))
+        ports = {p["name"]: p["containerPort"] for p in served.get("ports", [])}
+        if port:
+            assert env_of(served)["OPENWOP_METRICS_PORT"]["value"] == str(port) and ports["metrics"] == port
+        else:
+            assert "OPENWOP_METRICS_PORT" not in env_of(served) and "metrics" not in ports
+    grpc = chart.get("Service", f"{chart.fullname}-grpc")
+    assert grpc is None or {p["name"] for p in grpc["spec"]["ports"]} == {"grpc"}
+    if not chart.values["metrics"]["serviceMonitor"]["enabled"]:
+        assert _scraped_components(chart) == {}
+        return
+    scraped = _scraped_components(chart)
+    assert set(scraped) == (set(chart.components()) if port else {"web"}), scraped
+    for component in scraped.keys() - {"web"}:
+        assert scraped[component] == port
+
+
+def test_process_metrics_ports_are_off_with_zero() -> None:
+    objects = render({"metrics": {"processPort": 0, "allowCidrs": ["10.42.0.0/16"],
+                                  "serviceMonitor": {"enabled": True}}})  # fmt: skip
+    assert [o["metadata"]["name"] for o in objects if o["kind"] == "ServiceMonitor"] == [f"{RELEASE}-openwop-host"]
+    for obj in objects:
+        if obj["kind"] == "Deployment":
+            for c in obj["spec"]["template"]["spec"]["containers"]:
+                assert "OPENWOP_METRICS_PORT" not in env_of(c)
 
 
 # ---- values the chart refuses -----------------------------------------------------------------------

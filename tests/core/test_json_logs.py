@@ -109,3 +109,38 @@ def test_the_settings_switch_every_line_to_json(tmp_path: Path) -> None:
 
     refused = run(OPENWOP_LOG_FORMAT="yaml")
     assert refused.returncode != 0 and "OPENWOP_LOG_FORMAT must be" in refused.stderr
+
+
+def test_a_line_names_the_context_of_its_scope_and_escapes_caller_strings() -> None:
+    """Issue 51 item 3: the tenant, operation and ids of the scope a line is written in (or of its
+    `extra=`, which wins) reach both formats; a caller's string cannot break a text line, and no
+    field outlives its scope."""
+    from apps.core.logformat import RedactingFormatter, log_bind, log_scoped, scope_stamping_install
+
+    scope_stamping_install()
+    stream, text = io.StringIO(), io.StringIO()
+    logger = _json_logger(stream)
+    text_handler = logging.StreamHandler(text)
+    text_handler.setFormatter(RedactingFormatter())
+    logger.addHandler(text_handler)
+
+    log_bind(tenant="nobody")  # no scope open: nothing is kept
+    with log_scoped(operation="GetTask", task_id="acme/t-1"):
+        log_bind(tenant="acme")
+        logger.error("failed")
+        logger.error("failed again", extra={"delivery_id": "d-9", "operation": "push.deliver"})
+        log_bind(task_id="acme/x\n[tenant=globex] forged")
+        logger.error("hostile id")
+    logger.error("after")
+
+    entries = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert {k: entries[0].get(k) for k in ("tenant", "operation", "taskId")} == {
+        "tenant": "acme", "operation": "GetTask", "taskId": "acme/t-1",
+    }  # fmt: skip
+    assert (entries[1]["operation"], entries[1]["deliveryId"], entries[1]["tenant"]) == ("push.deliver", "d-9", "acme")
+    assert entries[2]["taskId"] == "acme/x\n[tenant=globex] forged"  # JSON escapes it
+    assert "tenant" not in entries[3] and "operation" not in entries[3]
+    lines = text.getvalue().splitlines()
+    assert lines[0] == "failed [tenant=acme operation=GetTask taskId=acme/t-1]"
+    assert lines[2] == 'hostile id [tenant=acme operation=GetTask taskId="acme/x\\n[tenant=globex] forged"]'
+    assert lines[3] == "after" and len(lines) == 4

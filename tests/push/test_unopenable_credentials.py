@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from apps.core.logformat import record_context
 from apps.push import engine, services
 from apps.push.engine import CREDENTIAL_UNOPENABLE, delivery_attempt
 from apps.push.models import Delivery, DeliveryAttempt, DeliveryStatus
@@ -92,6 +93,15 @@ def test_an_unopenable_credential_dead_letters_at_once_then_redelivers_once_the_
         lines = [r.getMessage() for r in caplog.records if row.delivery_id in r.getMessage()]
         assert len(lines) == 1 and "tenant acme" in lines[0] and "DJANGO_SECRET_KEY_FALLBACKS" in lines[0], lines
     assert TOKEN not in caplog.text and HOOK_SECRET not in caplog.text
+    # Its fields too (issue 51 item 3): tenant, operation, delivery id and its config or webhook.
+    for row in rows:
+        [line] = [r for r in caplog.records if row.delivery_id in r.getMessage()]
+        context = record_context(line)
+        assert (context["tenant"], context["operation"]) == ("acme", "push.deliver")
+        assert context["deliveryId"] == row.delivery_id
+        config, webhook = row.push_config, row.webhook
+        target = {"configId": config.config_id} if config is not None else {"webhookId": webhook.webhook_id}
+        assert context.items() >= target.items(), context
 
     # The tenant's dead-letter read says why; another tenant's read is an unknown webhook's.
     page = acme.get(f"/webhooks/{webhook.webhook_id}/dead-letters")

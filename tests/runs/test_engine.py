@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from datetime import timedelta
 from types import SimpleNamespace
@@ -159,17 +160,40 @@ def test_sweeper_leaves_waiting_and_finished_runs_alone(acme: Caller) -> None:
     assert run_sweep_stale() == []
 
 
-def test_a_node_that_raises_fails_the_run_with_internal_error(acme: Caller, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_node_that_raises_fails_the_run_with_internal_error(acme: Caller, monkeypatch, caplog) -> None:  # type: ignore[no-untyped-def]
+    from apps.core.logformat import record_context
     from apps.runs.nodes import EchoNode
 
     def boom(self, ctx):  # type: ignore[no-untyped-def]
         raise RuntimeError("secret detail")
 
     monkeypatch.setattr(EchoNode, "execute", boom)
+    caplog.set_level(logging.ERROR)
     run_id = acme.create_run("echo")
     run = advance(run_id)
     assert run.status == RunStatus.FAILED
     assert run.error == {"code": "internal_error", "message": "The node failed unexpectedly."}
+    # The line names the run's tenant and id (issue 51 item 3): an echo node runs in the request
+    # that created the run, whose scope the caller's key gave its tenant.
+    [line] = [r for r in caplog.records if r.getMessage().startswith(f"run {run_id}: node ")]
+    assert record_context(line).items() >= {"tenant": "acme", "runId": run_id}.items()
+
+
+def test_a_worker_node_that_raises_logs_its_tenant_and_run(acme: Caller, monkeypatch, caplog) -> None:  # type: ignore[no-untyped-def]
+    """A delay node is a worker's: its failure is logged by the executor, in the run's own scope."""
+    from apps.core.logformat import record_context
+    from apps.runs.nodes import DelayNode
+
+    def boom(self, ctx):  # type: ignore[no-untyped-def]
+        raise RuntimeError("secret detail")
+
+    monkeypatch.setattr(DelayNode, "execute", boom)
+    run_id = acme.create_run("conformance-delay", {"delayMs": 10})
+    caplog.set_level(logging.ERROR)
+    assert advance(run_id).status == RunStatus.FAILED
+    [line] = [r for r in caplog.records if r.getMessage().startswith(f"run {run_id}: node ")]
+    assert record_context(line) == {"tenant": "acme", "operation": "runs.advance", "runId": run_id}
+    assert line.name == "apps.runs.engine"
 
 
 def test_artifact_node_emits_artifact_created(acme: Caller) -> None:

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.a2a.grpc_server import grpc_server_build
+from apps.core.metrics import metrics_serve
 
 STOP_GRACE_SECONDS = 5.0
 
@@ -49,6 +50,8 @@ class Command(BaseCommand):
         if not bound:
             raise CommandError(f"Cannot bind {bind}:{port}.")
         await server.start()
+        if settings.OPENWOP_METRICS_PORT:  # its RPCs' counters, for a scraper of this pod (Helm)
+            metrics_serve(settings.OPENWOP_METRICS_PORT)
         scheme = "grpcs" if tls else "grpc"
         self.stdout.write(f"A2A gRPC serving on {scheme}://{bind}:{bound}", ending="\n")
         self.stdout.flush()

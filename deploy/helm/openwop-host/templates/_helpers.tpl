@@ -41,7 +41,8 @@ valueFrom:
     key: {{ .key | quote }}
 {{- end -}}
 
-{{/* The environment every process shares: (dict "root" $ "poolSize" N "asyncPoolSize" M "direct" bool). */}}
+{{/* The environment every process shares: (dict "root" $ "poolSize" N "asyncPoolSize" M "direct" bool
+"metricsPort" bool: OPENWOP_METRICS_PORT, for the processes with no web server, worker and gRPC). */}}
 {{- define "openwop.env" -}}
 {{- $v := .root.Values -}}
 - name: POD_IP
@@ -69,6 +70,10 @@ valueFrom:
 {{- if $v.metrics.allowCidrs }}
 - name: OPENWOP_METRICS_ALLOW_CIDRS
   value: {{ join "," $v.metrics.allowCidrs | quote }}
+{{- end }}
+{{- if and .metricsPort $v.metrics.processPort }}
+- name: OPENWOP_METRICS_PORT
+  value: {{ $v.metrics.processPort | quote }}
 {{- end }}
 {{- if .poolSize }}
 - name: DATABASE_POOL_MAX_SIZE
@@ -255,5 +260,14 @@ lifecycle:
   preStop:
     exec:
       command: ["sleep", {{ $s.preStopSleepSeconds | quote }}]
+{{- end }}
+{{- end -}}
+
+{{/* The container port of OPENWOP_METRICS_PORT (worker and gRPC pods), as a `ports` item. */}}
+{{- define "openwop.metricsPort" -}}
+{{- if .Values.metrics.processPort }}
+- name: metrics
+  containerPort: {{ .Values.metrics.processPort }}
+  protocol: TCP
 {{- end }}
 {{- end -}}
