@@ -179,6 +179,7 @@ def test_revoke_and_remove_ask_to_confirm_first(acme: tuple[Client, Subject]) ->
     confirm = client.get(remove)
     assert confirm.status_code == 200 and f'action="{remove}"' in confirm.content.decode()
     assert "https://hooks.example.com/x" in confirm.content.decode()
+    assert "its delivery history goes with it" in confirm.content.decode()  # said before, not found after
     assert PushConfig.objects.for_tenant(run.tenant_id).filter(pk=config.pk).exists()
     csrf = Client(enforce_csrf_checks=True)
     assert csrf.login(username="tina-tenant", password=PASSWORD)
