@@ -65,7 +65,7 @@ def test_operator_moves_the_card_path_and_discovery_follows(
     page.wait_for_url("**/admin/facets/facet/")
     # The message names the facet and what the save changed (issue 53).
     saved = page.locator(".messagelist").inner_text()
-    assert "Changed mcp facet: Versions, Preferred version, Minimum version." in saved
+    assert "Changed a2a facet: Agent card path." in saved
 
     page.goto(f"{base_url}/.well-known/openwop")
     served = json.loads(page.locator("body").inner_text())
