@@ -160,8 +160,11 @@ soak: install
 # then the layers contract of apps/ ([tool.importlinter]).
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy apps openwop_host
 	$(BIN)/lint-imports
+	$(BIN)/python manage.py makemigrations --check --dry-run
+	$(BIN)/python manage.py migrations_lint
 
 # Benchmarks against the reference servers (bench/README.md). Needs wrk, PostgreSQL and Redis;
 # BENCH_DATABASE_URL / BENCH_PEER_DATABASE_URL / BENCH_REDIS_URL choose where (databases are created).

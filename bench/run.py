@@ -180,6 +180,8 @@ def host_env(port: int) -> dict[str, str]:
     env.setdefault("OPENWOP_TENANT_REQUESTS_PER_MINUTE", "1000000000")
     env.setdefault("OPENWOP_TENANT_STREAMS", "1000000")
     env.setdefault("OPENWOP_MAX_STREAMS", "1000000")
+    # Every run mints its keys in the same bench database: past 100 a tenant would be refused more.
+    env.setdefault("OPENWOP_TENANT_API_KEYS", "0")
     return env
 
 
