@@ -79,7 +79,7 @@ class _Usage:
 
 def cost_units(answered: int) -> float:
     """What a request is charged: one unit, plus one per UNIT_BYTES it answered (building an
-    answer is most of a request's work in this process: a 100-task page is about 40 GetTasks)."""
+    answer is most of a request's work in this process: a full ListTasks page is tens of GetTasks)."""
     return 1.0 + answered / UNIT_BYTES
 
 
