@@ -577,7 +577,6 @@ def scenario(bench: Any, host: Host, *, wait_s: float) -> None:
 
 
 def _flood(bench: Any, host: Host, tenants: Tenants, b_load: Any, gen: Any) -> None:
-
     flood = dataclasses.replace(host.gettask(host.base, tenants.tasks[TENANT_FLOOD], "{{KEY}}"),
                                 rotate=tuple(tenants.keys[TENANT_FLOOD]))  # fmt: skip
     floods = paired(bench, host, "fairness-flood", FLOODED, b_load, lambda: BackgroundWrk(

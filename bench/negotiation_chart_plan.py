@@ -82,9 +82,7 @@ def main() -> None:
     ):
         query = negotiation_daily_query(filters=filters)
         print(f"\n## chart query: {label}\n{query.explain(analyze=True, buffers=True)}")
-    first_page = (
-        HostEvent.unscoped_all_tenants.filter(type=NEGOTIATION_EVENT).order_by("-at", "-pk").values("pk")[:101]
-    )
+    first_page = HostEvent.unscoped_all_tenants.filter(type=NEGOTIATION_EVENT).order_by("-at", "-pk").values("pk")[:101]
     print(f"\n## list, first page\n{first_page.explain(analyze=True, buffers=True)}")
 
 

@@ -221,10 +221,10 @@ def main() -> None:
     summary = []
     for rate in (float(r) for r in args.rates.split(",")):
         print(f"{rate:g} ev/s:")
-        base = _phase("A: healthy alone", hung=0, events=args.events, rate=rate,
-                      concurrency=args.concurrency, ca=ca)
-        loaded = _phase(f"B: + {HUNG} hung receivers", hung=HUNG, events=args.events, rate=rate,
-                        concurrency=args.concurrency, ca=ca)
+        base = _phase("A: healthy alone", hung=0, events=args.events, rate=rate, concurrency=args.concurrency, ca=ca)
+        loaded = _phase(
+            f"B: + {HUNG} hung receivers", hung=HUNG, events=args.events, rate=rate, concurrency=args.concurrency, ca=ca
+        )
         summary.append(
             f"{rate:g} ev/s pool {args.concurrency}: ratio B/A p50 {loaded['p50_ms'] / base['p50_ms']:.2f}x, "
             f"p99 {loaded['p99_ms'] / base['p99_ms']:.2f}x"

@@ -45,16 +45,18 @@ MCP_META = {
 
 def _env(var_dir: Path) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({
-        "DJANGO_DEBUG": "0",
-        "DJANGO_SECRET_KEY": "soak-secret-key-" + "s" * 40,
-        "DJANGO_SECURE_SSL_REDIRECT": "0",
-        "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "OPENWOP_VAR_DIR": str(var_dir),
-        "OPENWOP_CELERY_QUEUE": f"openwop-soak-{os.getpid()}",
-        "DJANGO_LOG_LEVEL": "WARNING",
-        "PYTHONUNBUFFERED": "1",
-    })
+    env.update(
+        {
+            "DJANGO_DEBUG": "0",
+            "DJANGO_SECRET_KEY": "soak-secret-key-" + "s" * 40,
+            "DJANGO_SECURE_SSL_REDIRECT": "0",
+            "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+            "OPENWOP_VAR_DIR": str(var_dir),
+            "OPENWOP_CELERY_QUEUE": f"openwop-soak-{os.getpid()}",
+            "DJANGO_LOG_LEVEL": "WARNING",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     if not env.get("DATABASE_URL"):
         env["DATABASE_URL"] = f"sqlite:///{var_dir / 'soak.sqlite3'}"
     return env
@@ -70,21 +72,62 @@ def _start(env: dict[str, str], var_dir: Path) -> tuple[list[subprocess.Popen[by
         "workflow_fixtures_seed(tenant=t)\n"
         f"print('\\n'.join(api_key_create(tenant=t, kind='user')[1] for _ in range({env['SOAK_KEYS']})))\n"
     )
-    out = subprocess.run([python, "manage.py", "shell", "-c", create], cwd=ROOT, env=env, check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [python, "manage.py", "shell", "-c", create], cwd=ROOT, env=env, check=True, capture_output=True, text=True
+    ).stdout
     keys = [line.strip() for line in out.splitlines() if line.startswith("owk_")]
     port = free_port()
     logs = [(var_dir / "web.log").open("wb"), (var_dir / "worker.log").open("wb")]
     web = subprocess.Popen(
-        [python, "-m", "uvicorn", "openwop_host.asgi:application", "--host", "127.0.0.1", "--port", str(port),
-         "--loop", "uvloop", "--http", "httptools", "--lifespan", "off", "--no-proxy-headers", "--no-access-log"],
-        cwd=ROOT, env=env, stdout=logs[0], stderr=subprocess.STDOUT,
+        [
+            python,
+            "-m",
+            "uvicorn",
+            "openwop_host.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--loop",
+            "uvloop",
+            "--http",
+            "httptools",
+            "--lifespan",
+            "off",
+            "--no-proxy-headers",
+            "--no-access-log",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=logs[0],
+        stderr=subprocess.STDOUT,
     )
     worker = subprocess.Popen(
-        [python, "-m", "celery", "-A", "openwop_host", "worker", "--pool", "threads", "--concurrency", "16",
-         "--loglevel", "warning", "-Q", env["OPENWOP_CELERY_QUEUE"], "-n", f"soak@%h-{os.getpid()}",
-         "--without-gossip", "--without-mingle", "--without-heartbeat"],
-        cwd=ROOT, env=env, stdout=logs[1], stderr=subprocess.STDOUT,
+        [
+            python,
+            "-m",
+            "celery",
+            "-A",
+            "openwop_host",
+            "worker",
+            "--pool",
+            "threads",
+            "--concurrency",
+            "16",
+            "--loglevel",
+            "warning",
+            "-Q",
+            env["OPENWOP_CELERY_QUEUE"],
+            "-n",
+            f"soak@%h-{os.getpid()}",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=logs[1],
+        stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -135,16 +178,30 @@ async def _user(base: str, key: str, until: float, samples: list[tuple[float, fl
                     poll = await client.get(f"/runs/{random.choice(runs)}/events/poll", params={"timeout": 1})
                     status = poll.status_code
                 elif op == "a2a_send":
-                    response = await client.post("/a2a/jsonrpc", headers={"A2A-Version": "1.0"}, json={
-                        "jsonrpc": "2.0", "id": serial, "method": "SendMessage",
-                        "params": {"message": {"messageId": f"{key[4:16]}-{serial}", "role": "ROLE_USER",
-                                               "parts": [{"text": "soak"}]},
-                                   "configuration": {"returnImmediately": True}},
-                    })
+                    response = await client.post(
+                        "/a2a/jsonrpc",
+                        headers={"A2A-Version": "1.0"},
+                        json={
+                            "jsonrpc": "2.0",
+                            "id": serial,
+                            "method": "SendMessage",
+                            "params": {
+                                "message": {
+                                    "messageId": f"{key[4:16]}-{serial}",
+                                    "role": "ROLE_USER",
+                                    "parts": [{"text": "soak"}],
+                                },
+                                "configuration": {"returnImmediately": True},
+                            },
+                        },
+                    )
                     status = response.status_code if "result" in response.json() else 599
                 elif op == "a2a_get":
-                    response = await client.post("/a2a/jsonrpc", headers={"A2A-Version": "1.0"}, json={
-                        "jsonrpc": "2.0", "id": serial, "method": "ListTasks", "params": {"pageSize": 5}})
+                    response = await client.post(
+                        "/a2a/jsonrpc",
+                        headers={"A2A-Version": "1.0"},
+                        json={"jsonrpc": "2.0", "id": serial, "method": "ListTasks", "params": {"pageSize": 5}},
+                    )
                     status = response.status_code if "result" in response.json() else 599
                 else:
                     response = await client.post(
@@ -214,8 +271,12 @@ def main() -> None:
     for t, seconds, _, _ in samples:
         windows.setdefault(int((t - started) // WINDOW_SECONDS), []).append(seconds)
     per_window = [
-        {"window": w, "requests": len(v), "p50_ms": round(_percentile(v, 0.5), 1),
-         "p99_ms": round(_percentile(v, 0.99), 1)}
+        {
+            "window": w,
+            "requests": len(v),
+            "p50_ms": round(_percentile(v, 0.5), 1),
+            "p99_ms": round(_percentile(v, 0.99), 1),
+        }
         for w, v in sorted(windows.items())
     ]
     full = [w for w in per_window if w["requests"] > 50]
@@ -227,8 +288,10 @@ def main() -> None:
         "requests": len(samples),
         "rps": round(len(samples) / args.seconds, 1),
         "errors": len(errors),
-        "error_kinds": {f"{op}:{status}": sum(1 for e in errors if (e[2], e[3]) == (op, status))
-                        for op, status in {(e[2], e[3]) for e in errors}},
+        "error_kinds": {
+            f"{op}:{status}": sum(1 for e in errors if (e[2], e[3]) == (op, status))
+            for op, status in {(e[2], e[3]) for e in errors}
+        },
         "p50_ms": round(_percentile([s[1] for s in samples], 0.5), 1),
         "p99_ms": round(_percentile([s[1] for s in samples], 0.99), 1),
         "p99_drift": round(full[-1]["p99_ms"] / full[0]["p99_ms"], 2) if len(full) > 1 and full[0]["p99_ms"] else None,

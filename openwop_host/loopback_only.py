@@ -53,8 +53,7 @@ def loopback_only(app: ASGIApp) -> ASGIApp:
 
     async def application(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and not _from_loopback(scope):
-            headers = [(b"content-type", b"text/plain; charset=utf-8"),
-                       (b"content-length", str(len(REFUSAL)).encode())]
+            headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(REFUSAL)).encode())]
             await send({"type": "http.response.start", "status": 403, "headers": headers})
             await send({"type": "http.response.body", "body": REFUSAL})
             return

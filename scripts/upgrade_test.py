@@ -337,22 +337,36 @@ class Load:
             return await self._grpc(op, user, target, channels, grpc, serial)
         if op == "a2a_send":
             message = {"messageId": f"upgrade-{uuid.uuid4().hex}", "role": "ROLE_USER", "parts": [{"text": "upgrade"}]}
-            response = await client.post(f"{target}/a2a/jsonrpc", headers={**auth, "A2A-Version": "1.0"}, json={
-                "jsonrpc": "2.0", "id": serial, "method": "SendMessage", "params": {"message": message}})
+            response = await client.post(
+                f"{target}/a2a/jsonrpc",
+                headers={**auth, "A2A-Version": "1.0"},
+                json={"jsonrpc": "2.0", "id": serial, "method": "SendMessage", "params": {"message": message}},
+            )
             return _jsonrpc_ok(response)
         if op == "a2a_get":
-            response = await client.post(f"{target}/a2a/jsonrpc", headers={**auth, "A2A-Version": "1.0"}, json={
-                "jsonrpc": "2.0", "id": serial, "method": "GetTask", "params": {"id": random.choice(user.runs)}})
+            response = await client.post(
+                f"{target}/a2a/jsonrpc",
+                headers={**auth, "A2A-Version": "1.0"},
+                json={"jsonrpc": "2.0", "id": serial, "method": "GetTask", "params": {"id": random.choice(user.runs)}},
+            )
             return _jsonrpc_ok(response)
         if op == "mcp_call":
-            body = {"jsonrpc": "2.0", "id": serial, "method": "tools/call",
-                    "params": {"name": "echo", "arguments": {"greeting": "upgrade"}, "_meta": MCP_META}}
-            response = await client.post(f"{target}/mcp", json=body, headers={
-                **auth, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo"})
+            body = {
+                "jsonrpc": "2.0",
+                "id": serial,
+                "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"greeting": "upgrade"}, "_meta": MCP_META},
+            }
+            response = await client.post(
+                f"{target}/mcp",
+                json=body,
+                headers={**auth, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo"},
+            )
             return _jsonrpc_ok(response)
         if op == "rest_create":
-            response = await client.post(f"{target}/runs", headers=auth,
-                                         json={"workflowId": "echo", "inputs": {"n": serial}})
+            response = await client.post(
+                f"{target}/runs", headers=auth, json={"workflowId": "echo", "inputs": {"n": serial}}
+            )
             return response.status_code == 201, f"HTTP {response.status_code}"
         response = await client.get(f"{target}/runs/{random.choice(user.runs).replace('/', '~2F')}", headers=auth)
         return response.status_code == 200, f"HTTP {response.status_code}"
@@ -639,10 +653,19 @@ def seed_through_the_doors(base: str, keys: dict[str, list[str]]) -> dict[str, A
                 message = {"messageId": f"seed-{tenant}-{n}", "role": "ROLE_USER", "parts": [{"text": "seed"}]}
                 body = {"jsonrpc": "2.0", "id": n, "method": "SendMessage", "params": {"message": message}}
                 ok, detail = _jsonrpc_ok(rest.post("/a2a/jsonrpc", json=body, headers={"A2A-Version": "1.0"}))
-                body = {"jsonrpc": "2.0", "id": n, "method": "tools/call",
-                        "params": {"name": "echo", "arguments": {"greeting": "seed"}, "_meta": MCP_META}}
-                called, said = _jsonrpc_ok(rest.post("/mcp", json=body, headers={
-                    "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo"}))
+                body = {
+                    "jsonrpc": "2.0",
+                    "id": n,
+                    "method": "tools/call",
+                    "params": {"name": "echo", "arguments": {"greeting": "seed"}, "_meta": MCP_META},
+                }
+                called, said = _jsonrpc_ok(
+                    rest.post(
+                        "/mcp",
+                        json=body,
+                        headers={"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo"},
+                    )
+                )
                 if not (ok and called):
                     raise UpgradeTestError(f"seeding: SendMessage {detail} / tools/call {said}")
             for n in range(3):
@@ -705,8 +728,11 @@ def sealed_credentials_open(side: Side, env: dict[str, str], sealed: dict[str, s
 
 def main() -> int:
     started = time.monotonic()
-    records, days, runs_total = _int("UPGRADE_TEST_RECORDS", 200_000), _int("UPGRADE_TEST_DAYS", 35), _int(
-        "UPGRADE_TEST_RUNS", 20_000)
+    records, days, runs_total = (
+        _int("UPGRADE_TEST_RECORDS", 200_000),
+        _int("UPGRADE_TEST_DAYS", 35),
+        _int("UPGRADE_TEST_RUNS", 20_000),
+    )
     users_count, steady = _int("UPGRADE_TEST_USERS", 6), _int("UPGRADE_TEST_STEADY_SECONDS", 15)
     release = release_from()
     print(f"upgrade-test: from {release.version} ({release.commit[:12]}) to this checkout", flush=True)

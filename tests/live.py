@@ -151,12 +151,25 @@ def start_web(env: dict[str, str], log_dir: Path, *, own_public_url: bool = Fals
 def start_celery_worker(env: dict[str, str], log_dir: Path, *, name: str = "w1", loglevel: str = "info") -> LiveProcess:
     live = _spawn(
         [
-            sys.executable, "-m", "celery", "-A", "openwop_host", "worker",
-            "--pool", "threads", "--concurrency", "4", "--loglevel", loglevel,
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "openwop_host",
+            "worker",
+            "--pool",
+            "threads",
+            "--concurrency",
+            "4",
+            "--loglevel",
+            loglevel,
             # No -Q: the worker consumes every queue settings declare (runs and push, both named
             # after OPENWOP_CELERY_QUEUE), as `make run` and docker/ do.
-            "-n", f"{name}@%h-{env['OPENWOP_CELERY_QUEUE']}",
-            "--without-gossip", "--without-mingle", "--without-heartbeat",
+            "-n",
+            f"{name}@%h-{env['OPENWOP_CELERY_QUEUE']}",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
         ],
         env,
         log_dir / f"celery-{name}.log",

@@ -130,7 +130,7 @@ def test_fresh_clone_make_setup_then_the_printed_commands(embedded_tmp: Path) ->
             assert len(result.stdout.split()) == 1, "the key alone on stdout"
 
     made = sh(
-        ".venv/bin/python manage.py shell -c \"from django.contrib.auth import get_user_model as g;"
+        '.venv/bin/python manage.py shell -c "from django.contrib.auth import get_user_model as g;'
         " print(sorted(g().objects.filter(username__in=['admin', 'newcomer']).values_list('username', flat=True)))\""
     )
     assert made.returncode == 0, made.stderr[-2000:]

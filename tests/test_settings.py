@@ -152,8 +152,9 @@ def test_make_run_refuses_a_non_loopback_host_with_debug() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
 
     def make_run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["make", "-n", "run", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=60)
+        return subprocess.run(
+            ["make", "-n", "run", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+        )
 
     for host in ("0.0.0.0", "192.168.1.5", "::"):
         refused = make_run(f"HOST={host}")

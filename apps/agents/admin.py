@@ -141,9 +141,7 @@ class AgentChangeAdmin(ChangeDiffAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmi
 
 
 @admin.register(Prompt)
-class PromptAdmin(
-    TenantLabelledChoicesAdminMixin, NamedMessagesAdminMixin, ServiceWritesAdminMixin, admin.ModelAdmin
-):
+class PromptAdmin(TenantLabelledChoicesAdminMixin, NamedMessagesAdminMixin, ServiceWritesAdminMixin, admin.ModelAdmin):
     """Operators author a tenant's MCP prompts. A malformed `arguments` or `messages` is refused on
     the field by `instance_check` (the services' own check); saves go through the services."""
 

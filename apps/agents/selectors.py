@@ -64,9 +64,7 @@ class InventoryEntry:
 def _entry(agent: Agent, workflows_by_id: dict[str, Workflow]) -> InventoryEntry:
     roster = [w for w in agent.roster if isinstance(w, str)] if isinstance(agent.roster, list) else []
     routed = [workflows_by_id[w] for w in dict.fromkeys(roster) if w in workflows_by_id]
-    return InventoryEntry(
-        agent=agent, workflows=routed, a2a_tenant=a2a_tenant_of(agent=agent) if routed else None
-    )
+    return InventoryEntry(agent=agent, workflows=routed, a2a_tenant=a2a_tenant_of(agent=agent) if routed else None)
 
 
 def agent_inventory(*, subject: Subject) -> list[InventoryEntry]:

@@ -203,8 +203,16 @@ def a2a_tenants_store(batch: int) -> int:
 
 
 AGENT_EDITABLE_FIELDS = (
-    "persona", "label", "description", "pack_version", "roster", "degraded", "memory_degraded",
-    "pack_name", "system_prompt", "handoff_schemas",
+    "persona",
+    "label",
+    "description",
+    "pack_version",
+    "roster",
+    "degraded",
+    "memory_degraded",
+    "pack_name",
+    "system_prompt",
+    "handoff_schemas",
 )
 
 
@@ -259,9 +267,7 @@ def agent_demo_seed(*, tenant: Tenant) -> Agent:
     if existing is not None:
         return existing
     try:
-        return agent_create(
-            tenant=tenant, actor=SEED_ACTOR, agent_id=DEMO_AGENT_ID, published=True, **DEMO_AGENT
-        )
+        return agent_create(tenant=tenant, actor=SEED_ACTOR, agent_id=DEMO_AGENT_ID, published=True, **DEMO_AGENT)
     except (Conflict, IntegrityError):  # seeded concurrently
         return Agent.objects.for_tenant(tenant).get(agent_id=DEMO_AGENT_ID)
 

@@ -40,8 +40,18 @@ from typing import Any
 from apps.audit.models import GENESIS, HostEvent, HostEventStream
 
 __all__ = [
-    "APPEND_SQL", "GENESIS", "AppendRow", "append_params", "canonical_content", "canonical_json", "canonical_text",
-    "chained_head", "chained_head_sql", "content_hash", "content_hash_of_texts", "link",
+    "APPEND_SQL",
+    "GENESIS",
+    "AppendRow",
+    "append_params",
+    "canonical_content",
+    "canonical_json",
+    "canonical_text",
+    "chained_head",
+    "chained_head_sql",
+    "content_hash",
+    "content_hash_of_texts",
+    "link",
 ]
 
 
@@ -98,8 +108,14 @@ def canonical_content(
     "eventId", "payload", "subject", "subjectId", "tenant", "type"} with keys sorted at every level,
     no whitespace, UTF-8, integral numbers as integers (`canonical_json`)."""
     return canonical_text(
-        tenant=tenant, subject_id=subject_id, subject_text=canonical_json(subject), event_id=event_id, type=type,
-        durable=durable, at=at, payload_text=canonical_json(payload),
+        tenant=tenant,
+        subject_id=subject_id,
+        subject_text=canonical_json(subject),
+        event_id=event_id,
+        type=type,
+        durable=durable,
+        at=at,
+        payload_text=canonical_json(payload),
     ).encode()
 
 

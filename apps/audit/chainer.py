@@ -209,9 +209,7 @@ _REANCHOR_LOCK_SQL = f"""
 SELECT s.id, s.last_sequence, s.last_digest FROM {_STREAMS} AS s
 WHERE s.tenant_id = %s AND s.subject_id = %s FOR UPDATE
 """  # noqa: S608
-_REANCHOR_HEAD_SQL = (
-    f"UPDATE {_STREAMS} SET last_sequence = %s, last_digest = %s, chained_through = %s WHERE id = %s"  # noqa: S608
-)
+_REANCHOR_HEAD_SQL = f"UPDATE {_STREAMS} SET last_sequence = %s, last_digest = %s, chained_through = %s WHERE id = %s"  # noqa: S608
 
 
 def chain_reanchor(

@@ -170,9 +170,7 @@ def _create_partition(name: str, lower: datetime, upper: datetime) -> bool:
         # LIKE copies columns, defaults and CHECKs; ATTACH adds the parent's indexes, keys, foreign
         # key and triggers. The bound's CHECK lets ATTACH skip its validation scan.
         cursor.execute(f"CREATE TABLE {name} (LIKE {PARENT} INCLUDING DEFAULTS INCLUDING CONSTRAINTS)")
-        cursor.execute(
-            f"ALTER TABLE {name} ADD CONSTRAINT {name}_bound CHECK (at >= %s AND at < %s)", [lower, upper]
-        )
+        cursor.execute(f"ALTER TABLE {name} ADD CONSTRAINT {name}_bound CHECK (at >= %s AND at < %s)", [lower, upper])
         cursor.execute(f"ALTER TABLE {PARENT} ATTACH PARTITION {name} FOR VALUES FROM (%s) TO (%s)", [lower, upper])
         cursor.execute(f"ALTER TABLE {name} DROP CONSTRAINT {name}_bound")
     return True

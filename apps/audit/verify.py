@@ -297,8 +297,14 @@ def chain_verify(*, tenant: Tenant | None = None, against: str = "", chunk_size:
         key = (tenant_pk, subject_id)
         walk = walks.get(key) or walks.setdefault(key, walk_of(tenant_pk, subject_id))
         content = content_hash(
-            tenant=walk.tenant, subject_id=subject_id, subject=subject, event_id=event_id, type=type_,
-            durable=durable, at=at, payload=payload,
+            tenant=walk.tenant,
+            subject_id=subject_id,
+            subject=subject,
+            event_id=event_id,
+            type=type_,
+            durable=durable,
+            at=at,
+            payload=payload,
         )
         walk.step(sequence, type_, prev_digest, digest, content, exported[key].get(sequence, set()), at, payload)
         report.records += 1

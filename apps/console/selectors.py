@@ -149,7 +149,9 @@ def floor_notices(*, tenant: Tenant) -> list[FloorNotice]:
     for scheduled in scheduled_floors_of_tenant(tenant=tenant):
         try:
             usage = version_usage(
-                protocol=scheduled.protocol, tenant_slug=tenant.slug, versions_below=scheduled.floor,
+                protocol=scheduled.protocol,
+                tenant_slug=tenant.slug,
+                versions_below=scheduled.floor,
                 days=FLOOR_NOTICE_DAYS,
             )
         except ValueError:  # a floor outside the grammar: nothing to measure it against
@@ -268,8 +270,11 @@ def _interrupt_view(interrupt: Interrupt, subject: Subject) -> OpenInterruptView
     elif listed and subject.subject_id not in listed:
         why_not = "Only the interrupt's listed approvers may resolve it."
     return OpenInterruptView(
-        interrupt=interrupt, title=title or f"{interrupt.kind} at {interrupt.node_id}", data=pretty_json(data),
-        answerable=not why_not, why_not=why_not,
+        interrupt=interrupt,
+        title=title or f"{interrupt.kind} at {interrupt.node_id}",
+        data=pretty_json(data),
+        answerable=not why_not,
+        why_not=why_not,
     )
 
 

@@ -21,8 +21,9 @@ urlpatterns: list[URLPattern] = [
     path("run/<path:run_id>", views.run_page, name="run"),
     path("push/", views.push, name="push"),
     # Before task-push: a task id may hold "/", so its <path:> would swallow this suffix.
-    path("push/tasks/<path:task_id>/configs/<str:config_id>/remove", views.push_config_remove,
-         name="push-config-remove"),
+    path(
+        "push/tasks/<path:task_id>/configs/<str:config_id>/remove", views.push_config_remove, name="push-config-remove"
+    ),
     path("push/tasks/<path:task_id>", views.task_push, name="task-push"),
     path("push/webhooks/<str:webhook_id>", views.webhook, name="webhook"),
 ]

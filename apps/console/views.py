@@ -119,11 +119,13 @@ class RunFilterForm(forms.Form):
     workflow = forms.ChoiceField(choices=[("", "any workflow")], required=False, label="Workflow")
     # The value <input type="datetime-local"> sends and shows; the field also parses any ISO 8601.
     created_from = forms.DateTimeField(
-        required=False, label="Created from (UTC)",
+        required=False,
+        label="Created from (UTC)",
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
     )
     created_until = forms.DateTimeField(
-        required=False, label="Created before (UTC)",
+        required=False,
+        label="Created before (UTC)",
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
     )
 
@@ -142,8 +144,10 @@ class RunFilterForm(forms.Form):
     def query(self) -> selectors.RunQuery:
         data = self.cleaned_data if hasattr(self, "cleaned_data") else {}
         return selectors.RunQuery(
-            status=data.get("status") or "", workflow_id=data.get("workflow") or "",
-            created_from=data.get("created_from"), created_until=data.get("created_until"),
+            status=data.get("status") or "",
+            workflow_id=data.get("workflow") or "",
+            created_from=data.get("created_from"),
+            created_until=data.get("created_until"),
             run_id_prefix=(data.get("q") or "").strip(),
         )
 
@@ -186,7 +190,11 @@ def keys(request: HttpRequest, membership: TenantMembership) -> HttpResponse:
             return redirect("console:keys")
     new_key = new_key_take(request)
     response = _page(
-        request, membership, "console/keys.html", form=form, new_key=new_key,
+        request,
+        membership,
+        "console/keys.html",
+        form=form,
+        new_key=new_key,
         keys=selectors.api_keys(tenant=membership.tenant),
     )
     response["Cache-Control"] = "no-store"  # the page may carry a raw key
@@ -235,7 +243,12 @@ def runs(request: HttpRequest, membership: TenantMembership) -> HttpResponse:
     """The tenant's newest runs that the filters admit; the page polls `runs_rows` for new ones."""
     form, rows = _runs_filtered(request, membership)
     return _page(
-        request, membership, "console/runs.html", form=form, runs=rows, query=request.GET.urlencode(),
+        request,
+        membership,
+        "console/runs.html",
+        form=form,
+        runs=rows,
+        query=request.GET.urlencode(),
         filtered=any(request.GET.values()),
     )
 
@@ -298,7 +311,9 @@ def push(request: HttpRequest, membership: TenantMembership) -> HttpResponse:
         data = form.cleaned_data
         try:
             config = push_config_create(
-                subject=selectors.console_subject(membership), task_id=data["task_id"], url=data["url"],
+                subject=selectors.console_subject(membership),
+                task_id=data["task_id"],
+                url=data["url"],
                 token=data["token"] or None,
             )
         except NotFound:
@@ -311,7 +326,10 @@ def push(request: HttpRequest, membership: TenantMembership) -> HttpResponse:
             messages.success(request, f"Push config {config.config_id} registered on {config.run.run_id}.")
             return redirect("console:task-push", task_id=config.run.run_id)
     return _page(
-        request, membership, "console/push.html", form=form,
+        request,
+        membership,
+        "console/push.html",
+        form=form,
         configs=selectors.push_configs(tenant=membership.tenant),
         webhooks=selectors.webhooks(tenant=membership.tenant),
     )

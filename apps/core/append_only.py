@@ -15,6 +15,7 @@ from django.db import migrations
 
 def on_postgresql(statements: list[str]) -> Callable[[Any, Any], None]:
     """A RunPython function executing raw PostgreSQL `statements`."""
+
     def run(apps: Any, schema_editor: Any) -> None:
         for sql in statements:
             schema_editor.execute(sql, params=None)  # None: no %-placeholder processing

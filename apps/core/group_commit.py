@@ -151,7 +151,6 @@ class GroupCommit(Generic[T, R]):
                     self.what, len(batch), took * 1000, len(self._queue),
                 )  # fmt: skip
 
-
     async def _watch(self, conn: AsyncConnection[Any], size: int, started: float) -> None:
         """While the flush lasts: at each OPENWOP_FLUSH_WAIT_LOG_SECONDS, log what it waits on."""
         every = float(settings.OPENWOP_FLUSH_WAIT_LOG_SECONDS)

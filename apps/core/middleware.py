@@ -37,7 +37,6 @@ from apps.core.responses import envelope_response
 logger = logging.getLogger(__name__)
 
 
-
 _STATUS_ERRORS: dict[int, type[OpenWopError]] = {400: ValidationFailed, 403: Forbidden, 413: PayloadTooLarge}
 
 

@@ -51,7 +51,7 @@ _CONCURRENT = re.compile(r"^\s*(CREATE\s+(UNIQUE\s+)?INDEX|DROP\s+INDEX|REINDEX)
 # The table a DDL or DML statement names first: what the failure message names when nothing was seen
 # waiting (Django quotes identifiers; hand-written SQL may not).
 _TABLE = re.compile(
-    r'\b(?:ALTER\s+TABLE(?:\s+ONLY)?(?:\s+IF\s+EXISTS)?|\bON|INTO|UPDATE|FROM|LOCK\s+TABLE|TRUNCATE|DROP\s+TABLE'
+    r"\b(?:ALTER\s+TABLE(?:\s+ONLY)?(?:\s+IF\s+EXISTS)?|\bON|INTO|UPDATE|FROM|LOCK\s+TABLE|TRUNCATE|DROP\s+TABLE"
     r'(?:\s+IF\s+EXISTS)?|REFERENCES)\s+("?)([A-Za-z_][\w.]*)\1',
     re.I,
 )

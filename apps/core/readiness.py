@@ -63,6 +63,7 @@ REASONS = {
 class NoLiveWorker(Exception):
     """No worker consuming the runs' queue wrote its heartbeat within its window."""
 
+
 # The write path's probes, handed in by the apps that own the tables a door writes (apps/audit: the
 # record write); each takes, on the cursor it is given, the locks its write takes, writing nothing.
 _write_path_probes: list[Callable[[Any], None]] = []

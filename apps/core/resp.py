@@ -154,9 +154,7 @@ class RespClient:
         self._connecting = connecting
         opened: _Protocol | None = None
         try:
-            _, made = await asyncio.wait_for(
-                loop.create_connection(_Protocol, *self._address), self._connect_timeout
-            )
+            _, made = await asyncio.wait_for(loop.create_connection(_Protocol, *self._address), self._connect_timeout)
             opened = made
             setup: list[bytes] = []
             if self._auth:

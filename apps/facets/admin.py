@@ -304,7 +304,14 @@ class FacetRefreshAdmin(AppendOnlyAdmin):
     list_filter = ("protocol", "ok")
     date_hierarchy = "at"
     readonly_fields = (
-        "protocol", "at", "evaluated_on", "ok", "offered", "unknown", "registry_source", "registry_updated",
+        "protocol",
+        "at",
+        "evaluated_on",
+        "ok",
+        "offered",
+        "unknown",
+        "registry_source",
+        "registry_updated",
     )
 
     @admin.display(description="Unknown to the registry")
@@ -381,8 +388,10 @@ class VersionPolicyAdmin(TenantLabelledChoicesAdminMixin, NamedMessagesAdminMixi
 
     def delete_model(self, request: HttpRequest, obj: VersionPolicy) -> None:
         version_policy_clear(
-            tenant=obj.tenant, agent=obj.agent if obj.agent_id is not None else None,
-            protocol=obj.protocol, actor=admin_actor(request.user.get_username()),  # type: ignore[arg-type]
+            tenant=obj.tenant,
+            agent=obj.agent if obj.agent_id is not None else None,
+            protocol=obj.protocol,  # type: ignore[arg-type]
+            actor=admin_actor(request.user.get_username()),
         )
 
 

@@ -62,7 +62,8 @@ def mcp_capability() -> dict[str, Any] | None:
     if features:
         record["features"] = features
     transports = [
-        t for t in facet.transports
+        t
+        for t in facet.transports
         if surfaces.is_served(surfaces.MCP_STREAMABLE_HTTP if t == "streamable-http" else surfaces.MCP_STDIO)
     ]
     if surfaces.is_served(surfaces.MCP_STREAMABLE_HTTP) and "streamable-http" in transports:

@@ -128,7 +128,11 @@ class VersionPolicy(models.Model):
 
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="version_policies")
     agent = models.ForeignKey(
-        "agents.Agent", null=True, blank=True, on_delete=models.CASCADE, related_name="version_policies",
+        "agents.Agent",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="version_policies",
         help_text="Empty: the floor of the whole tenant.",
     )
     protocol = models.CharField(max_length=3, choices=FacetProtocol.choices)
@@ -147,7 +151,8 @@ class VersionPolicy(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["tenant", "agent", "protocol"], name="version_policy_one_per_agent"),
             models.UniqueConstraint(
-                fields=["tenant", "protocol"], condition=models.Q(agent__isnull=True),
+                fields=["tenant", "protocol"],
+                condition=models.Q(agent__isnull=True),
                 name="version_policy_one_per_tenant",
             ),
             models.CheckConstraint(condition=SCHEDULE_COMPLETE, name="version_policy_schedule_complete"),
@@ -176,6 +181,5 @@ class VersionPolicyChange(models.Model):
     def __str__(self) -> str:
         level = f"agent {self.agent_id}" if self.agent_id else "tenant"
         return (
-            f"{self.protocol} floor of {self.tenant_slug} ({level})"
-            f" changed by {self.actor} at {self.at:%Y-%m-%d %H:%M}"
+            f"{self.protocol} floor of {self.tenant_slug} ({level}) changed by {self.actor} at {self.at:%Y-%m-%d %H:%M}"
         )

@@ -272,8 +272,13 @@ async def negotiation_decide_deferred(
     awaits it: the group commit owns it once queued."""
     floors = await atenant_floors_cached(tenant_slug=subject.tenant)
     decision = negotiation_precheck(
-        protocol=protocol, requested=requested, peer_offers=None, authenticated=True, facet=facet,
-        floors=floors, agent_pk=agent_pk,
+        protocol=protocol,
+        requested=requested,
+        peer_offers=None,
+        authenticated=True,
+        facet=facet,
+        floors=floors,
+        agent_pk=agent_pk,
     )
     recorded = asyncio.ensure_future(negotiation_record_batched(decision, peer_origin=peer_origin, subject=subject))
     return decision, recorded

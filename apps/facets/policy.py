@@ -236,7 +236,11 @@ def scheduled_floors_of_tenant(*, tenant: Tenant, now: dt.datetime | None = None
         level = "agent" if agent_id is not None else "tenant"
         found.append(
             ScheduledFloor(
-                policy.protocol, level, policy.scheduled_minimum_version, policy.scheduled_at, agent_id  # type: ignore[arg-type]
+                policy.protocol,  # type: ignore[arg-type]
+                level,
+                policy.scheduled_minimum_version,
+                policy.scheduled_at,
+                agent_id,
             )
         )
     return sorted(found, key=lambda s: (s.at, s.protocol, s.level))

@@ -32,15 +32,27 @@ logger = logging.getLogger(__name__)
 DEFAULTS_ACTOR = system_actor("defaults")  # a facet made with its defaults on first use
 DEFAULTS: dict[Protocol, dict[str, Any]] = {
     "a2a": {
-        "versions": ["1.0"], "preferred_version": "1.0", "minimum_version": "1.0", "profiles": ["a2a-1.0"],
-        "refresh_window_days": 30, "agent_card_path": "/.well-known/agent-card.json",
-        "streaming": True, "push_notifications": True, "durable_tasks": True, "agent_cards": True,
+        "versions": ["1.0"],
+        "preferred_version": "1.0",
+        "minimum_version": "1.0",
+        "profiles": ["a2a-1.0"],
+        "refresh_window_days": 30,
+        "agent_card_path": "/.well-known/agent-card.json",
+        "streaming": True,
+        "push_notifications": True,
+        "durable_tasks": True,
+        "agent_cards": True,
     },
     "mcp": {
-        "versions": ["2026-07-28"], "preferred_version": "2026-07-28", "minimum_version": "2026-07-28",
-        "profiles": ["mcp-2026-07-28"], "refresh_window_days": 30,
+        "versions": ["2026-07-28"],
+        "preferred_version": "2026-07-28",
+        "minimum_version": "2026-07-28",
+        "profiles": ["mcp-2026-07-28"],
+        "refresh_window_days": 30,
         "features": ["server-discover", "mrtr", "cacheable-lists", "extensions"],
-        "server_paths": ["/mcp"], "transports": ["streamable-http", "stdio"], "mrtr_max_rounds": 4,
+        "server_paths": ["/mcp"],
+        "transports": ["streamable-http", "stdio"],
+        "mrtr_max_rounds": 4,
     },
 }
 # What operators edit: every field with a default, in the order the admin shows them.
@@ -63,9 +75,7 @@ def facet_ensure(*, protocol: Protocol) -> Facet:
     try:
         with transaction.atomic():
             facet = Facet.objects.create(protocol=protocol, **DEFAULTS[protocol])
-            FacetChange.objects.create(
-                protocol=protocol, actor=DEFAULTS_ACTOR, before=None, after=facet_fields(facet)
-            )
+            FacetChange.objects.create(protocol=protocol, actor=DEFAULTS_ACTOR, before=None, after=facet_fields(facet))
     except IntegrityError:  # created concurrently
         return Facet.objects.get(protocol=protocol)
     facet_refresh(protocol=protocol)
@@ -164,8 +174,13 @@ def facet_refresh(*, protocol: Protocol, today: dt.date | None = None) -> FacetR
         else:
             logger.warning("%s facet offers versions the upstream registry does not know: %s", protocol, unknown)
         return FacetRefresh.objects.create(
-            protocol=protocol, evaluated_on=today, ok=ok, offered=list(facet.versions), unknown=unknown,
-            registry_source=source, registry_updated=registry_updated,
+            protocol=protocol,
+            evaluated_on=today,
+            ok=ok,
+            offered=list(facet.versions),
+            unknown=unknown,
+            registry_source=source,
+            registry_updated=registry_updated,
         )
 
 
@@ -181,7 +196,11 @@ def _facet_schedule_fields(facet: Facet) -> dict[str, Any]:
 
 
 def facet_floor_schedule_errors(
-    *, protocol: Protocol, facet_values: dict[str, Any], minimum: str, at: dt.datetime | None,
+    *,
+    protocol: Protocol,
+    facet_values: dict[str, Any],
+    minimum: str,
+    at: dt.datetime | None,
     now: dt.datetime | None = None,
 ) -> dict[str, list[str]]:
     """Every problem with scheduling the host floor `minimum` at `at` (both "" / None: cancelling)
@@ -246,8 +265,13 @@ def version_policy_set(
     with transaction.atomic():
         policy = version_policy_get(tenant=tenant, agent=agent, protocol=protocol, locked=True)
         errors = version_policy_errors(
-            tenant=tenant, agent=agent, protocol=protocol, minimum=minimum, scheduled_minimum=scheduled_minimum,
-            scheduled_at=scheduled_at, host=host,
+            tenant=tenant,
+            agent=agent,
+            protocol=protocol,
+            minimum=minimum,
+            scheduled_minimum=scheduled_minimum,
+            scheduled_at=scheduled_at,
+            host=host,
         )
         if errors:
             raise ValidationFailed(errors_message(errors), details={"fields": errors})

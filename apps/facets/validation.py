@@ -102,8 +102,11 @@ def facet_errors(protocol: Protocol, data: dict[str, Any]) -> dict[str, list[str
 
     if protocol == "a2a":
         path = data.get("agent_card_path") or ""
-        if not isinstance(path, str) or not path.startswith("/") or "//" in path or any(
-            c.isspace() or c in "?#" for c in path
+        if (
+            not isinstance(path, str)
+            or not path.startswith("/")
+            or "//" in path
+            or any(c.isspace() or c in "?#" for c in path)
         ):
             errors["agent_card_path"].append(
                 "The agent card path is an absolute path on this host, e.g. /.well-known/agent-card.json."

@@ -34,9 +34,7 @@ class TrustedIssuerForm(forms.ModelForm):
         widget=forms.PasswordInput(render_value=False),
         help_text="Write-only: stored sealed, never shown. Leave empty to keep the stored secret.",
     )
-    clear_introspection_client_secret = forms.BooleanField(
-        label="Remove the stored secret", required=False
-    )
+    clear_introspection_client_secret = forms.BooleanField(label="Remove the stored secret", required=False)
 
     class Meta:
         model = TrustedIssuer

@@ -43,16 +43,22 @@ class TrustedIssuer(models.Model):
     )
     lane = models.CharField(max_length=8, choices=IssuerLane.choices, default=IssuerLane.OIDC)
     audience = models.CharField(
-        max_length=500, blank=True,
+        max_length=500,
+        blank=True,
         help_text="The `aud` its tokens must carry. Empty: the host's public URL of the door called "
         "(the MCP server URL for MCP, the public URL for A2A and REST).",
     )
     tenant = models.ForeignKey(
-        "tenants.Tenant", null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+        "tenants.Tenant",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
         help_text="Every token of this issuer acts in this tenant. Either this or a tenant claim.",
     )
     tenant_claim = models.CharField(
-        max_length=100, blank=True,
+        max_length=100,
+        blank=True,
         help_text="Or: the claim whose value is the tenant slug (only one of the allowed tenants).",
     )
     allowed_tenants = models.ManyToManyField(
@@ -67,9 +73,7 @@ class TrustedIssuer(models.Model):
         default=default_algorithms,
         help_text="Accepted signature algorithms, a subset of " + ", ".join(ALLOWED_ALGORITHMS) + " (never none/HS*).",
     )
-    revocation = models.CharField(
-        max_length=16, choices=RevocationMode.choices, default=RevocationMode.EXP_AND_RECHECK
-    )
+    revocation = models.CharField(max_length=16, choices=RevocationMode.choices, default=RevocationMode.EXP_AND_RECHECK)
     revocation_window_seconds = models.PositiveIntegerField(
         default=300,
         help_text="exp-and-recheck: the longest a revoked token may still be accepted. exp-only: the longest "
@@ -80,7 +84,8 @@ class TrustedIssuer(models.Model):
         blank=True, help_text="Sealed at rest (apps.core.sealing); write-only, never shown back."
     )
     required_scopes = models.JSONField(
-        default=dict, blank=True,
+        default=dict,
+        blank=True,
         help_text="Method family -> scopes a token needs: " + ", ".join(METHOD_FAMILIES) + ".",
     )
     enabled = models.BooleanField(default=True)

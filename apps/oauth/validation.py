@@ -140,8 +140,12 @@ def metadata_errors(fields: dict[str, Any], metadata: dict[str, Any]) -> dict[st
     if fields.get("revocation") == RevocationMode.EXP_AND_RECHECK:
         endpoint = metadata.get("introspection_endpoint")
         if not isinstance(endpoint, str) or not endpoint.startswith("https://"):
-            return {"revocation": ["The issuer's metadata has no https introspection_endpoint: exp-and-recheck "
-                                   "cannot re-check its tokens (choose exp-only)."]}
+            return {
+                "revocation": [
+                    "The issuer's metadata has no https introspection_endpoint: exp-and-recheck "
+                    "cannot re-check its tokens (choose exp-only)."
+                ]
+            }
         if not fields.get("introspection_client_id") and not introspection_without_client(metadata):
             return {"introspection_client_id": [
                 "exp-and-recheck re-checks tokens by RFC 7662 introspection, and the issuer's metadata does "

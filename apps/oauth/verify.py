@@ -209,9 +209,7 @@ def _introspected_active(config: IssuerConfig, token: str, digest: str, exp: int
         return hit
     if not config.introspection_endpoint or not (config.introspection_client_id or config.introspection_without_client):
         logger.warning("oauth issuer %s: no introspection endpoint or client; token refused", config.issuer)
-        raise IdentityUnverified(
-            "The access token cannot be re-checked with its issuer (no introspection configured)."
-        )
+        raise IdentityUnverified("The access token cannot be re-checked with its issuer (no introspection configured).")
     secret = ""
     if config.introspection_secret_sealed:
         try:
@@ -306,9 +304,7 @@ def _lifetime_bounded(config: IssuerConfig, claims: dict[str, Any]) -> None:
             f"The access token's lifetime (exp - iat = {exp - int(iat)} s) exceeds this lane's {window} s bound."
         )
     if exp - time.time() > window:
-        raise CredentialLifetimeExceeded(
-            f"The access token's remaining lifetime exceeds this lane's {window} s bound."
-        )
+        raise CredentialLifetimeExceeded(f"The access token's remaining lifetime exceeds this lane's {window} s bound.")
 
 
 def _claim_text(claims: dict[str, Any], name: str) -> str | None:

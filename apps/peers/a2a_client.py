@@ -49,8 +49,12 @@ from apps.peers.outbound import (
 CARD_PATH = "/.well-known/agent-card.json"
 VERSION_NOT_SUPPORTED = -32009
 ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
-_ENDED = {TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_CANCELED,
-          TaskState.TASK_STATE_REJECTED}
+_ENDED = {
+    TaskState.TASK_STATE_COMPLETED,
+    TaskState.TASK_STATE_FAILED,
+    TaskState.TASK_STATE_CANCELED,
+    TaskState.TASK_STATE_REJECTED,
+}
 _NEEDS_INPUT = {TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED}
 POLL_SECONDS = 0.25
 ProtoT = TypeVar("ProtoT", bound=ProtoMessage)
@@ -136,13 +140,18 @@ def a2a_call(
         card_url = card_url_of(outbound.peer_url)
         reply = peer_send(outbound, "GET", card_url, headers={"A2A-Version": candidate, "Accept": "application/json"})
         if reply.status != 200 or not isinstance(reply.document, dict):
-            raise PeerFailure(PEER_PROTOCOL_ERROR, "The peer's agent card could not be read.",
-                              {"status": reply.status})
+            raise PeerFailure(PEER_PROTOCOL_ERROR, "The peer's agent card could not be read.", {"status": reply.status})
         offers, card = card_offers(reply.document)
         # The card is trusted (its offers, its endpoint) only once its signatures pass
         # the credential's policy; a refusal fails the node before any message is sent.
-        card_signatures_check(trust=outbound.card_trust, tenant=str(outbound.run.tenant_id), card_url=card_url,
-                              document=reply.document, card=card, fetch_jwks=lambda jku: _jwks_of(outbound, jku))
+        card_signatures_check(
+            trust=outbound.card_trust,
+            tenant=str(outbound.run.tenant_id),
+            card_url=card_url,
+            document=reply.document,
+            card=card,
+            fetch_jwks=lambda jku: _jwks_of(outbound, jku),
+        )
         card_holder["card"] = card
         return offers
 
@@ -178,8 +187,11 @@ def _jsonrpc_endpoint(card: AgentCard | None, version: str | None) -> str:
     """The JSON-RPC interface the card lists for the agreed version. It may be on another origin;
     then `peer_send` refuses to carry the credential there (peer_endpoint_origin_mismatch)."""
     for interface in card.supported_interfaces if card else []:
-        if (major_minor(interface.protocol_version) == version and interface.protocol_binding.upper() == "JSONRPC"
-                and interface.url):
+        if (
+            major_minor(interface.protocol_version) == version
+            and interface.protocol_binding.upper() == "JSONRPC"
+            and interface.url
+        ):
             return str(interface.url)
     raise PeerFailure(PEER_PROTOCOL_ERROR, f"The peer's card lists no JSON-RPC interface for A2A {version}.")
 
@@ -221,8 +233,11 @@ def _rpc(outbound: Outbound, endpoint: str, agreement: Agreement, method: str, p
         reason, supported = peer_error_reason(error)
         if error.get("code") == VERSION_NOT_SUPPORTED or reason == "VERSION_NOT_SUPPORTED":
             raise peer_refused_version(outbound, agreement.decision, supported)
-        raise PeerFailure(PEER_ERROR, f"The peer refused {method}.",
-                          {"code": error.get("code"), **({"reason": reason} if reason else {})})
+        raise PeerFailure(
+            PEER_ERROR,
+            f"The peer refused {method}.",
+            {"code": error.get("code"), **({"reason": reason} if reason else {})},
+        )
     result = document.get("result")
     if not isinstance(result, dict):
         raise PeerFailure(PEER_PROTOCOL_ERROR, f"The peer's {method} answer has no result.")

@@ -18,12 +18,28 @@ from apps.peers.services import peer_credential_set_card_signature_policy
 
 @admin.register(PeerCredential)
 class PeerCredentialAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ("credential_id", "tenant", "origin", "scheme", "card_signature_policy", "card_key_pinned",
-                    "label", "created_at")
+    list_display = (
+        "credential_id",
+        "tenant",
+        "origin",
+        "scheme",
+        "card_signature_policy",
+        "card_key_pinned",
+        "label",
+        "created_at",
+    )
     list_filter = ("tenant", "card_signature_policy")
     search_fields = ("credential_id", "origin", "label")
-    fields = ("credential_id", "tenant", "origin", "scheme", "card_signature_policy", "pinned_card_key_shown",
-              "label", "created_at")
+    fields = (
+        "credential_id",
+        "tenant",
+        "origin",
+        "scheme",
+        "card_signature_policy",
+        "pinned_card_key_shown",
+        "label",
+        "created_at",
+    )
     readonly_fields = fields
     list_select_related = ("tenant",)
     actions = ("require_signed_cards", "verify_cards_if_signed", "ignore_card_signatures")

@@ -33,7 +33,9 @@ class PeerCredential(TenantOwnedModel):
         max_length=32, choices=CardSignaturePolicy.choices, default=CardSignaturePolicy.VERIFY_IF_PRESENT
     )
     pinned_card_key = models.JSONField(
-        null=True, blank=True, default=None,
+        null=True,
+        blank=True,
+        default=None,
         help_text="A public JWK the peer's card must be signed with, instead of its jku (public material only).",
     )
     created_at = models.DateTimeField(auto_now_add=True)
@@ -74,7 +76,11 @@ class PeerBinding(TenantOwnedModel):
     protocol = models.CharField(max_length=8, choices=PeerBindingProtocol.choices)
     url = models.CharField(max_length=2048, help_text="The MCP endpoint, or the A2A agent (its base or card URL).")
     credential = models.ForeignKey(
-        PeerCredential, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+        PeerCredential,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
         help_text="Presented to the peer when set (its origin must be the URL's).",
     )
     created_at = models.DateTimeField(auto_now_add=True)

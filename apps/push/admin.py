@@ -23,8 +23,16 @@ class DeliveryAttemptInline(ReadOnlyAdminMixin, admin.TabularInline):
 @admin.register(Delivery)
 class DeliveryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = (
-        "delivery_id", "tenant", "kind", "event_type", "status", "attempts", "max_attempts",
-        "last_status_code", "next_attempt_at", "settled_at",
+        "delivery_id",
+        "tenant",
+        "kind",
+        "event_type",
+        "status",
+        "attempts",
+        "max_attempts",
+        "last_status_code",
+        "next_attempt_at",
+        "settled_at",
     )
     list_filter = ("status", "kind", "tenant")
     search_fields = ("delivery_id", "run__run_id", "webhook__webhook_id", "push_config__config_id")

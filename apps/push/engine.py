@@ -244,8 +244,12 @@ def _send(claimed: _Claimed) -> None:
         try:
             timeout = attempt_timeout_seconds()
             response = egress_request(
-                "POST", claimed.url, headers=claimed.headers, content=claimed.body,
-                timeout=httpx.Timeout(timeout, connect=min(timeout, 3.0)), deadline_seconds=timeout,
+                "POST",
+                claimed.url,
+                headers=claimed.headers,
+                content=claimed.body,
+                timeout=httpx.Timeout(timeout, connect=min(timeout, 3.0)),
+                deadline_seconds=timeout,
                 max_body_bytes=4096,
             )
             status_code, ok = response.status_code, response.ok
@@ -296,8 +300,13 @@ def _record(claimed: _Claimed, *, ok: bool, status_code: int | None, error: str,
         if delivery is None:
             return  # its webhook or push config was deleted meanwhile
         DeliveryAttempt.objects.create(
-            tenant_id=delivery.tenant_id, delivery=delivery, number=claimed.number,
-            status_code=status_code, latency_ms=latency_ms, error=error, at=now,
+            tenant_id=delivery.tenant_id,
+            delivery=delivery,
+            number=claimed.number,
+            status_code=status_code,
+            latency_ms=latency_ms,
+            error=error,
+            at=now,
         )
         if delivery.status != DeliveryStatus.PENDING or claimed.number != delivery.attempts:
             # A late attempt (its claim lapsed and the row moved on): its row is kept as evidence;
@@ -318,12 +327,20 @@ def _record(claimed: _Claimed, *, ok: bool, status_code: int | None, error: str,
         transaction.on_commit(partial(push_attempt_settled, result))
         delivery.save(
             update_fields=[
-                "in_flight_until", "last_status_code", "last_error", "status", "settled_at", "next_attempt_at"
+                "in_flight_until",
+                "last_status_code",
+                "last_error",
+                "status",
+                "settled_at",
+                "next_attempt_at",
             ]
         )
         logger.info(
             "push delivery %s (%s) attempt %s to %s: %s",
-            delivery.delivery_id, claimed.kind, claimed.number, sanitize_url(claimed.url),
+            delivery.delivery_id,
+            claimed.kind,
+            claimed.number,
+            sanitize_url(claimed.url),
             "delivered" if ok else f"failed ({error}), now {delivery.status}",
         )
         if delivery.status == DeliveryStatus.PENDING:

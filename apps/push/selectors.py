@@ -62,6 +62,8 @@ def webhook_deliveries(*, webhook: Webhook, limit: int = LISTING_LIMIT) -> list[
     """The deliveries of one readable webhook (any status, dead letters included), with attempts."""
     rows = Delivery.objects.for_tenant(webhook.tenant_id).filter(webhook=webhook).select_related("run")
     return _with_attempts(rows, limit)
+
+
 DEAD_LETTER_DEFAULT_PAGE_SIZE = 50
 
 

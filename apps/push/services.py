@@ -119,9 +119,9 @@ def _push_config_add(
 
 def push_config_get(*, subject: Subject, task_id: str, config_id: str) -> PushConfig:
     run = _task_readable(subject=subject, task_id=task_id)
-    config = PushConfig.objects.for_tenant(run.tenant_id).select_related("run").filter(
-        run=run, config_id=config_id
-    ).first()
+    config = (
+        PushConfig.objects.for_tenant(run.tenant_id).select_related("run").filter(run=run, config_id=config_id).first()
+    )
     if config is None:
         raise NotFound(NO_SUCH_PUSH_CONFIG)
     return config

@@ -51,8 +51,11 @@ class RetentionPolicyAdmin(PolicyAdmin):
     def save_model(self, request: HttpRequest, obj: RetentionPolicy, form: Any, change: bool) -> None:
         try:
             policy = retention_set(
-                tenant=obj.tenant, actor=admin_actor(request.user.get_username()), runs_days=obj.runs_days,
-                records_days=obj.records_days, legal_hold=obj.legal_hold,
+                tenant=obj.tenant,
+                actor=admin_actor(request.user.get_username()),
+                runs_days=obj.runs_days,
+                records_days=obj.records_days,
+                legal_hold=obj.legal_hold,
             )
         except ValidationFailed as exc:  # the form's field checks ran the same rules; this is a race
             messages.error(request, exc.message)

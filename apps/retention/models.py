@@ -21,11 +21,15 @@ class RetentionPolicy(models.Model):
 
     tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="retention_policy")
     runs_days = models.PositiveIntegerField(
-        null=True, blank=True, validators=[MinValueValidator(1)],
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
         help_text="Days a run and all that hangs off it are kept once terminal; empty: the host's.",
     )
     records_days = models.PositiveIntegerField(
-        null=True, blank=True, validators=[MinValueValidator(1)],
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
         help_text="Days negotiation records and other host events are kept; empty: the host's.",
     )
     legal_hold = models.BooleanField(default=False, help_text="Nothing of this tenant expires while set.")

@@ -199,9 +199,7 @@ def _settled_runs_sql(probes: tuple[str, ...]) -> str:
     quote = connections["default"].ops.quote_name  # preparing the text only, once per process
     run, event = _row_shape(Run), _row_shape(RunEvent, without=_RUN_ID_COLUMN)
     run_columns = ", ".join(quote(c) for _, c, _ in run.columns)
-    unowed = "".join(
-        f" AND NOT EXISTS ({probe.format(tenant_id='c.tenant_id', types='c.types')})" for probe in probes
-    )
+    unowed = "".join(f" AND NOT EXISTS ({probe.format(tenant_id='c.tenant_id', types='c.types')})" for probe in probes)
     return (
         "WITH c AS (SELECT x->'run' AS run, x->'events' AS events, (x->'run'->>'tenant_id')::bigint AS tenant_id, "  # noqa: S608 (our names; the values are the parameter)
         "ARRAY(SELECT jsonb_array_elements_text(x->'types')) AS types FROM jsonb_array_elements(%s::jsonb) AS x), "

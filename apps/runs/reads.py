@@ -317,7 +317,11 @@ def _total_sql(shape: tuple[bool, ...], statuses: tuple[str, ...] | None) -> str
 
 @cache
 def _page_sql(
-    shape: tuple[bool, ...], statuses: tuple[str, ...] | None, order: RunOrder, after: bool, total: bool,
+    shape: tuple[bool, ...],
+    statuses: tuple[str, ...] | None,
+    order: RunOrder,
+    after: bool,
+    total: bool,
     documents: Documents | None,
 ) -> str:
     """The page, its snapshots and (with `total`) the count in ONE statement. The count is the
@@ -344,8 +348,16 @@ class _PageQuery:
 
 
 def _page_query(
-    *, tenant_pk: int, tenant: str, filters: RunFilters, order: RunOrder, limit: int, cursor: str | None,
-    count_total: bool, artifacts: bool, documents: Documents | None,
+    *,
+    tenant_pk: int,
+    tenant: str,
+    filters: RunFilters,
+    order: RunOrder,
+    limit: int,
+    cursor: str | None,
+    count_total: bool,
+    artifacts: bool,
+    documents: Documents | None,
 ) -> _PageQuery:
     if not 1 <= limit <= RUN_LIST_MAX_PAGE_SIZE:
         raise ValidationFailed(
@@ -376,9 +388,16 @@ def _page(rows: list[tuple[Any, ...]], query: _PageQuery, *, tenant: str, order:
 
 
 async def page_read(
-    *, tenant_pk: int, tenant: str, filters: RunFilters = RunFilters(), order: RunOrder = RunOrder.CREATED,
-    limit: int = RUN_LIST_DEFAULT_PAGE_SIZE, cursor: str | None = None, count_total: bool = False,
-    artifacts: bool = False, documents: Documents | None = None,
+    *,
+    tenant_pk: int,
+    tenant: str,
+    filters: RunFilters = RunFilters(),
+    order: RunOrder = RunOrder.CREATED,
+    limit: int = RUN_LIST_DEFAULT_PAGE_SIZE,
+    cursor: str | None = None,
+    count_total: bool = False,
+    artifacts: bool = False,
+    documents: Documents | None = None,
 ) -> RunPage:
     """One keyset page of the tenant's runs (listRuns, A2A ListTasks): newest first by `order`.
     A cursor is bound to the tenant (`tenant`, its slug) and the order it was minted for; a
@@ -391,9 +410,16 @@ async def page_read(
 
 
 def page_read_sync(
-    *, tenant_pk: int, tenant: str, filters: RunFilters = RunFilters(), order: RunOrder = RunOrder.CREATED,
-    limit: int = RUN_LIST_DEFAULT_PAGE_SIZE, cursor: str | None = None, count_total: bool = False,
-    artifacts: bool = False, documents: Documents | None = None,
+    *,
+    tenant_pk: int,
+    tenant: str,
+    filters: RunFilters = RunFilters(),
+    order: RunOrder = RunOrder.CREATED,
+    limit: int = RUN_LIST_DEFAULT_PAGE_SIZE,
+    cursor: str | None = None,
+    count_total: bool = False,
+    artifacts: bool = False,
+    documents: Documents | None = None,
 ) -> RunPage:
     """`page_read` on Django's connection."""
     query = _page_query(

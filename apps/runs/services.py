@@ -481,12 +481,7 @@ def _require_own_tenant(*, subject: Subject, run_id: str) -> None:
 
 
 def _run_locked(*, subject: Subject, run_id: str) -> Run:
-    run = (
-        Run.objects.for_tenant(subject_tenant_pk(subject))
-        .select_for_update()
-        .filter(run_id=run_id)
-        .first()
-    )
+    run = Run.objects.for_tenant(subject_tenant_pk(subject)).select_for_update().filter(run_id=run_id).first()
     if run is None:
         raise NotFound("No such run.")
     return run

@@ -102,8 +102,13 @@ class ApiKeyAdmin(ServiceWritesAdminMixin, admin.ModelAdmin):
         return HttpResponseRedirect(page)
 
     def render_change_form(
-        self, request: HttpRequest, context: dict[str, Any], add: bool = False, change: bool = False,
-        form_url: str = "", obj: ApiKey | None = None,
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: ApiKey | None = None,
     ) -> HttpResponse:
         if obj is not None and request.method == "GET":  # admin pages are never cached (never_cache)
             context["new_key"] = new_key_take(request, prefix=obj.prefix)

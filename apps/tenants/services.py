@@ -25,9 +25,7 @@ def secret_digest(secret: str) -> str:
 
 def tenant_get_or_create(*, slug: str, name: str = "") -> tuple[Tenant, bool]:
     if not TENANT_SLUG_RE.match(slug):
-        raise ValidationFailed(
-            "A tenant slug is 1-128 characters of [A-Za-z0-9._-].", details={"field": "slug"}
-        )
+        raise ValidationFailed("A tenant slug is 1-128 characters of [A-Za-z0-9._-].", details={"field": "slug"})
     with transaction.atomic():
         tenant, created = Tenant.objects.get_or_create(slug=slug, defaults={"name": name or slug})
         if created:  # the hooks other apps add for a new tenant (e.g. fixture workflows), after commit

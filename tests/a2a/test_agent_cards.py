@@ -51,18 +51,34 @@ class Minted:
 def minted(acme: Caller, globex: Caller) -> Minted:
     acme_t, globex_t = Tenant.objects.get(slug="acme"), Tenant.objects.get(slug="globex")
     helper = agent_create(
-        tenant=acme_t, actor="test", agent_id="helper", persona="Acme Helper", label="Helper",
-        description="Helps acme.", pack_version="2.1.0",
-        roster=["conformance-noop", "conformance-approval", "missing-workflow"], published=True,
-        degraded=["memory.semantic"], memory_degraded=True,
+        tenant=acme_t,
+        actor="test",
+        agent_id="helper",
+        persona="Acme Helper",
+        label="Helper",
+        description="Helps acme.",
+        pack_version="2.1.0",
+        roster=["conformance-noop", "conformance-approval", "missing-workflow"],
+        published=True,
+        degraded=["memory.semantic"],
+        memory_degraded=True,
     )
     quiet = agent_create(
-        tenant=acme_t, actor="test", agent_id="quiet", persona="Quiet", label="Quiet label",
-        roster=["conformance-approval"], published=True,
+        tenant=acme_t,
+        actor="test",
+        agent_id="quiet",
+        persona="Quiet",
+        label="Quiet label",
+        roster=["conformance-approval"],
+        published=True,
     )
     draft = agent_create(tenant=acme_t, actor="test", agent_id="draft", persona="Draft", roster=["conformance-noop"])
     g_helper = agent_create(
-        tenant=globex_t, actor="test", agent_id="helper", persona="Globex Helper", roster=["conformance-noop"],
+        tenant=globex_t,
+        actor="test",
+        agent_id="helper",
+        persona="Globex Helper",
+        roster=["conformance-noop"],
         published=True,
     )
     return Minted(
@@ -230,9 +246,10 @@ def test_send_message_pins_the_agent_in_the_callers_tenant(acme: Caller, globex:
     # globex with its own R runs in globex; acme's R means nothing to globex.
     task = _result(globex.rpc("SendMessage", immediately(user_message("g-1"), tenant=minted.globex_helper)))["task"]
     assert task["id"].startswith("globex/")
-    assert globex.rpc("SendMessage", immediately(user_message("g-2"), tenant=minted.acme_helper)).json()["error"][
-        "code"
-    ] == -32602
+    assert (
+        globex.rpc("SendMessage", immediately(user_message("g-2"), tenant=minted.acme_helper)).json()["error"]["code"]
+        == -32602
+    )
 
 
 def test_unpublishing_makes_r_unknown(acme: Caller, minted: Minted) -> None:
@@ -259,7 +276,11 @@ def test_without_agent_cards_tenant_is_ignored(acme: Caller, minted: Minted) -> 
 
 @pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
 async def test_sdk_client_reaches_the_agent_through_its_card(
-    live_url: str, live_worker, live_env, make_key, binding: str  # type: ignore[no-untyped-def]
+    live_url: str,
+    live_worker,
+    live_env,
+    make_key,
+    binding: str,  # type: ignore[no-untyped-def]
 ) -> None:
     key = await sync_to_async(make_key)("acme")  # tenant hooks seed the demo agent on commit
     env, _ = live_env

@@ -122,7 +122,10 @@ async def test_cards_go_out_unsigned_without_an_active_key(live_url: str) -> Non
 
 @pytest.mark.parametrize("algorithm", ["EdDSA", "ES256"])
 async def test_public_per_agent_and_moved_cards_verify_against_the_served_jwks(
-    live_url: str, live_secret: None, make_key, algorithm: str  # type: ignore[no-untyped-def]
+    live_url: str,
+    live_secret: None,
+    make_key,
+    algorithm: str,  # type: ignore[no-untyped-def]
 ) -> None:
     api_key = await sync_to_async(make_key)("acme")  # tenant hooks seed the demo agent on commit
     key = await key_new(algorithm)
@@ -178,9 +181,7 @@ async def test_public_per_agent_and_moved_cards_verify_against_the_served_jwks(
         assert protected_header(moved)["kid"] == key.kid
 
 
-async def test_rotation_keeps_old_cards_verifiable_for_the_grace_window_only(
-    live_url: str, live_secret: None
-) -> None:
+async def test_rotation_keeps_old_cards_verifiable_for_the_grace_window_only(live_url: str, live_secret: None) -> None:
     check = verifier(live_url)
     async with httpx.AsyncClient(timeout=30) as http:
         old_key = await key_new("EdDSA")

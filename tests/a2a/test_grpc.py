@@ -112,7 +112,6 @@ def _message(*, text: str | None = None, data: Any = None, skill: str | None = N
     return user_message(prefix="grpc", text=text, data=data, skill=skill, **fields)
 
 
-
 async def _raw_error(address: str, key: str, request: GetTaskRequest, version: str = "1.0") -> grpc.aio.AioRpcError:
     """A GetTask over the bare generated stub, to see the status and the details bytes as sent."""
     async with grpc.aio.insecure_channel(address) as channel:

@@ -29,7 +29,6 @@ def _message(*, text: str | None = None, data: Any = None, skill: str | None = N
     return user_message(prefix="live", text=text, data=data, skill=skill, **fields)
 
 
-
 @pytest.mark.parametrize("sessions", BINDINGS, indirect=True)
 async def test_send_get_list_cancel_and_isolation(sessions: dict[str, Session]) -> None:
     acme, globex = sessions["acme"].client(), sessions["globex"].client()

@@ -83,7 +83,9 @@ def test_foreign_task_and_foreign_config_answer_like_unknown(acme: Caller, globe
     assert PushConfig.unscoped_all_tenants.filter(config_id=config_id).exists()  # globex's config untouched
 
 
-@pytest.mark.parametrize("url", ["http://receiver.example/h", "https://127.0.0.1/h", "https://user:pw@receiver.example/h"])
+@pytest.mark.parametrize(
+    "url", ["http://receiver.example/h", "https://127.0.0.1/h", "https://user:pw@receiver.example/h"]
+)
 def test_hostile_receiver_is_invalid_params(acme: Caller, url: str) -> None:
     task_id = _task(acme, f"push-bad-{abs(hash(url))}")
     body = acme.rpc("CreateTaskPushNotificationConfig", {"taskId": task_id, "url": url}).json()

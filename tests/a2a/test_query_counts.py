@@ -40,9 +40,11 @@ def _waiting_task(caller: Caller) -> str:
 
 def _records(caller: Caller) -> int:
     tenant = Tenant.objects.get(slug=caller.tenant)
-    return HostEvent.objects.for_tenant(tenant).filter(
-        subject_id=caller.subject.subject_id, type="negotiation.decided"
-    ).count()
+    return (
+        HostEvent.objects.for_tenant(tenant)
+        .filter(subject_id=caller.subject.subject_id, type="negotiation.decided")
+        .count()
+    )
 
 
 def _sql(context: CaptureQueriesContext) -> list[str]:

@@ -55,11 +55,24 @@ def _add_rows(count: int) -> None:
         config = PushConfig.objects.create(tenant=tenant, config_id=f"c{i}", run=run, url="https://hooks.example.com/")
         hook = Webhook.objects.create(tenant=tenant, webhook_id=f"h{i}", url="https://hooks.example.com/", events=[])
         now = timezone.now()
-        for kind, target, status in (("a2a_push", {"push_config": config}, DeliveryStatus.DELIVERED),
-                                     ("webhook", {"webhook": hook}, DeliveryStatus.DEAD)):
+        for kind, target, status in (
+            ("a2a_push", {"push_config": config}, DeliveryStatus.DELIVERED),
+            ("webhook", {"webhook": hook}, DeliveryStatus.DEAD),
+        ):
             delivery = Delivery.objects.create(
-                tenant=tenant, delivery_id=f"d{kind}{i}", kind=kind, run=run, event=event, event_type=event.type,
-                body="{}", max_attempts=1, attempts=1, next_attempt_at=now, queue="q", status=status, settled_at=now,
+                tenant=tenant,
+                delivery_id=f"d{kind}{i}",
+                kind=kind,
+                run=run,
+                event=event,
+                event_type=event.type,
+                body="{}",
+                max_attempts=1,
+                attempts=1,
+                next_attempt_at=now,
+                queue="q",
+                status=status,
+                settled_at=now,
                 **target,
             )
             DeliveryAttempt.objects.create(tenant=tenant, delivery=delivery, number=1, status_code=500, at=now)
@@ -70,8 +83,7 @@ def _add_rows(count: int) -> None:
 
 def _changelists() -> list[str]:
     return [
-        reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
-        for model in admin.site._registry
+        reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist") for model in admin.site._registry
     ]
 
 

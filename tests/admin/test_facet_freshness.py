@@ -15,8 +15,16 @@ TODAY = dt.date(2026, 12, 2)
 
 @pytest.mark.parametrize(
     ("window", "age", "expected"),
-    [(30, 0, ("fresh", 30)), (30, 22, ("fresh", 8)), (30, 23, ("due", 7)), (30, 30, ("due", 0)),
-     (30, 31, ("stale", -1)), (4, 1, ("fresh", 3)), (4, 2, ("due", 2)), (90, 83, ("due", 7))],
+    [
+        (30, 0, ("fresh", 30)),
+        (30, 22, ("fresh", 8)),
+        (30, 23, ("due", 7)),
+        (30, 30, ("due", 0)),
+        (30, 31, ("stale", -1)),
+        (4, 1, ("fresh", 3)),
+        (4, 2, ("due", 2)),
+        (90, 83, ("due", 7)),
+    ],
 )
 def test_freshness(window: int, age: int, expected: tuple[str, int]) -> None:
     facet = Facet(protocol="a2a", refresh_window_days=window, refreshed_at=TODAY - dt.timedelta(days=age))

@@ -65,7 +65,8 @@ def test_the_operator_schedules_and_cancels_the_host_floor_audited(operator_clie
     operator_client.post(URL, _form(operator_client, mrtr_max_rounds="5"))
     assert Facet.objects.get(protocol="mcp").scheduled_minimum_version == OLD
     assert [c.after.get("scheduled_minimum_version") for c in FacetChange.objects.filter(actor="admin:opal")] == [
-        None, OLD,  # newest first: the mrtr edit (facet_update's row) has no schedule in it
+        None,
+        OLD,  # newest first: the mrtr edit (facet_update's row) has no schedule in it
     ]
 
     cancelled = operator_client.post(URL, _form(operator_client, schedule_minimum="", schedule_at=""))

@@ -64,10 +64,15 @@ def test_card_previews_show_the_signature_once_a_key_is_active(operator_client: 
 def test_facet_preview_returns_errors_or_documents_and_commits_nothing(operator_client: Client) -> None:
     facet = facet_ensure(protocol="mcp")
     form = {
-        "versions": json.dumps(["2026-07-28", "2025-11-25"]), "preferred_version": "2025-11-25",
-        "minimum_version": "2026-07-28", "profiles": json.dumps(["mcp-2026-07-28"]), "refresh_window_days": "30",
-        "features": json.dumps(facet.features), "server_paths": json.dumps(facet.server_paths),
-        "transports": json.dumps(facet.transports), "mrtr_max_rounds": "4",
+        "versions": json.dumps(["2026-07-28", "2025-11-25"]),
+        "preferred_version": "2025-11-25",
+        "minimum_version": "2026-07-28",
+        "profiles": json.dumps(["mcp-2026-07-28"]),
+        "refresh_window_days": "30",
+        "features": json.dumps(facet.features),
+        "server_paths": json.dumps(facet.server_paths),
+        "transports": json.dumps(facet.transports),
+        "mrtr_max_rounds": "4",
     }
     refused = operator_client.post("/admin/facets/facet/mcp/preview/", form).json()
     assert "above the preferred revision" in " ".join(refused["errors"]["minimum_version"])

@@ -61,14 +61,25 @@ def _tenancy(make_key, slug: str) -> Tenancy:  # type: ignore[no-untyped-def]
 def acme(make_key) -> Tenancy:  # type: ignore[no-untyped-def]
     t = _tenancy(make_key, "acme")
     agent_create(
-        tenant=t.tenant, actor="test", agent_id="helper", persona="Acme Helper", label="Helper",
-        description="Helps acme.", pack_version="2.1.0",
-        roster=["conformance-noop", "conformance-approval"], published=True,
-        degraded=["memory.semantic"], memory_degraded=True,
+        tenant=t.tenant,
+        actor="test",
+        agent_id="helper",
+        persona="Acme Helper",
+        label="Helper",
+        description="Helps acme.",
+        pack_version="2.1.0",
+        roster=["conformance-noop", "conformance-approval"],
+        published=True,
+        degraded=["memory.semantic"],
+        memory_degraded=True,
     )
     agent_create(tenant=t.tenant, actor="test", agent_id="draft", persona="Draft", roster=["conformance-noop"])
     agent_create(
-        tenant=t.tenant, actor="test", agent_id="unrouted", persona="Unrouted", roster=["no-such-workflow"],
+        tenant=t.tenant,
+        actor="test",
+        agent_id="unrouted",
+        persona="Unrouted",
+        roster=["no-such-workflow"],
         published=True,
     )
     return t
@@ -78,11 +89,19 @@ def acme(make_key) -> Tenancy:  # type: ignore[no-untyped-def]
 def globex(make_key) -> Tenancy:  # type: ignore[no-untyped-def]
     t = _tenancy(make_key, "globex")
     agent_create(
-        tenant=t.tenant, actor="test", agent_id="helper", persona="Globex Helper", roster=["conformance-noop"],
+        tenant=t.tenant,
+        actor="test",
+        agent_id="helper",
+        persona="Globex Helper",
+        roster=["conformance-noop"],
         published=True,
     )
     agent_create(
-        tenant=t.tenant, actor="test", agent_id="g-only", persona="Globex Only", roster=["conformance-noop"],
+        tenant=t.tenant,
+        actor="test",
+        agent_id="g-only",
+        persona="Globex Only",
+        roster=["conformance-noop"],
         published=True,
     )
     return t

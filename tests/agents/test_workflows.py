@@ -22,20 +22,22 @@ from tests.envelope import assert_envelope
 
 pytestmark = pytest.mark.django_db
 
-FIXTURE_IDS = sorted([
-    "a2a-tck",
-    "conformance-approval",
-    "conformance-cancellable",
-    "conformance-credential",
-    "conformance-delay",
-    "conformance-failure",
-    "conformance-noop",
-    "echo",
-    *MCP_CONFORMANCE_FIXTURES,  # the tools the MCP conformance suite calls by name
-    *MCP_CONTENT_FIXTURES,  # conformance-artifact and the suite's rich-content tools
-    *MCP_STREAM_FIXTURES,  # the suite's logging and progress tools
-    *OPENWOP_SUITE_FIXTURES,  # the rest of the OpenWOP conformance suite's fixture contract
-])
+FIXTURE_IDS = sorted(
+    [
+        "a2a-tck",
+        "conformance-approval",
+        "conformance-cancellable",
+        "conformance-credential",
+        "conformance-delay",
+        "conformance-failure",
+        "conformance-noop",
+        "echo",
+        *MCP_CONFORMANCE_FIXTURES,  # the tools the MCP conformance suite calls by name
+        *MCP_CONTENT_FIXTURES,  # conformance-artifact and the suite's rich-content tools
+        *MCP_STREAM_FIXTURES,  # the suite's logging and progress tools
+        *OPENWOP_SUITE_FIXTURES,  # the rest of the OpenWOP conformance suite's fixture contract
+    ]
+)
 
 
 def test_a_new_tenant_is_seeded_with_the_fixtures(django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]

@@ -156,9 +156,7 @@ def test_no_app_assigns_into_another_at_start_up(config: Path) -> None:
 
 
 def test_no_call_goes_through_a_one_slot_holder() -> None:
-    held = {
-        (str(path.relative_to(APPS)), name) for path in _app_modules() for name in slot_holders(path.read_text())
-    }
+    held = {(str(path.relative_to(APPS)), name) for path in _app_modules() for name in slot_holders(path.read_text())}
     assert held == HOLDERS_LEFT
 
 

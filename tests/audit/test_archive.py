@@ -68,7 +68,7 @@ def test_an_exports_checksum_count_and_chain_match_its_records(make_subject, arc
     _, alice = make_subject("acme")
     _, bob = make_subject("acme")
     _, mallory = make_subject("globex")
-    _append(alice, 3, note="é 漢 \"quoted\"", ratio=1.5)
+    _append(alice, 3, note='é 漢 "quoted"', ratio=1.5)
     _append(bob, 2)
     _append(mallory, 4)
     until = timezone.now()
@@ -93,19 +93,30 @@ def test_an_exports_checksum_count_and_chain_match_its_records(make_subject, arc
         # The line minus its chain keys is byte for byte the content the digest covers ...
         canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
         assert canonical == canonical_content(
-            tenant="acme", subject_id=row.subject_id, subject=row.subject, event_id=row.event_id,
-            type=row.type, durable=row.durable, at=row.at, payload=row.payload,
+            tenant="acme",
+            subject_id=row.subject_id,
+            subject=row.subject,
+            event_id=row.event_id,
+            type=row.type,
+            durable=row.durable,
+            at=row.at,
+            payload=row.payload,
         )
         # ... so the chain can be walked from the file alone.
         assert line["digest"] == link(line["prevDigest"], line["sequence"], hashlib.sha256(canonical).hexdigest())
         assert (line["sequence"], line["prevDigest"], line["digest"]) == (row.sequence, row.prev_digest, row.digest)
     alices = [line for line in lines if line["subjectId"] == alice.subject_id]
-    assert alices[0]["prevDigest"] == GENESIS and alices[0]["payload"]["note"] == "é 漢 \"quoted\""
+    assert alices[0]["prevDigest"] == GENESIS and alices[0]["payload"]["note"] == 'é 漢 "quoted"'
     assert alices[0]["payload"]["ratio"] == 1.5
 
     heads = {  # in the table's (subject, sequence) order, the last row of a stream wins
-        row.subject_id: {"subjectId": row.subject_id, "count": row.sequence, "firstSequence": 1,
-                         "lastSequence": row.sequence, "head": row.digest}
+        row.subject_id: {
+            "subjectId": row.subject_id,
+            "count": row.sequence,
+            "firstSequence": 1,
+            "lastSequence": row.sequence,
+            "head": row.digest,
+        }
         for row in rows
     }
     assert manifest["streams"] == export.streams == list(heads.values())

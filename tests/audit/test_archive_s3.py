@@ -92,7 +92,9 @@ def test_an_export_lands_in_the_bucket_with_a_matching_checksum(make_subject, bu
 def test_the_auditors_page_serves_an_s3_export_unchanged(make_subject, bucket: str) -> None:  # type: ignore[no-untyped-def]
     _, alice = make_subject("acme")
     host_event_append(subject=alice, type=DURABLE, payload={}, durable=True)
-    export = export_range(tenant=Tenant.objects.get(slug="acme"), since=None, until=timezone.now(), to_url=f"s3://{bucket}")
+    export = export_range(
+        tenant=Tenant.objects.get(slug="acme"), since=None, until=timezone.now(), to_url=f"s3://{bucket}"
+    )
     auditor = Client()
     user = User.objects.create_user("aud-s3", password="x", is_staff=True)
     user.groups.add(Group.objects.get_or_create(name="auditors")[0])

@@ -139,9 +139,7 @@ def test_verify_names_a_rewritten_record_whose_digest_was_recomputed(make_subjec
     second = _stream(alice)[1]
     second.payload = {"n": 42}
     forged = _expected_digest(second, second.prev_digest)  # self-consistent: only its successor disagrees
-    _tamper(
-        "UPDATE audit_hostevent SET payload = '{\"n\": 42}', digest = %s WHERE id = %s", [forged, second.pk]
-    )
+    _tamper("UPDATE audit_hostevent SET payload = '{\"n\": 42}', digest = %s WHERE id = %s", [forged, second.pk])
     report = chain_verify()
     assert [(b.sequence, b.problem) for b in report.breaks] == [(2, "altered")]
 

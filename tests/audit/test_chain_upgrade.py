@@ -249,7 +249,6 @@ def _wait_until_blocked(subject: Subject) -> None:
     raise AssertionError("the second connection never waited on the stream's lock")
 
 
-
 def test_an_export_chains_first_and_never_archives_a_record_without_its_link(make_subject, tmp_path) -> None:  # type: ignore[no-untyped-def]
     _, alice = make_subject("acme")
     _, bob = make_subject("acme")

@@ -114,8 +114,7 @@ def test_a_caller_version_cannot_break_out_of_the_download_name(auditor: Client)
 def test_the_disposition_keeps_letters_of_any_script_in_filename_star() -> None:
     header = attachment_disposition('rapport "été" 漢字.csv')
     assert header == (
-        "attachment; filename=\"rapport_ete_.csv\"; "
-        "filename*=UTF-8''rapport_%C3%A9t%C3%A9_%E6%BC%A2%E5%AD%97.csv"
+        "attachment; filename=\"rapport_ete_.csv\"; filename*=UTF-8''rapport_%C3%A9t%C3%A9_%E6%BC%A2%E5%AD%97.csv"
     )
     assert _filename(header) == "rapport_été_漢字.csv"
     assert attachment_disposition("../../etc/passwd") == (

@@ -74,16 +74,31 @@ def _seed(tenant: Tenant, rows: list[tuple[int, str, str | None, str, str | None
         if outcome == "accepted":
             payload["version"] = requested or "2025-03-26"
         events.append(
-            HostEvent(tenant=tenant, subject_id=subject, subject={"subjectId": subject},
-                      event_id=f"evt-{tenant.slug}-{subject}-{n:08d}", type=NEGOTIATION_EVENT, payload=payload,
-                      durable=True, sequence=n, at=_at(days_ago))
+            HostEvent(
+                tenant=tenant,
+                subject_id=subject,
+                subject={"subjectId": subject},
+                event_id=f"evt-{tenant.slug}-{subject}-{n:08d}",
+                type=NEGOTIATION_EVENT,
+                payload=payload,
+                durable=True,
+                sequence=n,
+                at=_at(days_ago),
+            )
         )
     n = start + len(rows)
     events.append(
-        HostEvent(tenant=tenant, subject_id=subject, subject={"subjectId": subject},
-                  event_id=f"evt-{tenant.slug}-{subject}-{n:08d}", type="run.created",
-                  payload={"protocol": "mcp", "requested": "2024-11-05", "outcome": "accepted", "peerDigest": P1},
-                  durable=True, sequence=n, at=_at(0))
+        HostEvent(
+            tenant=tenant,
+            subject_id=subject,
+            subject={"subjectId": subject},
+            event_id=f"evt-{tenant.slug}-{subject}-{n:08d}",
+            type="run.created",
+            payload={"protocol": "mcp", "requested": "2024-11-05", "outcome": "accepted", "peerDigest": P1},
+            durable=True,
+            sequence=n,
+            at=_at(0),
+        )
     )
     HostEvent.unscoped_all_tenants.bulk_create(events)
 
@@ -99,16 +114,30 @@ def _world() -> tuple[Tenant, Tenant]:
     """
     acme, _ = tenant_get_or_create(slug="acme")
     globex, _ = tenant_get_or_create(slug="globex")
-    _seed(acme, [
-        (2, "mcp", "2024-11-05", "accepted", P1), (2, "mcp", "2024-11-05", "accepted", P1),
-        (2, "mcp", "2024-11-05", "refused", P1), (40, "mcp", "2024-11-05", "refused", P2),
-        (1, "mcp", "2025-03-26", "accepted", P1), (1, "mcp", "2025-03-26", "accepted", P1),
-        (5, "a2a", "0.3", "refused", P2), (5, "a2a", "0.3", "refused", P2), (5, "a2a", "1.0", "accepted", P2),
-    ])
-    _seed(globex, [
-        (10, "mcp", "2024-11-05", "accepted", P1), (3, "mcp", "2024-11-05", "accepted", None),
-        (0, "mcp", "2025-03-26", "accepted", P3), (0, "mcp", None, "accepted", P3), (0, "mcp", None, "accepted", P3),
-    ])
+    _seed(
+        acme,
+        [
+            (2, "mcp", "2024-11-05", "accepted", P1),
+            (2, "mcp", "2024-11-05", "accepted", P1),
+            (2, "mcp", "2024-11-05", "refused", P1),
+            (40, "mcp", "2024-11-05", "refused", P2),
+            (1, "mcp", "2025-03-26", "accepted", P1),
+            (1, "mcp", "2025-03-26", "accepted", P1),
+            (5, "a2a", "0.3", "refused", P2),
+            (5, "a2a", "0.3", "refused", P2),
+            (5, "a2a", "1.0", "accepted", P2),
+        ],
+    )
+    _seed(
+        globex,
+        [
+            (10, "mcp", "2024-11-05", "accepted", P1),
+            (3, "mcp", "2024-11-05", "accepted", None),
+            (0, "mcp", "2025-03-26", "accepted", P3),
+            (0, "mcp", None, "accepted", P3),
+            (0, "mcp", None, "accepted", P3),
+        ],
+    )
     return acme, globex
 
 
@@ -145,8 +174,9 @@ def test_the_rollup_follows_the_orm_a_multi_row_insert_and_a_run(make_key: Any) 
     negotiation_decide(protocol="a2a", requested="1.0", peer_origin="https://peer-1.example.net", subject=subject)
     workflow_fixtures_seed(tenant=acme)
     run = run_create(subject=subject, workflow_id="conformance-noop", inputs={}, transport="rest")
-    negotiation_decide(protocol="a2a", requested="0.1", peer_origin="https://peer-9.example.net", subject=subject,
-                       run=run)
+    negotiation_decide(
+        protocol="a2a", requested="0.1", peer_origin="https://peer-9.example.net", subject=subject, run=run
+    )
     rollup = _rollup()
     assert rollup == _recount()
     today = str(TODAY)
@@ -190,20 +220,26 @@ def test_the_migration_backfills_records_written_before_it() -> None:
 @pytest.mark.django_db(transaction=True)
 def test_the_group_commit_path_keeps_the_rollup(make_subject: Any) -> None:
     alice, bob = make_subject("acme")[1], make_subject("globex")[1]
-    accepted = Decision("mcp", "accepted", "ok", "2025-03-26", "2025-03-26", "2025-03-26", "2025-03-26",
-                        ("2025-03-26",))
-    refused = Decision("mcp", "refused", "below-floor", None, "2024-11-05", "2025-03-26", "2025-03-26",
-                       ("2025-03-26",))
+    accepted = Decision(
+        "mcp", "accepted", "ok", "2025-03-26", "2025-03-26", "2025-03-26", "2025-03-26", ("2025-03-26",)
+    )
+    refused = Decision("mcp", "refused", "below-floor", None, "2024-11-05", "2025-03-26", "2025-03-26", ("2025-03-26",))
 
     async def scenario() -> None:
         try:
             await asyncio.gather(
-                *(negotiation_record_batched(accepted, peer_origin="https://peer-1.example.net", subject=alice)
-                  for _ in range(20)),
-                *(negotiation_record_batched(refused, peer_origin="https://peer-2.example.net", subject=bob)
-                  for _ in range(7)),
-                *(negotiation_record_batched(refused, peer_origin="https://peer-1.example.net", subject=alice)
-                  for _ in range(5)),
+                *(
+                    negotiation_record_batched(accepted, peer_origin="https://peer-1.example.net", subject=alice)
+                    for _ in range(20)
+                ),
+                *(
+                    negotiation_record_batched(refused, peer_origin="https://peer-2.example.net", subject=bob)
+                    for _ in range(7)
+                ),
+                *(
+                    negotiation_record_batched(refused, peer_origin="https://peer-1.example.net", subject=alice)
+                    for _ in range(5)
+                ),
             )
         finally:
             await async_pool_close()
@@ -233,12 +269,21 @@ def test_versions_count_exchanges_tenants_and_distinct_peers_over_a_window() -> 
     assert (old.first_seen, old.last_seen) == (TODAY - dt.timedelta(days=10), TODAY - dt.timedelta(days=2))
     new = table[("mcp", "2025-03-26")]
     assert (new.exchanges, new.tenants, new.peers, new.first_seen, new.last_seen) == (
-        3, 2, 2, TODAY - dt.timedelta(days=1), TODAY)
+        3,
+        2,
+        2,
+        TODAY - dt.timedelta(days=1),
+        TODAY,
+    )
     assert (table[("mcp", "")].exchanges, table[("mcp", "")].peers) == (2, 1)
     assert (table[("a2a", "0.3")].exchanges, table[("a2a", "0.3")].accepted) == (2, 0)
     # Ordered: protocol, newest version first, "no version named" last.
     assert [(r.protocol, r.requested) for r in version_table(window=last30)] == [
-        ("a2a", "1.0"), ("a2a", "0.3"), ("mcp", "2025-03-26"), ("mcp", "2024-11-05"), ("mcp", ""),
+        ("a2a", "1.0"),
+        ("a2a", "0.3"),
+        ("mcp", "2025-03-26"),
+        ("mcp", "2024-11-05"),
+        ("mcp", ""),
     ]
     # A wider window takes in acme's refused exchange from P2 40 days ago: a second peer.
     wide = {(r.protocol, r.requested): r for r in version_table(window=Window.last_days(41), protocol="mcp")}
@@ -333,7 +378,12 @@ def test_the_page_shows_the_table_and_links_each_version_to_its_drill_down(audit
     assert html.count('class="dep-row"') == 5
     row = html.split('data-requested="2024-11-05"')[1].split("</tr>")[0]
     assert re.findall(r'data-col="(\w+)">(\d+)<', row) == [
-        ("exchanges", "5"), ("accepted", "4"), ("refused", "1"), ("tenants", "2"), ("peers", "1")]
+        ("exchanges", "5"),
+        ("accepted", "4"),
+        ("refused", "1"),
+        ("tenants", "2"),
+        ("peers", "1"),
+    ]
     [href] = re.findall(r'href="([^"]*requested=2024-11-05[^"]*)"', html)
     drill = auditor_client.get(href.replace("&amp;", "&")).content.decode()
     assert drill.count('class="dep-tenant"') == 2 and drill.count('class="dep-peer"') == 1 and P1 in drill
@@ -363,8 +413,10 @@ def test_what_if_on_the_page(auditor_client: Client) -> None:
 def test_csv_exports_of_the_table_and_the_drill_down(auditor_client: Client) -> None:
     _world()
     rows = _csv(auditor_client.get(URL, {"protocol": "mcp", "format": "csv"}))
-    assert [(r["protocol"], r["requested"], r["exchanges"], r["accepted"], r["refused"], r["tenants"], r["peers"])
-            for r in rows] == [
+    assert [
+        (r["protocol"], r["requested"], r["exchanges"], r["accepted"], r["refused"], r["tenants"], r["peers"])
+        for r in rows
+    ] == [
         ("mcp", "2025-03-26", "3", "3", "0", "2", "2"),
         ("mcp", "2024-11-05", "5", "4", "1", "2", "1"),
         ("mcp", "", "2", "2", "0", "1", "1"),
@@ -374,7 +426,9 @@ def test_csv_exports_of_the_table_and_the_drill_down(auditor_client: Client) -> 
     query = {"protocol": "mcp", "requested": "2024-11-05", "format": "csv"}
     tenants = _csv(auditor_client.get(DRILL, {**query, "table": "tenants"}))
     assert [(t["tenant"], t["exchanges"], t["accepted"], t["peers"]) for t in tenants] == [
-        ("acme", "3", "2", "1"), ("globex", "2", "2", "1")]
+        ("acme", "3", "2", "1"),
+        ("globex", "2", "2", "1"),
+    ]
     peers = _csv(auditor_client.get(DRILL, {**query, "table": "peers"}))
     assert [(p["peerDigest"], p["tenants"], p["exchanges"]) for p in peers] == [(P1, "2", "4")]
 

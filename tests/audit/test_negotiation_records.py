@@ -48,8 +48,12 @@ def _assert_content_free(payload: dict) -> None:  # type: ignore[type-arg]
 
 @pytest.mark.parametrize(
     ("requested", "outcome", "version", "reason"),
-    [("1.0", "accepted", "1.0", "ok"), (None, "accepted", "1.0", "ok"), ("0.3", "refused", None, "below-floor"),
-     ("9.9", "refused", None, "unsupported")],
+    [
+        ("1.0", "accepted", "1.0", "ok"),
+        (None, "accepted", "1.0", "ok"),
+        ("0.3", "refused", None, "below-floor"),
+        ("9.9", "refused", None, "unsupported"),
+    ],
 )
 def test_each_decision_leaves_exactly_one_host_event(make_key, a2a_with_floor, requested, outcome, version, reason):  # type: ignore[no-untyped-def]
     subject = subject_from_api_key(make_key("acme"))
@@ -125,9 +129,12 @@ def test_auditors_filter_chart_and_export(auditor_client: Client, make_key, a2a_
     assert auditor_client.get(URL, {"protocol": "mcp"}).content.decode().count('class="neg-row"') == 1
     assert auditor_client.get(URL, {"tenant": "acme"}).content.decode().count('class="neg-row"') == 2
     assert auditor_client.get(URL, {"requested": "0.3"}).content.decode().count('class="neg-row"') == 1
-    assert auditor_client.get(URL, {"since": "2000-01-01", "until": "2000-12-31"}).content.decode().count(
-        'class="neg-row"'
-    ) == 0
+    assert (
+        auditor_client.get(URL, {"since": "2000-01-01", "until": "2000-12-31"})
+        .content.decode()
+        .count('class="neg-row"')
+        == 0
+    )
 
     export = auditor_client.get(URL, {"format": "csv", "tenant": "acme"})
     assert export["Content-Type"].startswith("text/csv")

@@ -50,22 +50,42 @@ def _payload(i: int, protocol: str = "a2a") -> dict[str, Any]:
     return {"protocol": protocol, "outcome": "accepted", "version": "1.0", "reason": "ok"}
 
 
-def _host_records(tenant: Tenant, count: int, *, at: dt.datetime, subject: str = "bulk", start: int = 1,
-                  protocol: str = "a2a", step: dt.timedelta = dt.timedelta(0)) -> None:
+def _host_records(
+    tenant: Tenant,
+    count: int,
+    *,
+    at: dt.datetime,
+    subject: str = "bulk",
+    start: int = 1,
+    protocol: str = "a2a",
+    step: dt.timedelta = dt.timedelta(0),
+) -> None:
     """One multi-row INSERT (what the group-commit writer issues), plus one event of another type."""
     rows = [
         HostEvent(
-            tenant=tenant, subject_id=subject, subject={"subjectId": subject},
-            event_id=f"evt-{tenant.slug}-{subject}-{n:010d}", type=NEGOTIATION_EVENT,
-            payload=_payload(n, protocol), durable=True, sequence=n, at=at - n * step,
+            tenant=tenant,
+            subject_id=subject,
+            subject={"subjectId": subject},
+            event_id=f"evt-{tenant.slug}-{subject}-{n:010d}",
+            type=NEGOTIATION_EVENT,
+            payload=_payload(n, protocol),
+            durable=True,
+            sequence=n,
+            at=at - n * step,
         )
         for n in range(start, start + count)
     ]
     rows.append(
         HostEvent(
-            tenant=tenant, subject_id=subject, subject={"subjectId": subject},
-            event_id=f"evt-{tenant.slug}-{subject}-other-{start}", type="run.created",
-            payload={"outcome": "accepted"}, durable=True, sequence=start + count, at=at,
+            tenant=tenant,
+            subject_id=subject,
+            subject={"subjectId": subject},
+            event_id=f"evt-{tenant.slug}-{subject}-other-{start}",
+            type="run.created",
+            payload={"outcome": "accepted"},
+            durable=True,
+            sequence=start + count,
+            at=at,
         )
     )
     HostEvent.unscoped_all_tenants.bulk_create(rows)
@@ -96,18 +116,35 @@ def test_the_rollup_follows_every_insert_path(make_key: Any) -> None:
     negotiation_decide(protocol="a2a", requested="1.0", peer_origin="https://peer.example.net", subject=subject)
     workflow_fixtures_seed(tenant=acme)
     run = run_create(subject=subject, workflow_id="conformance-noop", inputs={}, transport="rest")
-    negotiation_decide(protocol="a2a", requested="9.9", peer_origin="https://peer.example.net", subject=subject,
-                       run=run)
+    negotiation_decide(
+        protocol="a2a", requested="9.9", peer_origin="https://peer.example.net", subject=subject, run=run
+    )
     last = RunEvent.unscoped_all_tenants.filter(run=run).order_by("-sequence").first()
     assert last is not None
     RunEvent.unscoped_all_tenants.bulk_create(
         [
-            RunEvent(tenant=acme, run=run, sequence=last.sequence + n, event_id=f"bulk-run-{n}", type=NEGOTIATION_EVENT,
-                     payload=_payload(n), at=DAY2)
+            RunEvent(
+                tenant=acme,
+                run=run,
+                sequence=last.sequence + n,
+                event_id=f"bulk-run-{n}",
+                type=NEGOTIATION_EVENT,
+                payload=_payload(n),
+                at=DAY2,
+            )
             for n in range(1, 5)
         ]
-        + [RunEvent(tenant=acme, run=run, sequence=last.sequence + 5, event_id="bulk-run-x", type="node.started",
-                    payload={"outcome": "refused"}, at=DAY2)]
+        + [
+            RunEvent(
+                tenant=acme,
+                run=run,
+                sequence=last.sequence + 5,
+                event_id="bulk-run-x",
+                type="node.started",
+                payload={"outcome": "refused"},
+                at=DAY2,
+            )
+        ]
     )
     rollup = _rollup()
     assert rollup == _recount()
@@ -170,8 +207,15 @@ def test_pages_cover_every_record_once_in_order_across_both_homes(make_key: Any)
     _host_records(acme, 230, at=DAY2, step=dt.timedelta(seconds=1))
     first_free = RunEvent.unscoped_all_tenants.filter(run=run).count() + 1
     RunEvent.unscoped_all_tenants.bulk_create(
-        RunEvent(tenant=acme, run=run, sequence=first_free + n, event_id=f"tie-{n}", type=NEGOTIATION_EVENT,
-                 payload=_payload(n), at=DAY2 - n * dt.timedelta(seconds=2))
+        RunEvent(
+            tenant=acme,
+            run=run,
+            sequence=first_free + n,
+            event_id=f"tie-{n}",
+            type=NEGOTIATION_EVENT,
+            payload=_payload(n),
+            at=DAY2 - n * dt.timedelta(seconds=2),
+        )
         for n in range(1, 40)
     )
     everything = list(negotiation_records(filters=NegotiationFilters()))

@@ -113,9 +113,7 @@ def test_partitions_are_created_ahead_idempotently() -> None:
     assert bounds["audit_hostevent_p20310312"] == (_day(2031, 3, 12, 0), _day(2031, 3, 13, 0))
     with override_settings(OPENWOP_RECORDS_PARTITION_INTERVAL="weekly", OPENWOP_RECORDS_PARTITIONS_AHEAD_DAYS=21):
         # Up to the next existing partition, then whole ISO weeks (2031-03-17 is a Monday) to 21 days ahead.
-        assert records_partitions_ensure(_day(2031, 3, 12)) == [
-            f"audit_hostevent_p203103{d}" for d in (15, 17, 24, 31)
-        ]
+        assert records_partitions_ensure(_day(2031, 3, 12)) == [f"audit_hostevent_p203103{d}" for d in (15, 17, 24, 31)]
         assert bounds_of("audit_hostevent_p20310315") == (_day(2031, 3, 15, 0), _day(2031, 3, 17, 0))
         assert bounds_of("audit_hostevent_p20310317") == (_day(2031, 3, 17, 0), _day(2031, 3, 24, 0))
     with override_settings(OPENWOP_RECORDS_PARTITION_INTERVAL="hourly"), pytest.raises(ValueError, match="daily"):

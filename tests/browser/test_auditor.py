@@ -49,6 +49,8 @@ def test_auditor_filters_refused_and_downloads_the_csv(
     assert len(rows) == 3
     assert {row["outcome"] for row in rows} == {"refused"}
     assert sorted((row["tenant"], row["requested"], row["reason"]) for row in rows) == [
-        ("acme", "0.3", "below-floor"), ("acme", "0.3", "below-floor"), ("globex", "9.9", "unsupported"),
+        ("acme", "0.3", "below-floor"),
+        ("acme", "0.3", "below-floor"),
+        ("globex", "9.9", "unsupported"),
     ]
     assert all(row["protocol"] == "a2a" and row["floor"] == "1.0" for row in rows)

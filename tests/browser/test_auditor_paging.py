@@ -25,8 +25,14 @@ def _records(slug: str, count: int) -> None:
     tenant = tenant_get_or_create(slug=slug)[0]
     HostEvent.unscoped_all_tenants.bulk_create(
         HostEvent(
-            tenant=tenant, subject_id="peer", subject={"subjectId": "peer"}, event_id=f"evt-{slug}-{n:012d}",
-            type=NEGOTIATION_EVENT, durable=True, sequence=n, at=NOW - dt.timedelta(seconds=n),
+            tenant=tenant,
+            subject_id="peer",
+            subject={"subjectId": "peer"},
+            event_id=f"evt-{slug}-{n:012d}",
+            type=NEGOTIATION_EVENT,
+            durable=True,
+            sequence=n,
+            at=NOW - dt.timedelta(seconds=n),
             payload={"protocol": "a2a", "outcome": "accepted", "version": "1.0", "requested": str(n), "reason": "ok"},
         )
         for n in range(1, count + 1)

@@ -38,8 +38,11 @@ def test_auditor_reads_the_table_drills_down_and_asks_what_if(
     with open(download_info.value.path(), newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert [(r["protocol"], r["requested"], r["exchanges"]) for r in rows] == [
-        ("a2a", "1.0", "1"), ("a2a", "0.3", "2"),
-        ("mcp", "2025-03-26", "3"), ("mcp", "2024-11-05", "5"), ("mcp", "", "2"),
+        ("a2a", "1.0", "1"),
+        ("a2a", "0.3", "2"),
+        ("mcp", "2025-03-26", "3"),
+        ("mcp", "2024-11-05", "5"),
+        ("mcp", "", "2"),
     ]
 
     page.get_by_role("link", name="Tenants and peers of mcp 2024-11-05").click()

@@ -56,8 +56,12 @@ def test_console_login_by_keyboard_only(
         page.keyboard.press(key)
         seen.append(page.evaluate(FOCUSED))
     assert [(f["tag"], f["label"]) for f in seen] == [
-        ("INPUT", "Username"), ("INPUT", "Password"), ("BUTTON", "Sign in"),
-        ("INPUT", "Password"), ("INPUT", "Username"), ("A", "Skip to content"),
+        ("INPUT", "Username"),
+        ("INPUT", "Password"),
+        ("BUTTON", "Sign in"),
+        ("INPUT", "Password"),
+        ("INPUT", "Username"),
+        ("A", "Skip to content"),
     ]
     assert all(f["outline"] != "none" for f in seen), seen  # :focus-visible draws an outline
     page.keyboard.press("Tab")

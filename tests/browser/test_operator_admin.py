@@ -28,7 +28,9 @@ MOVED = "/cards/agent.json"
 
 
 def test_operator_moves_the_card_path_and_discovery_follows(
-    browser_host: tuple[str, object], page, request: pytest.FixtureRequest  # type: ignore[no-untyped-def]
+    browser_host: tuple[str, object],
+    page,
+    request: pytest.FixtureRequest,  # type: ignore[no-untyped-def]
 ) -> None:
     base_url, _ = browser_host
     facet_ensure(protocol="a2a")

@@ -41,9 +41,10 @@ def test_tenant_creates_a_key_and_a_push_config_and_sees_the_delivery(
     assert ApiKey.unscoped_all_tenants.filter(tenant__slug="acme").count() == keys_before
     assert raw_key not in page.content()
 
-    with https_receiver(browser_ca, "127.0.0.1") as receiver, httpx.Client(
-        base_url=base_url, headers={"Authorization": f"Bearer {raw_key}"}, timeout=20
-    ) as api:
+    with (
+        https_receiver(browser_ca, "127.0.0.1") as receiver,
+        httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {raw_key}"}, timeout=20) as api,
+    ):
         created = api.post("/runs", json={"workflowId": "conformance-approval"})
         assert created.status_code == 201, created.text
         run_id = created.json()["runId"]

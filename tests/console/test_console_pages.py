@@ -77,15 +77,27 @@ def test_webhook_page_shows_deliveries_attempts_and_dead_letters(acme_client, mo
     event = RunEvent.objects.for_tenant(run.tenant_id).filter(run=run).first()
     now = timezone.now()
     dead = Delivery.objects.create(
-        tenant_id=run.tenant_id, delivery_id="dead-one", kind="webhook", webhook=hook, run=run, event=event,
-        event_type=event.type, body="{}", attempts=2, max_attempts=2, next_attempt_at=now, queue="q",
-        status=DeliveryStatus.DEAD, settled_at=now, last_status_code=503,
+        tenant_id=run.tenant_id,
+        delivery_id="dead-one",
+        kind="webhook",
+        webhook=hook,
+        run=run,
+        event=event,
+        event_type=event.type,
+        body="{}",
+        attempts=2,
+        max_attempts=2,
+        next_attempt_at=now,
+        queue="q",
+        status=DeliveryStatus.DEAD,
+        settled_at=now,
+        last_status_code=503,
     )
     for number in (1, 2):
         DeliveryAttempt.objects.create(tenant_id=run.tenant_id, delivery=dead, number=number, status_code=503, at=now)
     page = client.get(f"/console/push/webhooks/{hook.webhook_id}").content.decode()
     assert page.count("HTTP 503") == 2
-    dead_letters = page[page.index('id="dead-letters"'):]
+    dead_letters = page[page.index('id="dead-letters"') :]
     assert "dead-one" in dead_letters and run.run_id in dead_letters
 
 

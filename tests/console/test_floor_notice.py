@@ -58,15 +58,23 @@ def test_a_scheduled_tenant_floor_shows_who_still_uses_what_it_will_refuse(make_
 
     at = timezone.now() + dt.timedelta(days=14)
     version_policy_set(
-        tenant=Tenant.objects.get(slug="acme"), agent=None, protocol="mcp", minimum="", scheduled_minimum=NEW,
-        scheduled_at=at, actor="ops",
+        tenant=Tenant.objects.get(slug="acme"),
+        agent=None,
+        protocol="mcp",
+        minimum="",
+        scheduled_minimum=NEW,
+        scheduled_at=at,
+        actor="ops",
     )
     page = acme_client.get("/console/").content.decode()
     [notice] = _notices(page)
     assert f"MCP floor rising to {NEW} on {at:%Y-%m-%d %H:%M} UTC" in notice and "Your tenant's" in notice
     today = timezone.now().date().isoformat()
-    rows = re.findall(r'<tr data-version="([^"]+)"><td class="mono">[^<]+</td><td>(\d+)</td><td>(\d+)</td>'
-                      r"<td>([\d-]+)</td><td>([\d-]+)</td></tr>", notice)
+    rows = re.findall(
+        r'<tr data-version="([^"]+)"><td class="mono">[^<]+</td><td>(\d+)</td><td>(\d+)</td>'
+        r"<td>([\d-]+)</td><td>([\d-]+)</td></tr>",
+        notice,
+    )
     assert sorted(rows) == sorted([(OLDEST, "1", "1", today, today), (OLD, "2", "2", today, today)])
 
     # On the overview (the console's landing) only; the other tenant sees no notice of acme's policy.

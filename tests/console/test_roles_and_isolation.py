@@ -181,5 +181,3 @@ def test_membership_is_one_user_one_tenant() -> None:
     User.objects.create_user("staffer", password=PASSWORD, is_staff=True)
     with pytest.raises(ValidationFailed):
         membership_create(tenant=Tenant.objects.get(slug="acme"), username="staffer")
-
-

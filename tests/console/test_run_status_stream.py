@@ -39,14 +39,14 @@ async def test_status_stream_replays_to_the_terminal_event_and_ends() -> None:
     response = await client.get(f"/console/runs/status/{run_id}")
     assert response.status_code == 200 and response["Content-Type"] == "text/event-stream"
     body = b"".join([chunk async for chunk in response.streaming_content]).decode()
-    frames = [json.loads(line[len("data: "):]) for line in body.splitlines() if line.startswith("data: ")]
+    frames = [json.loads(line[len("data: ") :]) for line in body.splitlines() if line.startswith("data: ")]
     assert frames and frames[-1]["type"] == "run.completed" and frames[-1]["status"] == "completed"
     assert [f["sequence"] for f in frames] == list(range(1, len(frames) + 1))
     assert "event: status" in body
     # The run page asks from the sequence it already shows (?after=): only the later events come.
     later = await client.get(f"/console/runs/status/{run_id}?after=2")
     body = b"".join([chunk async for chunk in later.streaming_content]).decode()
-    after = [json.loads(line[len("data: "):])["sequence"] for line in body.splitlines() if line.startswith("data: ")]
+    after = [json.loads(line[len("data: ") :])["sequence"] for line in body.splitlines() if line.startswith("data: ")]
     assert after == [f["sequence"] for f in frames][2:] and after
 
     unknown = await client.get("/console/runs/status/acme/not-a-run")

@@ -53,8 +53,12 @@ def _hung_up(stats: DripStats) -> None:
 def test_dripped_headers_end_the_attempt_at_its_deadline(ca: trustme.CA) -> None:
     with dripping_receiver(ca, "drip.test", phase="headers") as drip:
         result = egress_request(
-            "POST", f"https://drip.test:{drip.port}/hook", headers=HEADERS, content=b"{}",
-            timeout=PER_READ, deadline_seconds=DEADLINE,
+            "POST",
+            f"https://drip.test:{drip.port}/hook",
+            headers=HEADERS,
+            content=b"{}",
+            timeout=PER_READ,
+            deadline_seconds=DEADLINE,
         )
         assert (result.ok, result.status_code, result.error) == (False, None, "timeout")
         assert len(drip.stats.requests) == 1  # the request went out; its answer never finished
@@ -64,8 +68,12 @@ def test_dripped_headers_end_the_attempt_at_its_deadline(ca: trustme.CA) -> None
 def test_a_dripped_body_ends_at_the_deadline_with_the_status_kept(ca: trustme.CA) -> None:
     with dripping_receiver(ca, "drip.test", phase="body") as drip:
         result = egress_request(
-            "POST", f"https://drip.test:{drip.port}/hook", headers=HEADERS, content=b"{}",
-            timeout=PER_READ, deadline_seconds=DEADLINE,
+            "POST",
+            f"https://drip.test:{drip.port}/hook",
+            headers=HEADERS,
+            content=b"{}",
+            timeout=PER_READ,
+            deadline_seconds=DEADLINE,
         )
         # The status line is the receiver's answer; the body is diagnostics, cut where the deadline fell.
         assert (result.ok, result.status_code, result.body_truncated) == (True, 200, True)
@@ -78,8 +86,12 @@ def test_a_dripped_tls_handshake_ends_at_the_deadline(ca: trustme.CA) -> None:
         # CPython bounds a handshake by the connect timeout; make that longer than the drip, so
         # only the attempt's deadline can end it.
         result = egress_request(
-            "POST", f"https://drip.test:{drip.port}/hook", headers=HEADERS, content=b"{}",
-            timeout=httpx.Timeout(5.0, connect=60.0), deadline_seconds=DEADLINE,
+            "POST",
+            f"https://drip.test:{drip.port}/hook",
+            headers=HEADERS,
+            content=b"{}",
+            timeout=httpx.Timeout(5.0, connect=60.0),
+            deadline_seconds=DEADLINE,
         )
         assert (result.ok, result.status_code, result.error) == (False, None, "timeout")
         assert receiver.received == []  # the handshake never finished: nothing was sent
@@ -90,7 +102,10 @@ def test_the_default_deadline_follows_the_timeouts(ca: trustme.CA) -> None:
     """A caller naming no deadline still gets one: what its per-operation timeouts allow."""
     with dripping_receiver(ca, "drip.test", phase="headers") as drip:
         result = egress_request(
-            "POST", f"https://drip.test:{drip.port}/hook", headers=HEADERS, content=b"{}",
+            "POST",
+            f"https://drip.test:{drip.port}/hook",
+            headers=HEADERS,
+            content=b"{}",
             timeout=httpx.Timeout(0.5, connect=0.5),
         )
         assert result.error == "timeout"

@@ -159,9 +159,7 @@ def loopsink(ca: trustme.CA, tmp_path: Path, settings: Any, resolver: SearchList
         yield live.port
 
 
-def test_a_push_to_a_hosts_file_name_is_delivered_through_the_pinned_transport(
-    loopsink: int, settings: Any
-) -> None:
+def test_a_push_to_a_hosts_file_name_is_delivered_through_the_pinned_transport(loopsink: int, settings: Any) -> None:
     headers = {"Content-Type": "application/json"}
     with pytest.raises(EgressRefused) as caught:  # loopback, no allowlist: refused before sending
         egress_request("POST", f"https://loopsink:{loopsink}/hook", headers=headers, content=b"{}")

@@ -115,9 +115,10 @@ def test_a_name_that_moves_outside_the_http_range_is_refused_at_connect(
 
 @pytest.mark.usefixtures("http_loopback")
 def test_a_plain_http_redirect_is_still_not_followed(dns: FakeDns) -> None:
-    with http_receiver() as target, http_receiver(
-        behaviour=Behaviour(status=302, headers={"Location": "http://127.0.0.1:1/steal"})
-    ) as receiver:
+    with (
+        http_receiver() as target,
+        http_receiver(behaviour=Behaviour(status=302, headers={"Location": "http://127.0.0.1:1/steal"})) as receiver,
+    ):
         receiver.behaviour.headers["Location"] = f"http://127.0.0.1:{target.port}/steal"
         result = egress_request("POST", f"http://127.0.0.1:{receiver.port}/", headers=HEADERS, content=b"{}")
         assert (result.ok, result.redirected, result.status_code) == (False, True, 302)
@@ -133,5 +134,6 @@ def test_discovery_declares_the_http_range(settings: Any, client: Client) -> Non
     settings.OPENWOP_EGRESS_ALLOW_CIDRS = ["10.0.0.0/8"]
     doc = client.get("/.well-known/openwop").json()
     assert doc["extensions"]["openwop-host.egress"] == {
-        "allowCidrs": ["10.0.0.0/8"], "allowHttpCidrs": ["127.0.0.0/8"],
+        "allowCidrs": ["10.0.0.0/8"],
+        "allowHttpCidrs": ["127.0.0.0/8"],
     }

@@ -57,6 +57,7 @@ from apps.tenants.services import api_key_create, api_key_revoke, tenant_get_or_
 
 WAIT = 10.0  # seconds a notification may take before the test fails (it takes milliseconds)
 
+
 class Loads:
     """A loader that counts its calls."""
 
@@ -388,5 +389,3 @@ async def test_the_async_variants_hit_on_the_loop_and_follow_a_revocation(
             await asubject_from_authorization_cached(header)
     finally:  # the misses loaded on asgiref's shared thread: close its connection
         await sync_to_async(connections.close_all)()
-
-

@@ -39,7 +39,7 @@ def test_the_scan_agrees_with_the_parsed_depth(value: Any, ascii_only: bool) -> 
 
 
 def test_brackets_in_strings_and_escaped_quotes_do_not_count() -> None:
-    raw = json.dumps({"a": "[[[[[[[[[[{{{{{{{{\\\"[[[[[[[[[", "b": ['"]]]]]]]]"']})
+    raw = json.dumps({"a": '[[[[[[[[[[{{{{{{{{\\"[[[[[[[[[', "b": ['"]]]]]]]]"']})
     assert not json_depth_exceeds(raw, 2)
     assert json_loads_limited(raw, max_depth=2)["b"] == ['"]]]]]]]]"']
 
@@ -63,8 +63,19 @@ def test_unbalanced_and_non_json_bytes_are_left_to_the_parser() -> None:
 
 @pytest.mark.parametrize(
     "raw",
-    [b'{"a": "\\ud800"}', b'{"\\udc00x": 1}', b'["ok", ["\\ud83d"]]', b"NaN", b'{"a": Infinity}', b"[-Infinity]",
-     b'{"n": 1e999}', b'{"n": -1e400}', b'{"a": "\xed\xa0\x80"}', b'\xff\xfe[\x00]\x00', "{\"a\": \"\ud800\"}"],
+    [
+        b'{"a": "\\ud800"}',
+        b'{"\\udc00x": 1}',
+        b'["ok", ["\\ud83d"]]',
+        b"NaN",
+        b'{"a": Infinity}',
+        b"[-Infinity]",
+        b'{"n": 1e999}',
+        b'{"n": -1e400}',
+        b'{"a": "\xed\xa0\x80"}',
+        b"\xff\xfe[\x00]\x00",
+        '{"a": "\ud800"}',
+    ],
 )
 def test_what_is_not_interoperable_json_is_refused(raw: bytes | str) -> None:
     with pytest.raises(ValueError):
@@ -74,5 +85,7 @@ def test_what_is_not_interoperable_json_is_refused(raw: bytes | str) -> None:
 def test_paired_surrogates_big_finite_numbers_and_a_bom_are_fine() -> None:
     assert json_loads_limited(b"\xef\xbb\xbf{}") == {}
     assert json_loads_limited(b'{"a": "\\ud83d\\ude00", "n": 1e308, "i": 100000000000000000000000}') == {
-        "a": "\U0001f600", "n": 1e308, "i": 10**23
+        "a": "\U0001f600",
+        "n": 1e308,
+        "i": 10**23,
     }

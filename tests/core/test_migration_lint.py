@@ -101,8 +101,7 @@ def test_the_exceptions_file_stays_true(tmp_path: Path) -> None:
 
     broken = tmp_path / "broken.toml"
     broken.write_text(
-        listed
-        + '\n[[exception]]\nmigration = "runs.0001_nope"\nrules = ["irreversible", "made-up"]\nreason = ""\n'
+        listed + '\n[[exception]]\nmigration = "runs.0001_nope"\nrules = ["irreversible", "made-up"]\nreason = ""\n'
     )
     problems = lint(exceptions_path=broken).problems
     assert any("unknown rule(s) made-up" in p for p in problems)

@@ -159,9 +159,7 @@ def _concurrently(door: Door, drafts: list[Any]) -> tuple[list[Any], Any]:
     the exception) and the loop's settled-run writer's stats."""
 
     async def all_at_once() -> tuple[list[Any], Any]:
-        outcomes = await asyncio.gather(
-            *(run_insert_settled(d.run, d.events) for d in drafts), return_exceptions=True
-        )
+        outcomes = await asyncio.gather(*(run_insert_settled(d.run, d.events) for d in drafts), return_exceptions=True)
         return outcomes, writer_of(log._SettledRuns).stats
 
     return door.run(all_at_once)

@@ -38,8 +38,13 @@ def _facet_part(record: dict) -> dict:  # type: ignore[type-arg]
 @pytest.fixture
 def all_surfaces() -> Iterator[None]:
     names = [
-        surfaces.A2A, surfaces.A2A_STREAMING, surfaces.A2A_PUSH, surfaces.A2A_DURABLE_TASKS, surfaces.A2A_AGENT_CARDS,
-        surfaces.MCP_STREAMABLE_HTTP, surfaces.MCP_STDIO,
+        surfaces.A2A,
+        surfaces.A2A_STREAMING,
+        surfaces.A2A_PUSH,
+        surfaces.A2A_DURABLE_TASKS,
+        surfaces.A2A_AGENT_CARDS,
+        surfaces.MCP_STREAMABLE_HTTP,
+        surfaces.MCP_STDIO,
         *(surfaces.MCP_FEATURE_PREFIX + f for f in ("server-discover", "mrtr", "cacheable-lists", "extensions")),
     ]
     already = {n for n in names if surfaces.is_served(n)}

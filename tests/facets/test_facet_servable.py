@@ -25,9 +25,15 @@ from apps.facets.validation import facet_errors
 pytestmark = pytest.mark.django_db
 
 MCP_BASE = {
-    "versions": ["2026-07-28"], "preferred_version": "2026-07-28", "minimum_version": "2026-07-28",
-    "profiles": ["mcp-2026-07-28"], "refresh_window_days": 30, "features": ["mrtr"],
-    "server_paths": ["/mcp"], "transports": ["streamable-http"], "mrtr_max_rounds": 4,
+    "versions": ["2026-07-28"],
+    "preferred_version": "2026-07-28",
+    "minimum_version": "2026-07-28",
+    "profiles": ["mcp-2026-07-28"],
+    "refresh_window_days": 30,
+    "features": ["mrtr"],
+    "server_paths": ["/mcp"],
+    "transports": ["streamable-http"],
+    "mrtr_max_rounds": 4,
 }
 
 
@@ -61,10 +67,16 @@ def test_the_admin_form_shows_the_refusal_and_changes_nothing(client: Client) ->
     client.force_login(User.objects.create_superuser("op", "op@example.test", "x"))
     facet_ensure(protocol="a2a")
     form = {
-        "versions": '["0.3", "1.0"]', "preferred_version": "1.0", "minimum_version": "1.0",
-        "profiles": '["a2a-1.0"]', "refresh_window_days": "30",
-        "agent_card_path": "/.well-known/agent-card.json", "streaming": "on", "push_notifications": "on",
-        "durable_tasks": "on", "agent_cards": "on",
+        "versions": '["0.3", "1.0"]',
+        "preferred_version": "1.0",
+        "minimum_version": "1.0",
+        "profiles": '["a2a-1.0"]',
+        "refresh_window_days": "30",
+        "agent_card_path": "/.well-known/agent-card.json",
+        "streaming": "on",
+        "push_notifications": "on",
+        "durable_tasks": "on",
+        "agent_cards": "on",
     }
     refused = client.post("/admin/facets/facet/a2a/change/", form)
     assert refused.status_code == 200

@@ -19,8 +19,12 @@ pytestmark = pytest.mark.django_db
 
 def _a2a(**overrides):  # type: ignore[no-untyped-def]
     base = {
-        "versions": ["0.3", "1.0"], "preferred_version": "1.0", "minimum_version": "1.0", "profiles": ["a2a-1.0"],
-        "refresh_window_days": 30, "agent_card_path": "/.well-known/agent-card.json",
+        "versions": ["0.3", "1.0"],
+        "preferred_version": "1.0",
+        "minimum_version": "1.0",
+        "profiles": ["a2a-1.0"],
+        "refresh_window_days": 30,
+        "agent_card_path": "/.well-known/agent-card.json",
     }
     return {**base, **overrides}
 
@@ -69,9 +73,15 @@ def test_invalid_a2a_facets_are_refused_with_a_clear_message(overrides, field, f
 )
 def test_invalid_mcp_facets(overrides, field, fragment) -> None:  # type: ignore[no-untyped-def]
     base = {
-        "versions": ["2026-07-28"], "preferred_version": "2026-07-28", "minimum_version": "2026-07-28",
-        "profiles": ["mcp-2026-07-28"], "refresh_window_days": 30, "features": ["mrtr"],
-        "server_paths": ["/mcp"], "transports": ["streamable-http"], "mrtr_max_rounds": 4,
+        "versions": ["2026-07-28"],
+        "preferred_version": "2026-07-28",
+        "minimum_version": "2026-07-28",
+        "profiles": ["mcp-2026-07-28"],
+        "refresh_window_days": 30,
+        "features": ["mrtr"],
+        "server_paths": ["/mcp"],
+        "transports": ["streamable-http"],
+        "mrtr_max_rounds": 4,
     }
     errors = facet_errors("mcp", {**base, **overrides})
     assert any(fragment in message for message in errors.get(field, [])), errors
@@ -129,10 +139,16 @@ def test_admin_edit_goes_through_validation_and_audit(client: Client) -> None:
     page = client.get(url)
     assert page.status_code == 200 and "fresh" in page.content.decode()
     form = {
-        "versions": '["1.0"]', "preferred_version": "1.0", "minimum_version": "1.0",
-        "profiles": '["a2a-1.0-legacy"]', "refresh_window_days": "30",
-        "agent_card_path": "/.well-known/agent-card.json", "streaming": "on", "push_notifications": "on",
-        "durable_tasks": "on", "agent_cards": "on",
+        "versions": '["1.0"]',
+        "preferred_version": "1.0",
+        "minimum_version": "1.0",
+        "profiles": '["a2a-1.0-legacy"]',
+        "refresh_window_days": "30",
+        "agent_card_path": "/.well-known/agent-card.json",
+        "streaming": "on",
+        "push_notifications": "on",
+        "durable_tasks": "on",
+        "agent_cards": "on",
     }
     refused = client.post(url, form)
     assert refused.status_code == 200 and "legacy profiles do not exist" in refused.content.decode()

@@ -9,8 +9,12 @@ import pytest
 from apps.facets.negotiation import decide, negotiation_payload, peer_origin_digest
 
 A2A = {"protocol": "a2a", "offered": ["0.3", "0.9", "1.0"], "preferred": "1.0", "floor": "0.9"}
-MCP = {"protocol": "mcp", "offered": ["2025-06-18", "2025-11-25", "2026-07-28"], "preferred": "2026-07-28",
-       "floor": "2025-11-25"}
+MCP = {
+    "protocol": "mcp",
+    "offered": ["2025-06-18", "2025-11-25", "2026-07-28"],
+    "preferred": "2026-07-28",
+    "floor": "2025-11-25",
+}
 
 
 def _a2a(requested, *, authenticated=True, peer_offers=None):  # type: ignore[no-untyped-def]

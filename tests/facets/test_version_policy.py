@@ -43,7 +43,8 @@ OLD, NEW = "2025-11-25", "2026-07-28"
 
 def _offer_mcp(floor: str = OLD) -> None:
     facet_update(
-        protocol="mcp", changes={"versions": [NEW, OLD], "preferred_version": NEW, "minimum_version": floor},
+        protocol="mcp",
+        changes={"versions": [NEW, OLD], "preferred_version": NEW, "minimum_version": floor},
         actor="test",
     )
 
@@ -114,10 +115,17 @@ def test_the_same_mcp_exchange_is_accepted_for_one_tenant_and_refused_for_the_st
 
     acme_record, globex_record = _negotiations("acme")[-1], _negotiations("globex")[-1]
     assert {k: acme_record[k] for k in ("outcome", "reason", "floor", "requested", "version")} == {
-        "outcome": "accepted", "reason": "ok", "floor": OLD, "requested": OLD, "version": OLD,
+        "outcome": "accepted",
+        "reason": "ok",
+        "floor": OLD,
+        "requested": OLD,
+        "version": OLD,
     }
     assert {k: globex_record[k] for k in ("outcome", "reason", "floor", "requested")} == {
-        "outcome": "refused", "reason": "below-floor", "floor": NEW, "requested": OLD,
+        "outcome": "refused",
+        "reason": "below-floor",
+        "floor": NEW,
+        "requested": OLD,
     }
     assert "version" not in globex_record
     assert len(_negotiations("globex")) == 1  # one exchange, one record
@@ -156,7 +164,11 @@ def tenants(db: None) -> tuple[Tenant, Tenant]:
 
 def _agent(tenant: Tenant, agent_id: str = "helper") -> Agent:
     return agent_create(
-        tenant=tenant, actor="test", agent_id=agent_id, persona=agent_id.title(), roster=["conformance-noop"],
+        tenant=tenant,
+        actor="test",
+        agent_id=agent_id,
+        persona=agent_id.title(),
+        roster=["conformance-noop"],
         published=True,
     )
 
@@ -192,8 +204,10 @@ def test_an_agent_floor_looser_than_its_tenant_is_refused(tenants: tuple[Tenant,
     [
         ({"minimum": "2026-13-01"}, "The tenant floor '2026-13-01' is not a valid MCP revision"),
         ({"minimum": "2027-01-01"}, "is above the host's preferred revision 2026-07-28"),
-        ({"minimum": "", "scheduled_minimum": "2024-11-05", "scheduled_at": "future"},
-         "The scheduled tenant floor 2024-11-05 is looser than the host floor 2025-11-25 (mcp minimumRevision)."),
+        (
+            {"minimum": "", "scheduled_minimum": "2024-11-05", "scheduled_at": "future"},
+            "The scheduled tenant floor 2024-11-05 is looser than the host floor 2025-11-25 (mcp minimumRevision).",
+        ),
         ({"minimum": "", "scheduled_minimum": NEW, "scheduled_at": "past"}, "is not in the future"),
         ({"minimum": "", "scheduled_minimum": NEW}, "needs both a version and the date"),
     ],
@@ -238,14 +252,19 @@ def test_set_and_clear_are_audited_with_before_and_after(tenants: tuple[Tenant, 
         VersionPolicyChange.objects.filter(pk=changes[0].pk).update(actor="someone else")
 
 
-def test_the_admin_shows_the_rule_on_the_form_and_audits_a_save(
-    tenants: tuple[Tenant, Tenant], client: Client
-) -> None:
+def test_the_admin_shows_the_rule_on_the_form_and_audits_a_save(tenants: tuple[Tenant, Tenant], client: Client) -> None:
     acme_t, _ = tenants
     _offer_mcp(floor=NEW)
     client.force_login(get_user_model().objects.create_superuser("op", "op@example.test", "x"))
-    form = {"tenant": str(acme_t.pk), "agent": "", "protocol": "mcp", "minimum_version": OLD,
-            "scheduled_minimum_version": "", "scheduled_at_0": "", "scheduled_at_1": ""}
+    form = {
+        "tenant": str(acme_t.pk),
+        "agent": "",
+        "protocol": "mcp",
+        "minimum_version": OLD,
+        "scheduled_minimum_version": "",
+        "scheduled_at_0": "",
+        "scheduled_at_1": "",
+    }
     refused = client.post("/admin/facets/versionpolicy/add/", form)
     assert refused.status_code == 200
     assert "The tenant floor 2025-11-25 is looser than the host floor 2026-07-28 (mcp minimumRevision)." in (
@@ -278,9 +297,7 @@ def two_a2a_versions(db: None) -> Iterator[None]:
     register_servable_versions("a2a", added)
     try:
         facet_ensure(protocol="a2a")
-        facet_update(
-            protocol="a2a", changes={"versions": ["1.0", "0.9"], "minimum_version": "0.9"}, actor="test"
-        )
+        facet_update(protocol="a2a", changes={"versions": ["1.0", "0.9"], "minimum_version": "0.9"}, actor="test")
         yield
     finally:
         unregister_servable_versions("a2a", added)
@@ -293,7 +310,8 @@ def _rpc_result(response: Any) -> dict[str, Any]:
 
 
 def test_an_agents_card_lists_only_the_versions_it_accepts_and_it_refuses_below(
-    acme: Caller, two_a2a_versions: None  # noqa: F811
+    acme: Caller,  # noqa: F811
+    two_a2a_versions: None,
 ) -> None:
     acme_t = Tenant.objects.get(slug="acme")
     helper, other = _agent(acme_t), _agent(acme_t, "other")

@@ -28,9 +28,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def acme() -> Tenant:
     facet_ensure(protocol="mcp")
-    facet_update(
-        protocol="mcp", changes={"versions": [NEW, OLD], "minimum_version": OLD}, actor="test"
-    )
+    facet_update(protocol="mcp", changes={"versions": [NEW, OLD], "minimum_version": OLD}, actor="test")
     tenant = tenant_get_or_create(slug="acme")[0]
     agent_create(tenant=tenant, actor="test", agent_id="helper", persona="Helper", roster=[], published=True)
     return tenant
@@ -50,14 +48,25 @@ def test_set_then_clear_a_tenant_floor(acme: Tenant) -> None:
     assert out == "mcp floor of tenant acme: none of its own (the host floor applies)"
     assert not VersionPolicy.objects.exists()
     assert [(c.actor, c.after["minimum_version"]) for c in VersionPolicyChange.objects.order_by("id")] == [
-        (f"cli:{os_user()} as ops", NEW), (f"cli:{os_user()} as ops", ""),
+        (f"cli:{os_user()} as ops", NEW),
+        (f"cli:{os_user()} as ops", ""),
     ]
 
 
 def test_an_agent_floor_and_a_scheduled_one(acme: Tenant) -> None:
     out = _run(
-        "version_policy", "set", "--tenant", "acme", "--agent", "helper", "--protocol", "mcp",
-        "--minimum", NEW, "--at", "2099-01-01T00:00:00",
+        "version_policy",
+        "set",
+        "--tenant",
+        "acme",
+        "--agent",
+        "helper",
+        "--protocol",
+        "mcp",
+        "--minimum",
+        NEW,
+        "--at",
+        "2099-01-01T00:00:00",
     )
     assert out == (
         f"mcp floor of tenant acme, agent helper: minimum none of its own; minimum {NEW} from 2099-01-01T00:00:00+00:00"
@@ -75,16 +84,24 @@ def test_an_agent_floor_and_a_scheduled_one(acme: Tenant) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["set", "--tenant", "acme", "--protocol", "mcp", "--minimum", "2024-11-05"],
-         "The tenant floor 2024-11-05 is looser than the host floor 2025-11-25 (mcp minimumRevision)."),
+        (
+            ["set", "--tenant", "acme", "--protocol", "mcp", "--minimum", "2024-11-05"],
+            "The tenant floor 2024-11-05 is looser than the host floor 2025-11-25 (mcp minimumRevision).",
+        ),
         (["set", "--tenant", "acme", "--protocol", "mcp", "--minimum", "soon"], "is not a valid MCP revision"),
-        (["set", "--tenant", "acme", "--protocol", "mcp", "--minimum", NEW, "--at", "2001-01-01"],
-         "is not in the future"),
-        (["set", "--tenant", "acme", "--protocol", "mcp", "--minimum", NEW, "--at", "next tuesday"],
-         "is not an ISO 8601 datetime"),
+        (
+            ["set", "--tenant", "acme", "--protocol", "mcp", "--minimum", NEW, "--at", "2001-01-01"],
+            "is not in the future",
+        ),
+        (
+            ["set", "--tenant", "acme", "--protocol", "mcp", "--minimum", NEW, "--at", "next tuesday"],
+            "is not an ISO 8601 datetime",
+        ),
         (["set", "--tenant", "nobody", "--protocol", "mcp", "--minimum", NEW], "No tenant 'nobody'"),
-        (["set", "--tenant", "acme", "--agent", "ghost", "--protocol", "mcp", "--minimum", NEW],
-         "No agent 'ghost' in tenant acme"),
+        (
+            ["set", "--tenant", "acme", "--agent", "ghost", "--protocol", "mcp", "--minimum", NEW],
+            "No agent 'ghost' in tenant acme",
+        ),
         (["set", "--tenant", "acme", "--protocol", "mcp"], "set needs --minimum"),
         (["clear", "--tenant", "acme", "--protocol", "mcp", "--minimum", NEW], "clear takes no --minimum"),
     ],
@@ -139,8 +156,18 @@ def test_the_command_exits_with_status_2_from_a_shell(tmp_path: Path) -> None:
     facet_ensure(protocol="mcp")
     tenant_get_or_create(slug="acme")
     done = subprocess.run(
-        [sys.executable, "manage.py", "version_policy", "set", "--tenant", "acme", "--protocol", "mcp",
-         "--minimum", "2024-11-05"],
+        [
+            sys.executable,
+            "manage.py",
+            "version_policy",
+            "set",
+            "--tenant",
+            "acme",
+            "--protocol",
+            "mcp",
+            "--minimum",
+            "2024-11-05",
+        ],
         capture_output=True,
         text=True,
         timeout=60,

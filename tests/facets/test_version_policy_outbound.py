@@ -33,7 +33,8 @@ def a2a_09_and_10() -> Iterator[None]:
 
 
 def test_an_outbound_call_below_the_tenants_floor_is_refused_before_sending(
-    acme: Caller, a2a_09_and_10: None  # noqa: F811
+    acme: Caller,  # noqa: F811
+    a2a_09_and_10: None,
 ) -> None:
     version_policy_set(tenant=Tenant.objects.get(slug="acme"), agent=None, protocol="a2a", minimum="1.0", actor="t")
     # No peer listens at this origin: a refusal must come before any connection is tried.
@@ -42,7 +43,10 @@ def test_an_outbound_call_below_the_tenants_floor_is_refused_before_sending(
     assert run.status == RunStatus.FAILED and run.error["code"] == "interop_version_unsupported", run.error
     [decided] = decisions(run)
     assert (decided["outcome"], decided["reason"], decided["floor"], decided["requested"]) == (
-        "refused", "below-floor", "1.0", "0.9",
+        "refused",
+        "below-floor",
+        "1.0",
+        "0.9",
     )
     # The control: for a tenant without a policy the host floor 0.9 admits the same version.
     other = negotiation_precheck(protocol="a2a", requested="0.9", peer_offers=None, authenticated=True, tenant="globex")

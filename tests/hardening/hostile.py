@@ -40,28 +40,71 @@ def fuzz_settings(default_examples: int, *, fuzz_cap: int | None = None) -> sett
 
 
 A2A_METHODS = [
-    "SendMessage", "SendStreamingMessage", "GetTask", "ListTasks", "CancelTask", "SubscribeToTask",
-    "CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig", "ListTaskPushNotificationConfigs",
-    "DeleteTaskPushNotificationConfig", "GetExtendedAgentCard",
-    "message/send", "tasks/get", "tasks/cancel",  # 0.3 names
+    "SendMessage",
+    "SendStreamingMessage",
+    "GetTask",
+    "ListTasks",
+    "CancelTask",
+    "SubscribeToTask",
+    "CreateTaskPushNotificationConfig",
+    "GetTaskPushNotificationConfig",
+    "ListTaskPushNotificationConfigs",
+    "DeleteTaskPushNotificationConfig",
+    "GetExtendedAgentCard",
+    "message/send",
+    "tasks/get",
+    "tasks/cancel",  # 0.3 names
 ]
 MCP_METHODS = [
-    "server/discover", "tools/list", "tools/call", "tasks/get", "tasks/update", "tasks/cancel", "tasks/list",
-    "initialize", "ping", "resources/list", "prompts/list", "subscriptions/listen", "notifications/cancelled",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
+    "tasks/list",
+    "initialize",
+    "ping",
+    "resources/list",
+    "prompts/list",
+    "subscriptions/listen",
+    "notifications/cancelled",
 ]
 
 weird_text = st.one_of(
     st.text(max_size=40),
     st.sampled_from(
-        ["", " ", "\x00", "\ud800", "\u202e", "\U0001f600" * 50, "../../etc/passwd", "%2F", "~2F", "~ZZ",
-         "acme/../globex", "a" * 5000, "' OR 1=1 --", "<script>", "\r\nX-Injected: 1", "null", "1e999",
-         "m" * 513, "a\x00b", "\x00" * 3, "²", "٣"]
+        [
+            "",
+            " ",
+            "\x00",
+            "\ud800",
+            "\u202e",
+            "\U0001f600" * 50,
+            "../../etc/passwd",
+            "%2F",
+            "~2F",
+            "~ZZ",
+            "acme/../globex",
+            "a" * 5000,
+            "' OR 1=1 --",
+            "<script>",
+            "\r\nX-Injected: 1",
+            "null",
+            "1e999",
+            "m" * 513,
+            "a\x00b",
+            "\x00" * 3,
+            "²",
+            "٣",
+        ]
     ),
 )
 huge_numbers = st.one_of(
     st.integers(min_value=-(2**70), max_value=2**70),
-    st.sampled_from([2**63, -(2**63) - 1, 2**64, 10**30, -1, 0, 1e308, -1e308, 1e-320, 0.5,
-                     10**309, -(10**309), 10**400]),  # the last three: past a double (issue 33 item 11)
+    st.sampled_from(
+        [2**63, -(2**63) - 1, 2**64, 10**30, -1, 0, 1e308, -1e308, 1e-320, 0.5, 10**309, -(10**309), 10**400]
+    ),  # the last three: past a double (issue 33 item 11)
 )
 scalars = st.one_of(st.none(), st.booleans(), huge_numbers, weird_text)
 json_values = st.recursive(
@@ -74,9 +117,26 @@ def _field_values(names: list[str]) -> st.SearchStrategy[dict[str, Any]]:
 
 
 A2A_FIELDS = [
-    "message", "configuration", "metadata", "tenant", "id", "taskId", "contextId", "historyLength", "pageSize",
-    "pageToken", "status", "url", "token", "authentication", "returnImmediately", "acceptedOutputModes",
-    "includeArtifacts", "statusTimestampAfter", "pushNotificationConfig", "taskPushNotificationConfig",
+    "message",
+    "configuration",
+    "metadata",
+    "tenant",
+    "id",
+    "taskId",
+    "contextId",
+    "historyLength",
+    "pageSize",
+    "pageToken",
+    "status",
+    "url",
+    "token",
+    "authentication",
+    "returnImmediately",
+    "acceptedOutputModes",
+    "includeArtifacts",
+    "statusTimestampAfter",
+    "pushNotificationConfig",
+    "taskPushNotificationConfig",
 ]
 MCP_FIELDS = ["name", "arguments", "taskId", "_meta", "cursor", "inputResponses", "requestState", "task", "ttl"]
 
@@ -115,8 +175,14 @@ mcp_meta = st.one_of(
             "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}, "url": {}}},
         }
     ),
-    _field_values(["io.modelcontextprotocol/protocolVersion", "io.modelcontextprotocol/clientCapabilities",
-                   "traceparent", "tracestate"]),
+    _field_values(
+        [
+            "io.modelcontextprotocol/protocolVersion",
+            "io.modelcontextprotocol/clientCapabilities",
+            "traceparent",
+            "tracestate",
+        ]
+    ),
     json_values,
 )
 mcp_params = st.one_of(
@@ -136,8 +202,15 @@ def _request(methods: list[str], params: st.SearchStrategy[Any]) -> st.SearchStr
         {},
         optional={
             "jsonrpc": st.sampled_from(["2.0", "1.0", 2.0, None, ""]),
-            "id": st.one_of(st.integers(), weird_text, st.none(), st.booleans(), st.lists(st.integers(), max_size=2),
-                            st.just(2**80), st.just(1.5)),
+            "id": st.one_of(
+                st.integers(),
+                weird_text,
+                st.none(),
+                st.booleans(),
+                st.lists(st.integers(), max_size=2),
+                st.just(2**80),
+                st.just(1.5),
+            ),
             "method": st.sampled_from(methods) | weird_text | huge_numbers,
             "params": params,
             "extra": json_values,
@@ -147,8 +220,12 @@ def _request(methods: list[str], params: st.SearchStrategy[Any]) -> st.SearchStr
 
 def _well_formed(methods: list[str], params: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries(
-        {"jsonrpc": st.just("2.0"), "id": st.integers(0, 10**6) | st.text(max_size=8),
-         "method": st.sampled_from(methods), "params": params}
+        {
+            "jsonrpc": st.just("2.0"),
+            "id": st.integers(0, 10**6) | st.text(max_size=8),
+            "method": st.sampled_from(methods),
+            "params": params,
+        }
     )
 
 
@@ -167,22 +244,43 @@ def _bodies(methods: list[str], params: st.SearchStrategy[Any]) -> st.SearchStra
         _well_formed(methods, params).map(lambda b: json.dumps(b, ensure_ascii=False).encode("utf-8", "surrogatepass")),
         requests.map(lambda b: json.dumps(b).encode()),
         st.builds(
-            _duplicate_keys, _well_formed(methods, params),
-            st.sampled_from(["method", "id", "params", "jsonrpc"]), json_values,
+            _duplicate_keys,
+            _well_formed(methods, params),
+            st.sampled_from(["method", "id", "params", "jsonrpc"]),
+            json_values,
         ),
         json_values.map(lambda v: json.dumps(v).encode()),
         st.binary(max_size=64),
         st.sampled_from(
-            [b"", b"{", b"[]", b"[{}]", b"null", b"NaN", b'{"jsonrpc": "2.0", "id": 1e999, "method": "x"}',
-             b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":' + b"9" * 5000 + b"}}",
-             b"[" * 100 + b"]" * 100, b'{"a":' * 80 + b"1" + b"}" * 80, b"\xef\xbb\xbf{}", b"\xff\xfe{\x00}\x00",
-             b'{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"parts":[{"text":"\\ud800"}]}}}']
+            [
+                b"",
+                b"{",
+                b"[]",
+                b"[{}]",
+                b"null",
+                b"NaN",
+                b'{"jsonrpc": "2.0", "id": 1e999, "method": "x"}',
+                b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":' + b"9" * 5000 + b"}}",
+                b"[" * 100 + b"]" * 100,
+                b'{"a":' * 80 + b"1" + b"}" * 80,
+                b"\xef\xbb\xbf{}",
+                b"\xff\xfe{\x00}\x00",
+                b'{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"parts":[{"text":"\\ud800"}]}}}',
+            ]
         ),
     )
 
 
-CONTENT_TYPES = ["application/json", "application/a2a+json", "text/plain", "application/x-www-form-urlencoded",
-                 "multipart/form-data; boundary=x", "", "application/json; charset=latin-1", "image/png"]
+CONTENT_TYPES = [
+    "application/json",
+    "application/a2a+json",
+    "text/plain",
+    "application/x-www-form-urlencoded",
+    "multipart/form-data; boundary=x",
+    "",
+    "application/json; charset=latin-1",
+    "image/png",
+]
 
 
 @dataclass(frozen=True)
@@ -218,7 +316,9 @@ A2A_POISONED_FIELDS = ["messageId", "contextId", "taskId", "text", "data", "data
 
 def _poisoned_a2a_case(field: str, value: Any, request_id: int) -> Case:
     message: dict[str, Any] = {
-        "messageId": f"poisoned-{request_id}", "role": "ROLE_USER", "parts": [{"text": "x"}],
+        "messageId": f"poisoned-{request_id}",
+        "role": "ROLE_USER",
+        "parts": [{"text": "x"}],
         "metadata": {"openwop": {"skillId": "echo"}},
     }
     params: dict[str, Any] = {"message": message}
@@ -239,14 +339,18 @@ def _poisoned_a2a_case(field: str, value: Any, request_id: int) -> Case:
     return Case(body=json.dumps(body).encode(), headers=headers, auth="valid")
 
 
-poisoned_a2a_cases = st.builds(
-    _poisoned_a2a_case, st.sampled_from(A2A_POISONED_FIELDS), poison, st.integers(0, 10**9)
-)
+poisoned_a2a_cases = st.builds(_poisoned_a2a_case, st.sampled_from(A2A_POISONED_FIELDS), poison, st.integers(0, 10**9))
 a2a_cases = st.one_of(
     _case(
         _bodies(A2A_METHODS, a2a_params),
-        st.fixed_dictionaries({}, optional={"A2A-Version": st.sampled_from(["1.0", "0.3", "", "9.9", "1", "1.0.1"])
-                                            | header_text, "A2A-Extensions": header_text, "Origin": header_text}),
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "A2A-Version": st.sampled_from(["1.0", "0.3", "", "9.9", "1", "1.0.1"]) | header_text,
+                "A2A-Extensions": header_text,
+                "Origin": header_text,
+            },
+        ),
     ),
     poisoned_a2a_cases,
 )
@@ -276,8 +380,12 @@ routed_mcp_cases = st.builds(
         _field_values(MCP_FIELDS),
         st.fixed_dictionaries(
             {"name": st.sampled_from(["echo", "conformance-noop", "conformance-approval", "conformance-failure"])},
-            optional={"arguments": json_values, "task": json_values, "inputResponses": json_values,
-                      "requestState": weird_text},
+            optional={
+                "arguments": json_values,
+                "task": json_values,
+                "inputResponses": json_values,
+                "requestState": weird_text,
+            },
         ),
         st.fixed_dictionaries({"taskId": weird_text}, optional={"inputResponses": json_values}),
     ),
@@ -302,8 +410,12 @@ def _poisoned_mcp_case(where: str, value: Any, request_id: int) -> Case:
         method, fields = "prompts/get", {"name": value if isinstance(value, str) else "p", "arguments": {"a": value}}
     elif where == "answer":
         answer = {"action": "accept", "content": {"action": "accept", "comment": value}}
-        fields = {"name": "conformance-approval", "arguments": {}, "requestState": "x.y",
-                  "inputResponses": {"acme/x": answer}}
+        fields = {
+            "name": "conformance-approval",
+            "arguments": {},
+            "requestState": "x.y",
+            "inputResponses": {"acme/x": answer},
+        }
         method = "tools/call"
     else:
         method, fields = "tools/call", {"name": "echo", "arguments": {"greeting": value, "nested": [{"v": value}]}}
@@ -326,8 +438,11 @@ def authorization(case: Case, key: str) -> dict[str, str]:
 
 
 def state_counts() -> tuple[int, int, int]:
-    return (Run.unscoped_all_tenants.count(), RunEvent.unscoped_all_tenants.count(),
-            PushConfig.unscoped_all_tenants.count())
+    return (
+        Run.unscoped_all_tenants.count(),
+        RunEvent.unscoped_all_tenants.count(),
+        PushConfig.unscoped_all_tenants.count(),
+    )
 
 
 TRACE_MARKERS = ("Traceback (most recent call last)", 'File "/', "django.core.exceptions", "Exception Value")

@@ -38,9 +38,21 @@ class PrivateRedis:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no",
-             "--daemonize", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                "redis-server",
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "no",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         wait_until(lambda: _port_open(self.port), f"redis on {self.port}", timeout=20)
 
@@ -93,13 +105,23 @@ class PrivatePostgres:
     def init(self) -> None:
         if os.geteuid() == 0:
             shutil.chown(self.root, "postgres", "postgres")
-        self._run(_pg_bin("initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
-                  "--no-sync")
+        self._run(_pg_bin("initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
 
     def start(self) -> None:
         options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
-        self._run(_pg_bin("pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(self.root / "pg.log"),
-                  "-w", "-t", "60", "start")
+        self._run(
+            _pg_bin("pg_ctl"),
+            "-D",
+            str(self.data),
+            "-o",
+            options,
+            "-l",
+            str(self.root / "pg.log"),
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
 
     def stop(self, mode: str = "fast") -> None:
         self._run(_pg_bin("pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "-t", "60", "stop")

@@ -40,12 +40,14 @@ def test_a_run_completes_after_postgres_restarts(tmp_path: Path) -> None:
         with psycopg.connect(cluster.url, autocommit=True) as conn:
             conn.execute("CREATE DATABASE openwop_fault")
         env = process_env("fault", tmp_path)
-        env.update({
-            "DATABASE_URL": cluster.url.rsplit("/", 1)[0] + "/openwop_fault",
-            "REDIS_URL": "",  # in-memory layer, local cache: only the database is under test
-            "CELERY_BROKER_URL": "filesystem://",
-            "OPENWOP_RUN_LEASE_SECONDS": "3",
-        })
+        env.update(
+            {
+                "DATABASE_URL": cluster.url.rsplit("/", 1)[0] + "/openwop_fault",
+                "REDIS_URL": "",  # in-memory layer, local cache: only the database is under test
+                "CELERY_BROKER_URL": "filesystem://",
+                "OPENWOP_RUN_LEASE_SECONDS": "3",
+            }
+        )
         env.pop("PYTEST_XDIST_TESTRUNUID", None)
         _manage(env, "migrate", "--noinput", "-v", "0")
         key = _manage(env, "create_api_key", "--tenant", "acme").strip().splitlines()[-1]

@@ -33,8 +33,9 @@ def _frames(url: str, headers: dict[str, str], out: list[dict[str, Any]], stop: 
 
 
 def _contiguous(run_id: str) -> list[int]:
-    return list(RunEvent.unscoped_all_tenants.filter(run__run_id=run_id).order_by("sequence").values_list(
-        "sequence", flat=True))
+    return list(
+        RunEvent.unscoped_all_tenants.filter(run__run_id=run_id).order_by("sequence").values_list("sequence", flat=True)
+    )
 
 
 @pytest.mark.slow
@@ -70,17 +71,30 @@ def test_redis_down_keeps_the_wire_working(live_env: Any, make_key: Callable[...
                 echo = client.post("/runs", json={"workflowId": "echo", "inputs": {"x": 1}})
                 assert echo.status_code == 201, echo.text
                 echo_id = echo.json()["runId"]
-                wait_until(lambda: client.get(f"/runs/{echo_id.replace('/', '~2F')}").json()["status"] == "completed",
-                           "the echo run to complete with Redis down")
+                wait_until(
+                    lambda: client.get(f"/runs/{echo_id.replace('/', '~2F')}").json()["status"] == "completed",
+                    "the echo run to complete with Redis down",
+                )
                 # A2A unary: a blocking SendMessage waits on the run through database polling.
-                sent = client.post("/a2a/jsonrpc", headers={"A2A-Version": "1.0"}, json={
-                    "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-                    "params": {"message": {"messageId": "redis-down-1", "role": "ROLE_USER", "parts": [{"text": "x"}]}},
-                })
+                sent = client.post(
+                    "/a2a/jsonrpc",
+                    headers={"A2A-Version": "1.0"},
+                    json={
+                        "jsonrpc": "2.0",
+                        "id": 1,
+                        "method": "SendMessage",
+                        "params": {
+                            "message": {"messageId": "redis-down-1", "role": "ROLE_USER", "parts": [{"text": "x"}]}
+                        },
+                    },
+                )
                 assert sent.status_code == 200 and "result" in sent.json(), sent.text
                 task_id = sent.json()["result"]["task"]["id"]
-                got = client.post("/a2a/jsonrpc", headers={"A2A-Version": "1.0"}, json={
-                    "jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task_id}})
+                got = client.post(
+                    "/a2a/jsonrpc",
+                    headers={"A2A-Version": "1.0"},
+                    json={"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task_id}},
+                )
                 assert got.status_code == 200 and got.json()["result"]["id"] == task_id
 
                 # The stream opened before the failure sees the rest of the run, by polling.
@@ -102,8 +116,10 @@ def test_redis_down_keeps_the_wire_working(live_env: Any, make_key: Callable[...
                 again = client.post("/runs", json={"workflowId": "echo"})
                 assert again.status_code == 201
                 again_id = again.json()["runId"]
-                wait_until(lambda: Run.unscoped_all_tenants.get(run_id=again_id).status == "completed",
-                           "a run after Redis returned")
+                wait_until(
+                    lambda: Run.unscoped_all_tenants.get(run_id=again_id).status == "completed",
+                    "a run after Redis returned",
+                )
         finally:
             worker.stop()
             web.stop()

@@ -42,14 +42,23 @@ def sent_advances(monkeypatch):  # type: ignore[no-untyped-def]
 
     monkeypatch.setattr(tasks.advance, "apply_async", lambda args, queue: run_advance(run_id=args[0], worker="fuzz"))
 
+
 task_refs = st.one_of(
     st.sampled_from(["acme~2F0123456789abcdefghijklmn", "globex~2F0123456789abcdefghijklmn", "x", "~", "%2F"]),
     weird_text.filter(lambda t: "\x00" not in t and "\n" not in t and "\r" not in t and "?" not in t and "#" not in t),
 )
 a2a_paths = st.one_of(
     st.sampled_from(["/a2a/jsonrpc", "/a2a/jsonrpc/"] * 4),
-    st.sampled_from(["/a2a/rest/message:send", "/a2a/rest/message:stream", "/a2a/rest/tasks",
-                     "/a2a/rest/extendedAgentCard", "/a2a/nowhere", "/a2a"]),
+    st.sampled_from(
+        [
+            "/a2a/rest/message:send",
+            "/a2a/rest/message:stream",
+            "/a2a/rest/tasks",
+            "/a2a/rest/extendedAgentCard",
+            "/a2a/nowhere",
+            "/a2a",
+        ]
+    ),
     st.builds(
         lambda ref, suffix: f"/a2a/rest/tasks/{ref}{suffix}",
         task_refs,
@@ -128,16 +137,21 @@ def test_hostile_requests_over_raw_http(live_url: str, live_worker, door_for) ->
         headers = {**case.headers, **authorization(case, key)}
         before = state_counts()
         try:
-            response = client.request(case.http_method, quote(path.encode("utf-8", "surrogatepass"), safe="/:~%"),
-                                      content=case.body, headers=headers)
+            response = client.request(
+                case.http_method,
+                quote(path.encode("utf-8", "surrogatepass"), safe="/:~%"),
+                content=case.body,
+                headers=headers,
+            )
         except httpx.ReadTimeout:  # a stream that stays open (SendStreamingMessage) is not an answer to judge
             return
         except httpx.LocalProtocolError:  # a header value the client itself will not put on the wire
             return
         seen[response.status_code] += 1
         streaming = response.headers.get("content-type", "").startswith("text/event-stream")
-        body = assert_protocol_answer(response.status_code, response.headers.get("content-type", ""),
-                                      b"" if streaming else response.content)
+        body = assert_protocol_answer(
+            response.status_code, response.headers.get("content-type", ""), b"" if streaming else response.content
+        )
         assert "openwop-version" not in response.headers
         if is_refusal(response.status_code, body):
             assert state_counts() == before, (response.status_code, body)

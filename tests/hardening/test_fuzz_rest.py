@@ -46,9 +46,7 @@ def test_schemathesis_against_the_rest_surface(live_url: str, door_for) -> None:
         schema.as_strategy(generation_mode=GenerationMode.NEGATIVE),
     )
     session, seen, slow = requests.Session(), Counter[int](), list[tuple[float, str, str]]()
-    auth_headers = st.sampled_from(
-        [{"Authorization": f"Bearer {key}"}] * 4 + [{}, {"Authorization": "Bearer owk_x.y"}]
-    )
+    auth_headers = st.sampled_from([{"Authorization": f"Bearer {key}"}] * 4 + [{}, {"Authorization": "Bearer owk_x.y"}])
 
     @fuzz_settings(80)
     @given(case=cases, auth=auth_headers)

@@ -40,11 +40,15 @@ def test_push_configs_per_task(acme: Caller, globex: Caller, settings) -> None: 
 
     # The A2A door answers invalid params, the JSON-RPC way, and stores nothing.
     body = {
-        "jsonrpc": "2.0", "id": 3, "method": "CreateTaskPushNotificationConfig",
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "CreateTaskPushNotificationConfig",
         "params": {"taskId": run_id, "url": HOOK},
     }
     response = DoorClient().post(  # the A2A door, as served
-        "/a2a/jsonrpc", data=body, content_type="application/json",
+        "/a2a/jsonrpc",
+        data=body,
+        content_type="application/json",
         headers={"Authorization": f"Bearer {acme.key}", "A2A-Version": "1.0"},
     )
     assert a2a_reason(assert_jsonrpc_error(response, -32602, 200, 3)) == "INVALID_PARAMS"
@@ -77,14 +81,18 @@ def test_pending_deliveries_per_tenant(acme: Caller, globex: Caller, settings) -
     # A2A's inline config on SendMessage is refused before a run exists.
     runs_before = Run.unscoped_all_tenants.count()
     inline = {
-        "jsonrpc": "2.0", "id": 4, "method": "SendMessage",
+        "jsonrpc": "2.0",
+        "id": 4,
+        "method": "SendMessage",
         "params": {
             "message": {"messageId": "backlog-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
             "configuration": {"returnImmediately": True, "taskPushNotificationConfig": {"url": HOOK}},
         },
     }
     response = DoorClient().post(  # the A2A door, as served
-        "/a2a/jsonrpc", data=inline, content_type="application/json",
+        "/a2a/jsonrpc",
+        data=inline,
+        content_type="application/json",
         headers={"Authorization": f"Bearer {acme.key}", "A2A-Version": "1.0"},
     )
     assert a2a_reason(assert_jsonrpc_error(response, -32602, 200, 4)) == "INVALID_PARAMS"

@@ -49,7 +49,10 @@ def _assert_rate_refusal(answer: httpx.Response) -> None:
 
 @pytest.mark.parametrize("door", ["a2a", "rest"])
 async def test_one_refusal_waits_its_pause_and_the_next_is_answered_at_once(
-    pausing_host: str, make_key, transactional_db, door: str  # type: ignore[no-untyped-def]
+    pausing_host: str,
+    make_key,
+    transactional_db,
+    door: str,  # type: ignore[no-untyped-def]
 ) -> None:
     key = await asyncio.to_thread(make_key, f"pause-{door}")
     async with httpx.AsyncClient(base_url=pausing_host, timeout=PAUSE_SECONDS * 6) as client:

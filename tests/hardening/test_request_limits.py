@@ -56,8 +56,11 @@ def test_the_declared_length_alone_refuses_before_reading(door_for, settings) ->
     door = door_for("acme")
     # The test client sends the real length; a lying larger CONTENT_LENGTH is refused unread.
     response = door.client.post(
-        "/runs", data=b"{}", content_type="application/json",
-        headers={"Authorization": f"Bearer {door.key}"}, CONTENT_LENGTH="999999999",
+        "/runs",
+        data=b"{}",
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {door.key}"},
+        CONTENT_LENGTH="999999999",
     )
     assert_envelope(response, "payload_too_large", 413)
 

@@ -69,25 +69,42 @@ def test_no_secret_reaches_a_log(
             )
             assert registered.status_code == 201, registered.text
             # A2A: an inline push config with a token, and a config with scheme + credentials.
-            sent = _a2a(client, key, "SendMessage", {
-                "message": {"messageId": "secret-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
-                "configuration": {
-                    "returnImmediately": True, "taskPushNotificationConfig": {"url": hook, "token": PUSH_TOKEN},
+            sent = _a2a(
+                client,
+                key,
+                "SendMessage",
+                {
+                    "message": {"messageId": "secret-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
+                    "configuration": {
+                        "returnImmediately": True,
+                        "taskPushNotificationConfig": {"url": hook, "token": PUSH_TOKEN},
+                    },
                 },
-            })
+            )
             task_id = sent["result"]["task"]["id"]
             approval = client.post("/runs", json={"workflowId": "conformance-approval"}, headers=auth).json()["runId"]
-            configured = _a2a(client, key, "CreateTaskPushNotificationConfig", {
-                "taskId": approval, "url": hook,
-                "authentication": {"scheme": "Basic", "credentials": PUSH_CREDENTIALS},
-            })
+            configured = _a2a(
+                client,
+                key,
+                "CreateTaskPushNotificationConfig",
+                {
+                    "taskId": approval,
+                    "url": hook,
+                    "authentication": {"scheme": "Basic", "credentials": PUSH_CREDENTIALS},
+                },
+            )
             assert "credentials" not in str(configured["result"])
             wait_until(  # the worker suspends the run at its gate first
-                lambda: client.post(
-                    f"/runs/{approval.replace('/', '~2F')}/interrupts/approve",
-                    json={"resumeValue": {"action": "accept"}}, headers=auth,
-                ).status_code < 300,
-                "the approval gate to open", timeout=30,
+                lambda: (
+                    client.post(
+                        f"/runs/{approval.replace('/', '~2F')}/interrupts/approve",
+                        json={"resumeValue": {"action": "accept"}},
+                        headers=auth,
+                    ).status_code
+                    < 300
+                ),
+                "the approval gate to open",
+                timeout=30,
             )
             # Refusals that see a credential: a wrong key on every door.
             wrong = {"Authorization": f"Bearer {WRONG_KEY}"}
@@ -107,8 +124,10 @@ def test_no_secret_reaches_a_log(
         # In-process too, with this process's logging at DEBUG.
         local = Client()
         local.post(
-            "/webhooks", data={"url": "https://127.0.0.1:1/x", "events": ["run.completed"], "secret": WEBHOOK_SECRET},
-            content_type="application/json", headers={"Authorization": f"Bearer {key}"},
+            "/webhooks",
+            data={"url": "https://127.0.0.1:1/x", "events": ["run.completed"], "secret": WEBHOOK_SECRET},
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {key}"},
         )
         local.get("/runs", headers={"Authorization": f"Bearer {WRONG_KEY}"})
     finally:

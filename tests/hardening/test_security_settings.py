@@ -23,16 +23,27 @@ PRODUCTION = {
     "OPENWOP_PUBLIC_URL": "https://openwop.example",
 }
 NAMES = [
-    "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE", "SECURE_HSTS_SECONDS", "SECURE_HSTS_INCLUDE_SUBDOMAINS",
-    "SECURE_HSTS_PRELOAD", "SECURE_SSL_REDIRECT", "SECURE_PROXY_SSL_HEADER", "SESSION_COOKIE_HTTPONLY",
-    "SECURE_CONTENT_TYPE_NOSNIFF", "X_FRAME_OPTIONS",
+    "SESSION_COOKIE_SECURE",
+    "CSRF_COOKIE_SECURE",
+    "SECURE_HSTS_SECONDS",
+    "SECURE_HSTS_INCLUDE_SUBDOMAINS",
+    "SECURE_HSTS_PRELOAD",
+    "SECURE_SSL_REDIRECT",
+    "SECURE_PROXY_SSL_HEADER",
+    "SESSION_COOKIE_HTTPONLY",
+    "SECURE_CONTENT_TYPE_NOSNIFF",
+    "X_FRAME_OPTIONS",
 ]
 
 
 def _django(env: dict[str, str], tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "OPENWOP_"))}
     return subprocess.run(
-        [sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [sys.executable, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**base, **env, "OPENWOP_VAR_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "openwop_host.settings"},
     )
 
@@ -59,11 +70,17 @@ def test_production_defaults(tmp_path: Path) -> None:
 
 
 def test_production_knobs(tmp_path: Path) -> None:
-    values = _settings({
-        **PRODUCTION, "DJANGO_SECURE_PROXY_SSL_HEADER": "1", "DJANGO_SECURE_SSL_REDIRECT": "0",
-        "DJANGO_SECURE_HSTS_PRELOAD": "0", "DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS": "0",
-        "DJANGO_SECURE_HSTS_SECONDS": "3600",
-    }, tmp_path)
+    values = _settings(
+        {
+            **PRODUCTION,
+            "DJANGO_SECURE_PROXY_SSL_HEADER": "1",
+            "DJANGO_SECURE_SSL_REDIRECT": "0",
+            "DJANGO_SECURE_HSTS_PRELOAD": "0",
+            "DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS": "0",
+            "DJANGO_SECURE_HSTS_SECONDS": "3600",
+        },
+        tmp_path,
+    )
     assert values["SECURE_PROXY_SSL_HEADER"] == ["HTTP_X_FORWARDED_PROTO", "https"]
     assert values["SECURE_SSL_REDIRECT"] is False and values["SECURE_HSTS_SECONDS"] == 3600
     assert values["SECURE_HSTS_PRELOAD"] is False and values["SECURE_HSTS_INCLUDE_SUBDOMAINS"] is False

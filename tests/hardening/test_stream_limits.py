@@ -21,9 +21,7 @@ from tests.live import start_web, wait_until
 @pytest.fixture(scope="module")
 def one_stream_host(_live_env, tmp_path_factory) -> Iterator[str]:  # type: ignore[no-untyped-def]
     env, _ = _live_env
-    live, base_url = start_web(
-        {**env, "OPENWOP_MAX_STREAMS_PER_KEY": "1"}, tmp_path_factory.mktemp("one-stream")
-    )
+    live, base_url = start_web({**env, "OPENWOP_MAX_STREAMS_PER_KEY": "1"}, tmp_path_factory.mktemp("one-stream"))
     yield base_url
     live.stop()
 
@@ -56,7 +54,9 @@ def test_one_stream_per_key(one_stream_host: str, make_key, transactional_db) ->
 
         runs_before = Run.unscoped_all_tenants.count()
         stream_send = {
-            "jsonrpc": "2.0", "id": 2, "method": "SendStreamingMessage",
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "SendStreamingMessage",
             "params": {"message": {"messageId": "st-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}},
         }
         refused = httpx.post(f"{one_stream_host}/a2a/jsonrpc", json=stream_send, headers=a2a_headers, timeout=10)
@@ -70,7 +70,8 @@ def test_one_stream_per_key(one_stream_host: str, make_key, transactional_db) ->
         # Unary calls of the same key still work, and another key streams freely.
         assert httpx.get(f"{one_stream_host}/runs", headers=auth, timeout=10).status_code == 200
         other_run = httpx.post(
-            f"{one_stream_host}/runs", json={"workflowId": "conformance-approval"},
+            f"{one_stream_host}/runs",
+            json={"workflowId": "conformance-approval"},
             headers={"Authorization": f"Bearer {other}"},
         ).json()["runId"]
         with httpx.stream(
@@ -84,6 +85,9 @@ def test_one_stream_per_key(one_stream_host: str, make_key, transactional_db) ->
             return again.status_code == 200
 
     assert wait_until(reopened, "the stream slot to be released after the disconnect", timeout=20)
-    assert json.loads(httpx.get(f"{one_stream_host}/.well-known/openwop").content)["extensions"][
-        "openwop-host.limits"
-    ]["maxConcurrentStreamsPerKey"] == 1
+    assert (
+        json.loads(httpx.get(f"{one_stream_host}/.well-known/openwop").content)["extensions"]["openwop-host.limits"][
+            "maxConcurrentStreamsPerKey"
+        ]
+        == 1
+    )

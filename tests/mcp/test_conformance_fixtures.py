@@ -38,17 +38,21 @@ async def test_multi_round_asks_twice_with_a_new_request_state(live_url: str, ke
         [(key1, request1)] = first.input_requests.items()  # type: ignore[union-attr]
         assert set(request1.params.requested_schema["properties"]) == {"name"}  # type: ignore[union-attr]
         second = await session.call_tool(
-            "test_input_required_result_multi_round", {},
+            "test_input_required_result_multi_round",
+            {},
             input_responses={key1: types.ElicitResult(action="accept", content={"name": "Alice"})},
-            request_state=first.request_state, allow_input_required=True,
+            request_state=first.request_state,
+            allow_input_required=True,
         )
         assert isinstance(second, types.InputRequiredResult) and second.request_state != first.request_state
         [(key2, request2)] = second.input_requests.items()  # type: ignore[union-attr]
         assert key2 != key1 and set(request2.params.requested_schema["properties"]) == {"color"}  # type: ignore[union-attr]
         done = await session.call_tool(
-            "test_input_required_result_multi_round", {},
+            "test_input_required_result_multi_round",
+            {},
             input_responses={key2: types.ElicitResult(action="accept", content={"color": "blue"})},
-            request_state=second.request_state, allow_input_required=True,
+            request_state=second.request_state,
+            allow_input_required=True,
         )
         assert isinstance(done, types.CallToolResult) and done.is_error is False
         # The SDK's own MRTR loop gets the same answers through the callback.

@@ -230,7 +230,8 @@ def test_notifications_need_a_live_session(live_url: str, keys: dict[str, str]) 
     ok = httpx.post(f"{live_url}/mcp", json=note, headers={**headers, "Mcp-Session-Id": session})
     assert ok.status_code == 202
     foreign = httpx.post(
-        f"{live_url}/mcp", json=note,
+        f"{live_url}/mcp",
+        json=note,
         headers={**headers, "Authorization": f"Bearer {keys['globex']}", "Mcp-Session-Id": session},
     )
     assert foreign.status_code == 404

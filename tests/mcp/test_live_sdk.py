@@ -24,8 +24,6 @@ from tests.mcp.sdk_client import TasksExtension, mcp_client, task_cancel, task_g
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-
-
 @pytest.fixture
 def key(live_url: str, live_worker, make_key) -> str:  # type: ignore[no-untyped-def]
     return make_key("acme")

@@ -102,8 +102,13 @@ def test_missing_meta_or_capabilities_is_32602(acme: McpCaller) -> None:
     _error(acme.post_raw(no_meta, {"MCP-Protocol-Version": VERSION, "Mcp-Method": "tools/list"}), 400, -32602)
     no_caps = rpc("tools/list", meta={"io.modelcontextprotocol/protocolVersion": VERSION})
     _error(acme.post_raw(no_caps, routing_headers(no_caps)), 400, -32602)
-    bad_caps = rpc("tools/list", meta={"io.modelcontextprotocol/protocolVersion": VERSION,
-                                      "io.modelcontextprotocol/clientCapabilities": ["elicitation"]})
+    bad_caps = rpc(
+        "tools/list",
+        meta={
+            "io.modelcontextprotocol/protocolVersion": VERSION,
+            "io.modelcontextprotocol/clientCapabilities": ["elicitation"],
+        },
+    )
     _error(acme.post_raw(bad_caps, routing_headers(bad_caps)), 400, -32602)
     # Headers still come first: a mismatch is -32020 even when the capabilities are missing.
     _error(acme.post_raw(no_caps, {**routing_headers(no_caps), "Mcp-Method": "tools/call"}), 400, -32020)

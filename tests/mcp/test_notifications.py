@@ -185,6 +185,7 @@ def test_stdio_sends_the_same_notifications(live_env, live_worker, make_key) -> 
         rpc("tools/call", {"name": "test_logging_tool", "arguments": {}}, id=1, meta=_meta(**{LOG_LEVEL: "info"})),
         rpc("tools/call", {"name": "test_logging_tool", "arguments": {}}, id=2, meta=_meta()),
     ]
+
     def stdio(line: dict[str, Any]) -> str:
         return subprocess.run(
             [sys.executable, "manage.py", "mcp_stdio", "--api-key-env", "OPENWOP_TEST_MCP_KEY"],

@@ -71,8 +71,12 @@ def test_a_disconnect_while_streaming_cancels_the_run(live_url: str, key: str) -
     data = json.dumps(body).encode()
     parts = urlsplit(live_url)
     headers = {
-        "Host": parts.netloc, "Authorization": f"Bearer {key}", "Content-Type": "application/json",
-        "Accept": BOTH, "Content-Length": str(len(data)), **routing_headers(body),
+        "Host": parts.netloc,
+        "Authorization": f"Bearer {key}",
+        "Content-Type": "application/json",
+        "Accept": BOTH,
+        "Content-Length": str(len(data)),
+        **routing_headers(body),
     }
     sock = socket.create_connection((parts.hostname, parts.port))
     head = "POST /mcp HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"

@@ -22,8 +22,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 KEY_VAR = "OPENWOP_TEST_MCP_KEY"
 
 
-
-
 @pytest.fixture
 def stdio_env(live_env, live_worker, make_key) -> dict[str, str]:  # type: ignore[no-untyped-def]
     env, _ = live_env

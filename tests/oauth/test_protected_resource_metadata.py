@@ -109,9 +109,7 @@ def test_scopes_supported_omitted_when_none_required(auth_server: AuthServer, ac
     assert "scopes_supported" not in document
 
 
-def test_401_challenges_carry_the_metadata_and_the_reason(
-    auth_server: AuthServer, acme: Tenant, settings: Any
-) -> None:
+def test_401_challenges_carry_the_metadata_and_the_reason(auth_server: AuthServer, acme: Tenant, settings: Any) -> None:
     trust(auth_server, acme)
     metadata_url = f"{settings.OPENWOP_PUBLIC_URL}{PRM}/mcp"
     audience = f"{settings.OPENWOP_PUBLIC_URL}/mcp"

@@ -122,9 +122,7 @@ def test_an_unreachable_or_foreign_issuer_is_refused(auth_server: AuthServer, te
     assert not TrustedIssuer.objects.exists() and not TrustedIssuerChange.objects.exists()
 
 
-def test_update_and_remove_are_audited_and_the_trail_is_append_only(
-    auth_server: AuthServer, tenant: Tenant
-) -> None:
+def test_update_and_remove_are_audited_and_the_trail_is_append_only(auth_server: AuthServer, tenant: Tenant) -> None:
     issuer_add(fields=_fields(auth_server, tenant), introspection_client_secret="s3cret", actor="ops")
     row = issuer_update(
         issuer=auth_server.issuer, changes={"revocation_window_seconds": 60}, introspection_client_secret="n3w",
@@ -229,7 +227,12 @@ def test_the_command_adds_lists_and_removes(
     header, row = _command("list").splitlines()
     assert header.split("\t") == ["issuer", "lane", "tenants", "revocation", "audience", "state"]
     assert row.split("\t") == [
-        auth_server.issuer, "oauth2", "claim org in acme,globex", "exp-and-recheck 300s", "(door URL)", "enabled"
+        auth_server.issuer,
+        "oauth2",
+        "claim org in acme,globex",
+        "exp-and-recheck 300s",
+        "(door URL)",
+        "enabled",
     ]
     assert "removed" in _command("remove", "--issuer", auth_server.issuer)
     assert not TrustedIssuer.objects.exists() and TrustedIssuerChange.objects.count() == 2
@@ -259,15 +262,53 @@ def test_the_command_sets_required_scopes_and_the_documents_list_them(auth_serve
     [
         (["add", "--issuer", "http://idp.example", "--tenant", "acme"], "https URL"),
         (["add", "--issuer", "https://idp.example", "--tenant", "nosuch"], "No such tenant: nosuch"),
-        (["add", "--issuer", "https://127.0.0.1:1", "--tenant", "acme", "--revocation", "exp-only"],
-         "could not be fetched"),
-        (["add", "--issuer", "https://idp.example", "--tenant", "acme", "--introspection-client-id", "x",
-          "--introspection-client-secret-env", "OPENWOP_TEST_UNSET_VARIABLE"], "empty or unset"),
+        (
+            ["add", "--issuer", "https://127.0.0.1:1", "--tenant", "acme", "--revocation", "exp-only"],
+            "could not be fetched",
+        ),
+        (
+            [
+                "add",
+                "--issuer",
+                "https://idp.example",
+                "--tenant",
+                "acme",
+                "--introspection-client-id",
+                "x",
+                "--introspection-client-secret-env",
+                "OPENWOP_TEST_UNSET_VARIABLE",
+            ],
+            "empty or unset",
+        ),
         (["remove", "--issuer", "https://never.example"], "No such trusted issuer"),
-        (["add", "--issuer", "https://idp.example", "--tenant", "acme", "--revocation", "exp-only",
-          "--require", "mcp:tools"], "give FAMILY=SCOPE"),
-        (["add", "--issuer", "https://idp.example", "--tenant", "acme", "--revocation", "exp-only",
-          "--require", "mcp:everything=x"], "Unknown method family 'mcp:everything'"),
+        (
+            [
+                "add",
+                "--issuer",
+                "https://idp.example",
+                "--tenant",
+                "acme",
+                "--revocation",
+                "exp-only",
+                "--require",
+                "mcp:tools",
+            ],
+            "give FAMILY=SCOPE",
+        ),
+        (
+            [
+                "add",
+                "--issuer",
+                "https://idp.example",
+                "--tenant",
+                "acme",
+                "--revocation",
+                "exp-only",
+                "--require",
+                "mcp:everything=x",
+            ],
+            "Unknown method family 'mcp:everything'",
+        ),
     ],
 )
 def test_a_refusal_says_why_and_changes_nothing(tenant: Tenant, args: list[str], message: str) -> None:

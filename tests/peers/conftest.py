@@ -28,7 +28,9 @@ __all__ = ["Caller"]
 
 @pytest.fixture
 def serve(
-    ca: trustme.CA, dns: FakeDns, tmp_path: Path  # noqa: F811 - the imported fixtures
+    ca: trustme.CA,  # noqa: F811 - the imported fixtures
+    dns: FakeDns,  # noqa: F811
+    tmp_path: Path,
 ) -> Iterator[Callable[..., Peer]]:
     """`serve(name, app, port=None)`: an HTTPS peer for `name`, which the fake DNS points at 127.0.0.1."""
     with ExitStack() as stack:

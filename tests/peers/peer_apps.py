@@ -72,9 +72,7 @@ def a2a_agent_app(
     if card_hook is not None:
         card = card_hook(card)
     handler = DefaultRequestHandlerV2(agent_executor=agent, task_store=InMemoryTaskStore(), agent_card=card)
-    return Starlette(
-        routes=[*create_agent_card_routes(card), *create_jsonrpc_routes(handler, "/a2a"), *extra_routes]
-    )
+    return Starlette(routes=[*create_agent_card_routes(card), *create_jsonrpc_routes(handler, "/a2a"), *extra_routes])
 
 
 def mcp_adder_app() -> Any:
@@ -101,9 +99,12 @@ class AskingTool:
     async def call(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
         self.states_received.append(params.request_state)
         self.responses_received.append(
-            None if params.input_responses is None else {k: v.model_dump(by_alias=True, exclude_none=True)
-                                                         if hasattr(v, "model_dump") else v
-                                                         for k, v in params.input_responses.items()}
+            None
+            if params.input_responses is None
+            else {
+                k: v.model_dump(by_alias=True, exclude_none=True) if hasattr(v, "model_dump") else v
+                for k, v in params.input_responses.items()
+            }
         )
         rounds = len(self.states_received) - 1
         if self.answer_after is not None and rounds >= self.answer_after:

@@ -85,8 +85,14 @@ def https_asgi_peer(ca: trustme.CA, name: str, app: Any, tmp: Path, *, port: int
     ca.issue_cert(name).private_key_and_cert_chain_pem.write_to_path(str(pem))
     recorder = Recorder(app)
     config = uvicorn.Config(
-        recorder, host="127.0.0.1", port=port, ssl_certfile=str(pem), ssl_keyfile=str(pem),
-        log_level="warning", lifespan="auto", timeout_graceful_shutdown=1,
+        recorder,
+        host="127.0.0.1",
+        port=port,
+        ssl_certfile=str(pem),
+        ssl_keyfile=str(pem),
+        log_level="warning",
+        lifespan="auto",
+        timeout_graceful_shutdown=1,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

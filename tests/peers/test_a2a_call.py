@@ -46,8 +46,9 @@ def test_a_1_0_peer_gets_one_message_with_our_credential_and_trace(
     agent = EchoAgent()
     peer = serve("a2a-peer.test", a2a_agent_app(f"https://a2a-peer.test:{port}", agent), port=port)
     credential = credential_for(acme, peer.origin, secret="s3cret-for-peer")
-    run = run_node(acme, "a2a.call", {"url": peer.origin, "text": "{{text}}", "credentialId": credential},
-                   {"text": "hello"})
+    run = run_node(
+        acme, "a2a.call", {"url": peer.origin, "text": "{{text}}", "credentialId": credential}, {"text": "hello"}
+    )
 
     assert run.status == RunStatus.COMPLETED, run.error
     assert run.outputs["negotiatedVersion"] == "1.0"
@@ -62,7 +63,10 @@ def test_a_1_0_peer_gets_one_message_with_our_credential_and_trace(
 
     card_get, *posts = peer.seen
     assert (card_get.method, card_get.path, card_get.headers["a2a-version"]) == (
-        "GET", "/.well-known/agent-card.json", "1.0")
+        "GET",
+        "/.well-known/agent-card.json",
+        "1.0",
+    )
     assert posts[0].json()["method"] == "SendMessage"
     assert all(p.headers["a2a-version"] == "1.0" for p in posts)
     # The negotiation is authenticated too (interop.md §Negotiation): the card fetch carries it.
@@ -79,14 +83,26 @@ def test_a_1_0_peer_gets_one_message_with_our_credential_and_trace(
 
 def test_a_peer_offering_only_0_3_is_refused_below_the_floor(acme: Caller, serve: Callable[..., Peer]) -> None:
     legacy_card = {
-        "name": "Old peer", "description": "0.3 only", "version": "1", "protocolVersion": "0.3.0",
-        "url": "https://old-peer.test/a2a", "preferredTransport": "JSONRPC", "capabilities": {},
-        "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"], "skills": [],
+        "name": "Old peer",
+        "description": "0.3 only",
+        "version": "1",
+        "protocolVersion": "0.3.0",
+        "url": "https://old-peer.test/a2a",
+        "preferredTransport": "JSONRPC",
+        "capabilities": {},
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": [],
     }
-    peer = serve("old-peer.test", Starlette(routes=[
-        Route("/.well-known/agent-card.json", lambda request: JSONResponse(legacy_card)),
-        Route("/a2a", lambda request: JSONResponse({}), methods=["POST"]),
-    ]))
+    peer = serve(
+        "old-peer.test",
+        Starlette(
+            routes=[
+                Route("/.well-known/agent-card.json", lambda request: JSONResponse(legacy_card)),
+                Route("/a2a", lambda request: JSONResponse({}), methods=["POST"]),
+            ]
+        ),
+    )
     run = run_node(acme, "a2a.call", {"url": peer.origin, "text": "hi"})
 
     assert run.status == RunStatus.FAILED
@@ -96,7 +112,11 @@ def test_a_peer_offering_only_0_3_is_refused_below_the_floor(acme: Caller, serve
     assert details["requested"] == "1.0" and details["supported"] == ["1.0"]
     [decided] = decisions(run)
     assert (decided["outcome"], decided["reason"], decided["floor"], decided["requested"]) == (
-        "refused", "below-floor", "1.0", "1.0")
+        "refused",
+        "below-floor",
+        "1.0",
+        "1.0",
+    )
     assert "version" not in decided
     # At the peer: one card fetch naming 1.0; no message; no version below the floor on the wire.
     assert [(s.method, s.headers.get("a2a-version")) for s in peer.seen] == [("GET", "1.0")]
@@ -115,23 +135,30 @@ def test_asking_for_a_version_below_the_floor_sends_nothing(acme: Caller, serve:
 
 def _card(origin: str) -> dict:  # type: ignore[type-arg]
     return {
-        "name": "Strict peer", "description": "refuses", "version": "1",
+        "name": "Strict peer",
+        "description": "refuses",
+        "version": "1",
         "supportedInterfaces": [{"url": f"{origin}/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
-        "capabilities": {}, "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"], "skills": [],
+        "capabilities": {},
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": [],
     }
 
 
 ANY_DATA = [
-    {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "VERSION_NOT_SUPPORTED",
-     "domain": "a2a-protocol.org", "metadata": {"supportedVersions": "2.0"}},
+    {
+        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+        "reason": "VERSION_NOT_SUPPORTED",
+        "domain": "a2a-protocol.org",
+        "metadata": {"supportedVersions": "2.0"},
+    },
 ]
 LEGACY_DATA = {"reason": "VERSION_NOT_SUPPORTED", "supportedVersions": ["2.0"]}
 
 
 @pytest.mark.parametrize("data", [ANY_DATA, LEGACY_DATA], ids=["any-array", "legacy-object"])
-def test_a_peer_32009_is_interop_version_unsupported(
-    acme: Caller, serve: Callable[..., Peer], data: object
-) -> None:
+def test_a_peer_32009_is_interop_version_unsupported(acme: Caller, serve: Callable[..., Peer], data: object) -> None:
     port = free_port()
     origin = f"https://strict-peer.test:{port}"
 
@@ -140,10 +167,16 @@ def test_a_peer_32009_is_interop_version_unsupported(
         error = {"code": -32009, "message": "Version not supported", "data": data}
         return JSONResponse({"jsonrpc": "2.0", "id": body["id"], "error": error}, status_code=400)
 
-    peer = serve("strict-peer.test", Starlette(routes=[
-        Route("/.well-known/agent-card.json", lambda request: JSONResponse(_card(origin))),
-        Route("/a2a", refuse, methods=["POST"]),
-    ]), port=port)
+    peer = serve(
+        "strict-peer.test",
+        Starlette(
+            routes=[
+                Route("/.well-known/agent-card.json", lambda request: JSONResponse(_card(origin))),
+                Route("/a2a", refuse, methods=["POST"]),
+            ]
+        ),
+        port=port,
+    )
     run = run_node(acme, "a2a.call", {"url": peer.origin, "text": "hi"})
 
     assert run.status == RunStatus.FAILED and run.error["code"] == "interop_version_unsupported"
@@ -211,7 +244,9 @@ def test_a_cancel_does_not_wait_for_a_slow_peer(acme: Caller, serve: Callable[..
     ids=["bad-task", "bad-result", "no-result"],
 )
 def test_a_peer_answering_nonsense_fails_the_node_cleanly(
-    acme: Caller, serve: Callable[..., Peer], answer: dict  # type: ignore[type-arg]
+    acme: Caller,
+    serve: Callable[..., Peer],
+    answer: dict,  # type: ignore[type-arg]
 ) -> None:
     port = free_port()
     origin = f"https://odd-peer.test:{port}"
@@ -220,10 +255,16 @@ def test_a_peer_answering_nonsense_fails_the_node_cleanly(
         body = await request.json()
         return JSONResponse({"jsonrpc": "2.0", "id": body["id"], **answer})
 
-    serve("odd-peer.test", Starlette(routes=[
-        Route("/.well-known/agent-card.json", lambda request: JSONResponse(_card(origin))),
-        Route("/a2a", odd, methods=["POST"]),
-    ]), port=port)
+    serve(
+        "odd-peer.test",
+        Starlette(
+            routes=[
+                Route("/.well-known/agent-card.json", lambda request: JSONResponse(_card(origin))),
+                Route("/a2a", odd, methods=["POST"]),
+            ]
+        ),
+        port=port,
+    )
     run = run_node(acme, "a2a.call", {"url": origin, "text": "hi"})
     assert run.status == RunStatus.FAILED and run.error["code"] == "openwop-host.peer_protocol_error", run.error
 

@@ -55,9 +55,11 @@ class SigningKey:
 
     @property
     def public_pem(self) -> str:
-        return self.private.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        ).decode()
+        return (
+            self.private.public_key()
+            .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+            .decode()
+        )
 
     def signer(self, jku: str) -> Callable[[AgentCard], AgentCard]:
         pem = self.private.private_bytes(
@@ -110,7 +112,10 @@ def _elsewhere(serve: Callable[..., Peer], key: SigningKey) -> Peer:
 
 def _credential(caller: Caller, origin: str, policy: str, pinned: object = None) -> str:
     return peer_credential_create(
-        subject=caller.subject, url=origin + "/", secret="peer-secret", card_signature_policy=policy,
+        subject=caller.subject,
+        url=origin + "/",
+        secret="peer-secret",
+        card_signature_policy=policy,
         pinned_card_key=pinned,
     ).credential_id
 
@@ -147,9 +152,7 @@ EXPECTED: dict[str, dict[str, str | None]] = {
 
 @pytest.mark.parametrize("policy", CardSignaturePolicy.values)
 @pytest.mark.parametrize("kind", list(EXPECTED))
-def test_each_card_under_each_policy(
-    acme: Caller, serve: Callable[..., Peer], kind: str, policy: str
-) -> None:
+def test_each_card_under_each_policy(acme: Caller, serve: Callable[..., Peer], kind: str, policy: str) -> None:
     key = SigningKey.generate()
     elsewhere = _elsewhere(serve, key) if kind == "foreign-jku" else None
     jku = f"{elsewhere.origin}{JWKS_PATH}" if elsewhere else None

@@ -30,9 +30,7 @@ NAME = "self-peer.test"
 
 
 @pytest.fixture(scope="module")
-def https_host(
-    _live_env: Any, ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
+def https_host(_live_env: Any, ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The host served over TLS by uvicorn (Daphne's TLS endpoint needs pyOpenSSL), as NAME."""
     env, var_dir = _live_env
     port = free_port()
@@ -41,12 +39,28 @@ def https_host(
     origin = f"https://{NAME}:{port}"
     log_path = var_dir / f"uvicorn-{port}.log"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "openwop_host.asgi:application", "--host", "127.0.0.1",
-         "--port", str(port), "--ssl-keyfile", str(pem), "--ssl-certfile", str(pem), "--lifespan", "off",
-         "--log-level", "warning"],
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "openwop_host.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--ssl-keyfile",
+            str(pem),
+            "--ssl-certfile",
+            str(pem),
+            "--lifespan",
+            "off",
+            "--log-level",
+            "warning",
+        ],
         cwd=Path(__file__).resolve().parents[2],
         env={**env, "DJANGO_ALLOWED_HOSTS": f"{NAME},127.0.0.1", "OPENWOP_PUBLIC_URL": origin},
-        stdout=log_path.open("wb"), stderr=subprocess.STDOUT,
+        stdout=log_path.open("wb"),
+        stderr=subprocess.STDOUT,
     )
     live = LiveProcess(proc=proc, log_path=log_path)
     deadline = time.monotonic() + 60
@@ -69,9 +83,7 @@ def self_peer(https_host: str, live_worker: Any, dns: Any) -> str:
     return https_host
 
 
-def test_a2a_call_to_ourselves_lands_in_the_credentials_tenant(
-    acme: Caller, globex: Caller, self_peer: str
-) -> None:
+def test_a2a_call_to_ourselves_lands_in_the_credentials_tenant(acme: Caller, globex: Caller, self_peer: str) -> None:
     credential = credential_for(acme, self_peer, secret=globex.key)
     run = run_node(acme, "a2a.call", {"url": self_peer, "text": "from acme", "credentialId": credential})
 
@@ -88,13 +100,20 @@ def test_a2a_call_to_ourselves_lands_in_the_credentials_tenant(
     assert (decided["outcome"], decided["version"], decided["requested"]) == ("accepted", "1.0", "1.0")
 
 
-def test_mcp_call_to_ourselves_answers_an_approval_through_mrtr(
-    acme: Caller, globex: Caller, self_peer: str
-) -> None:
+def test_mcp_call_to_ourselves_answers_an_approval_through_mrtr(acme: Caller, globex: Caller, self_peer: str) -> None:
     credential = credential_for(acme, self_peer, secret=globex.key)
     answer = {"action": "accept", "content": {"action": "accept"}}
-    run = run_node(acme, "mcp.call", {"url": f"{self_peer}/mcp", "tool": "conformance-approval",
-                                      "credentialId": credential, "elicitationAnswer": answer, "timeoutMs": 60_000})
+    run = run_node(
+        acme,
+        "mcp.call",
+        {
+            "url": f"{self_peer}/mcp",
+            "tool": "conformance-approval",
+            "credentialId": credential,
+            "elicitationAnswer": answer,
+            "timeoutMs": 60_000,
+        },
+    )
 
     assert run.status == RunStatus.COMPLETED, run.error
     result = run.outputs["result"]

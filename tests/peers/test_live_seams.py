@@ -58,11 +58,16 @@ def test_both_seams_over_a_live_host(seams_host: str, peers: tuple[Peer, Peer], 
 
     for path, body, peer, version in (
         ("a2a", {"peerUrl": a2a_peer.origin}, a2a_peer, "1.0"),
-        ("mcp", {"serverUrl": f"{mcp_peer.origin}/mcp", "tool": "add", "arguments": {"a": 1, "b": 2}},
-         mcp_peer, "2026-07-28"),
+        (
+            "mcp",
+            {"serverUrl": f"{mcp_peer.origin}/mcp", "tool": "add", "arguments": {"a": 1, "b": 2}},
+            mcp_peer,
+            "2026-07-28",
+        ),
     ):
-        response = httpx.post(f"{seams_host}/conformance/seams/sample/{path}/invoke", json=body,
-                              headers=headers, timeout=60)
+        response = httpx.post(
+            f"{seams_host}/conformance/seams/sample/{path}/invoke", json=body, headers=headers, timeout=60
+        )
         assert response.status_code == 200, response.text
         answer = response.json()
         assert answer["negotiatedVersion"] == version and answer["protocol"] == path

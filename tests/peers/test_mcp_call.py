@@ -29,8 +29,9 @@ def test_a_tool_call_negotiates_and_carries_the_runs_trace(acme: Caller, serve: 
     peer = serve("mcp-peer.test", mcp_adder_app())
     credential = credential_for(acme, peer.origin, secret="mcp-secret")
     run = run_node(
-        acme, "mcp.call", {"url": f"{peer.origin}/mcp", "tool": "add", "arguments": {"a": 2, "b": 3},
-                           "credentialId": credential},
+        acme,
+        "mcp.call",
+        {"url": f"{peer.origin}/mcp", "tool": "add", "arguments": {"a": 2, "b": 3}, "credentialId": credential},
     )
 
     assert run.status == RunStatus.COMPLETED, run.error
@@ -93,9 +94,14 @@ def test_input_without_an_answer_fails_without_retrying(acme: Caller, serve: Cal
 def test_a_peer_below_the_floor_is_refused_and_never_called(acme: Caller, serve: Callable[..., Peer]) -> None:
     async def old_server(request: Request) -> JSONResponse:
         body = await request.json()
-        error = {"code": -32022, "message": "Unsupported protocol version",
-                 "data": {"supported": ["2025-06-18"], "requested": body["params"]["_meta"][
-                     "io.modelcontextprotocol/protocolVersion"]}}
+        error = {
+            "code": -32022,
+            "message": "Unsupported protocol version",
+            "data": {
+                "supported": ["2025-06-18"],
+                "requested": body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
+            },
+        }
         return JSONResponse({"jsonrpc": "2.0", "id": body["id"], "error": error}, status_code=400)
 
     peer = serve("old-mcp.test", Starlette(routes=[Route("/mcp", old_server, methods=["POST"])]))
@@ -115,13 +121,20 @@ def test_a_peer_below_the_floor_is_refused_and_never_called(acme: Caller, serve:
     ids=["unknown-result-type", "complete-without-content", "input-required-with-nothing"],
 )
 def test_a_peer_answering_nonsense_fails_the_node_cleanly(
-    acme: Caller, serve: Callable[..., Peer], result: dict  # type: ignore[type-arg]
+    acme: Caller,
+    serve: Callable[..., Peer],
+    result: dict,  # type: ignore[type-arg]
 ) -> None:
     async def odd(request: Request) -> JSONResponse:
         body = await request.json()
         if body["method"] == "server/discover":
-            answer = {"resultType": "complete", "supportedVersions": ["2026-07-28"], "capabilities": {},
-                      "ttlMs": 0, "cacheScope": "public"}
+            answer = {
+                "resultType": "complete",
+                "supportedVersions": ["2026-07-28"],
+                "capabilities": {},
+                "ttlMs": 0,
+                "cacheScope": "public",
+            }
         else:
             answer = result
         return JSONResponse({"jsonrpc": "2.0", "id": body["id"], "result": answer})

@@ -26,9 +26,7 @@ PATH = "/host/openwop-host/api/peer-credentials"
 SECRET = "very-secret-peer-token"
 
 
-def test_create_list_delete_and_the_secret_never_comes_back(
-    acme: Caller, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_create_list_delete_and_the_secret_never_comes_back(acme: Caller, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     created = acme.post(PATH, {"url": "https://peer.example.com:8443/a2a", "secret": SECRET, "label": "peer"})
     assert created.status_code == 201, created.content
@@ -43,8 +41,10 @@ def test_create_list_delete_and_the_secret_never_comes_back(
     with pytest.raises(InvalidToken):  # another purpose's key cannot open it
         unseal(row.secret_sealed, purpose=PUSH_CREDENTIALS)
     assert peer_authorization(row) == f"Bearer {SECRET}"
-    assert acme.client.delete(f"{PATH}/{doc['credentialId']}", headers={"Authorization": f"Bearer {acme.key}"}
-                              ).status_code == 204
+    assert (
+        acme.client.delete(f"{PATH}/{doc['credentialId']}", headers={"Authorization": f"Bearer {acme.key}"}).status_code
+        == 204
+    )
     assert acme.get(PATH).json()["peerCredentials"] == []
     assert SECRET not in caplog.text
 
@@ -104,24 +104,34 @@ def _ed25519_public_jwk() -> dict:  # type: ignore[type-arg]
 
 
 def _patch(caller: Caller, credential_id: str, body: object) -> Any:
-    return caller.client.patch(f"{PATH}/{credential_id}", data=json.dumps(body), content_type="application/json",
-                               headers={"Authorization": f"Bearer {caller.key}"})
+    return caller.client.patch(
+        f"{PATH}/{credential_id}",
+        data=json.dumps(body),
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {caller.key}"},
+    )
 
 
 def test_card_signature_policy_defaults_to_verify_if_present_and_can_be_set(acme: Caller) -> None:
     default = acme.post(PATH, {"url": "https://peer.example.com/", "secret": SECRET}).json()
     assert default["cardSignaturePolicy"] == "verify-if-present" and default["pinnedCardKey"] is None
     jwk = _ed25519_public_jwk()
-    created = acme.post(PATH, {"url": "https://peer.example.com/", "secret": SECRET,
-                               "cardSignaturePolicy": "require", "pinnedCardKey": jwk})
+    created = acme.post(
+        PATH,
+        {"url": "https://peer.example.com/", "secret": SECRET, "cardSignaturePolicy": "require", "pinnedCardKey": jwk},
+    )
     assert created.status_code == 201, created.content
     assert created.json()["cardSignaturePolicy"] == "require" and created.json()["pinnedCardKey"] == jwk
     row = PeerCredential.unscoped_all_tenants.get(credential_id=created.json()["credentialId"])
     assert (row.card_signature_policy, row.pinned_card_key) == ("require", jwk)
 
     credential_id = default["credentialId"]
-    pem = rsa.generate_private_key(public_exponent=65537, key_size=2048).public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    pem = (
+        rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
     updated = _patch(acme, credential_id, {"cardSignaturePolicy": "ignore", "pinnedCardKey": pem})
     assert updated.status_code == 200, updated.content
     assert updated.json()["cardSignaturePolicy"] == "ignore" and updated.json()["pinnedCardKey"]["kty"] == "RSA"
@@ -133,8 +143,11 @@ def test_card_signature_policy_defaults_to_verify_if_present_and_can_be_set(acme
 
 
 def _private_pem() -> str:
-    return ed25519.Ed25519PrivateKey.generate().private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
+    return (
+        ed25519.Ed25519PrivateKey.generate()
+        .private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        .decode()
+    )
 
 
 @pytest.mark.parametrize(
@@ -206,16 +219,18 @@ def test_another_tenants_credential_cannot_be_updated(acme: Caller, globex: Call
 
 def test_the_admin_shows_the_policy_and_its_actions_set_it(acme: Caller) -> None:
     jwk = _ed25519_public_jwk()
-    credential_id = acme.post(PATH, {"url": "https://peer.example.com/", "secret": SECRET,
-                                     "pinnedCardKey": jwk}).json()["credentialId"]
+    credential_id = acme.post(
+        PATH, {"url": "https://peer.example.com/", "secret": SECRET, "pinnedCardKey": jwk}
+    ).json()["credentialId"]
     row = PeerCredential.unscoped_all_tenants.get(credential_id=credential_id)
     admin = Client()
     admin.force_login(get_user_model().objects.create_superuser("op", "op@example.com", "pw-123456789"))
     page = admin.get(f"/admin/peers/peercredential/{row.pk}/change/").content.decode()
     assert "verify-if-present" in page.lower() or "Verify a signature" in page
     assert jwk["x"] in page  # the pinned public key is shown; there is no private part to hide
-    response = admin.post("/admin/peers/peercredential/",
-                          {"action": "require_signed_cards", "_selected_action": [row.pk]})
+    response = admin.post(
+        "/admin/peers/peercredential/", {"action": "require_signed_cards", "_selected_action": [row.pk]}
+    )
     assert response.status_code == 302
     row.refresh_from_db()
     assert row.card_signature_policy == "require"

@@ -49,16 +49,20 @@ def _working_peer(serve: Callable[..., Peer]) -> Peer:
         result = {"task": task} if body["method"] == "SendMessage" else task
         return JSONResponse({"jsonrpc": "2.0", "id": body["id"], "result": result})
 
-    return serve("slow-peer.test", Starlette(routes=[
-        Route("/.well-known/agent-card.json", lambda request: JSONResponse(_card(origin))),
-        Route("/a2a", rpc, methods=["POST"]),
-    ]), port=port)
+    return serve(
+        "slow-peer.test",
+        Starlette(
+            routes=[
+                Route("/.well-known/agent-card.json", lambda request: JSONResponse(_card(origin))),
+                Route("/a2a", rpc, methods=["POST"]),
+            ]
+        ),
+        port=port,
+    )
 
 
 @override_settings(OPENWOP_CONFORMANCE_SEAMS=True)
-def test_an_unreachable_peer_is_a_502_vendor_code_on_the_seam_and_in_the_events(
-    acme: Caller, dns: FakeDns
-) -> None:
+def test_an_unreachable_peer_is_a_502_vendor_code_on_the_seam_and_in_the_events(acme: Caller, dns: FakeDns) -> None:
     dns.set("gone-peer.test", ["127.0.0.1"])  # nothing listens on this port
     response = acme.post(A2A_SEAM, {"peerUrl": f"https://gone-peer.test:{free_port()}"})
     body = assert_envelope(response, "openwop-host.peer_unreachable", 502)
@@ -71,20 +75,28 @@ def test_a_url_the_egress_guard_refuses_is_a_400_vendor_code(acme: Caller) -> No
     response = acme.post(A2A_SEAM, {"peerUrl": "http://plain-peer.test/"})
     body = assert_envelope(response, "openwop-host.peer_url_rejected", 400)
     assert body["details"]["reason"] == "scheme_not_https"
-    _same_code_everywhere(Run.unscoped_all_tenants.get(run_id=body["details"]["runId"]),
-                          "openwop-host.peer_url_rejected")
+    _same_code_everywhere(
+        Run.unscoped_all_tenants.get(run_id=body["details"]["runId"]), "openwop-host.peer_url_rejected"
+    )
 
 
 @override_settings(OPENWOP_CONFORMANCE_SEAMS=True)
 def test_a_peer_answering_nonsense_is_a_502_protocol_error(acme: Caller, serve: Callable[..., Peer]) -> None:
     port = free_port()
-    peer = serve("odd-peer.test", Starlette(routes=[
-        Route("/.well-known/agent-card.json", lambda request: PlainTextResponse("no card here")),
-    ]), port=port)
+    peer = serve(
+        "odd-peer.test",
+        Starlette(
+            routes=[
+                Route("/.well-known/agent-card.json", lambda request: PlainTextResponse("no card here")),
+            ]
+        ),
+        port=port,
+    )
     response = acme.post(A2A_SEAM, {"peerUrl": peer.origin})
     body = assert_envelope(response, "openwop-host.peer_protocol_error", 502)
-    _same_code_everywhere(Run.unscoped_all_tenants.get(run_id=body["details"]["runId"]),
-                          "openwop-host.peer_protocol_error")
+    _same_code_everywhere(
+        Run.unscoped_all_tenants.get(run_id=body["details"]["runId"]), "openwop-host.peer_protocol_error"
+    )
 
 
 def test_a_peer_task_that_never_ends_is_a_peer_timeout(acme: Caller, serve: Callable[..., Peer]) -> None:

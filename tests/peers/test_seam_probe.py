@@ -41,13 +41,24 @@ def _suite_like_peer(serve: Callable[..., Peer], data: object) -> Peer:
         if request.headers.get("a2a-version") != "1.0":
             error = {"code": -32009, "message": "Version not supported", "data": data}
             return JSONResponse({"jsonrpc": "2.0", "id": body["id"], "error": error}, status_code=400)
-        return JSONResponse({"jsonrpc": "2.0", "id": body["id"], "result": {
-            "message": {"messageId": "m1", "role": "ROLE_AGENT", "parts": [{"text": "ok"}]}}})
+        return JSONResponse(
+            {
+                "jsonrpc": "2.0",
+                "id": body["id"],
+                "result": {"message": {"messageId": "m1", "role": "ROLE_AGENT", "parts": [{"text": "ok"}]}},
+            }
+        )
 
-    return serve("strict-peer.test", Starlette(routes=[
-        Route("/.well-known/agent-card.json", lambda request: JSONResponse(_card(origin))),
-        Route("/a2a", rpc, methods=["POST"]),
-    ]), port=port)
+    return serve(
+        "strict-peer.test",
+        Starlette(
+            routes=[
+                Route("/.well-known/agent-card.json", lambda request: JSONResponse(_card(origin))),
+                Route("/a2a", rpc, methods=["POST"]),
+            ]
+        ),
+        port=port,
+    )
 
 
 def _assert_refused_probe(caller: Caller, response: Any, protocol: str, asked: str) -> dict[str, Any]:
@@ -72,7 +83,9 @@ def test_a2a_request_version_above_the_floor_is_sent_and_the_peers_refusal_proje
     assert details["peerSupported"] == ["2.0"]  # read from either shape of error.data
     # What the peer saw: the card asked for at 99.0, then the message itself at 99.0.
     assert [(s.method, s.path, s.headers.get("a2a-version")) for s in peer.seen] == [
-        ("GET", "/.well-known/agent-card.json", "99.0"), ("POST", "/a2a", "99.0")]
+        ("GET", "/.well-known/agent-card.json", "99.0"),
+        ("POST", "/a2a", "99.0"),
+    ]
     assert peer.seen[1].json()["method"] == "SendMessage"
 
 
@@ -91,21 +104,30 @@ def test_a2a_request_version_reaches_a_real_a2a_sdk_agent_which_refuses_it(
 
 
 @seams_on
-def test_a_peer_that_takes_a_version_we_do_not_speak_is_still_refused(
-    acme: Caller, serve: Callable[..., Peer]
-) -> None:
+def test_a_peer_that_takes_a_version_we_do_not_speak_is_still_refused(acme: Caller, serve: Callable[..., Peer]) -> None:
     port = free_port()
     origin = f"https://lax-peer.test:{port}"
 
     async def anything(request: Request) -> JSONResponse:
         body = await request.json()
-        return JSONResponse({"jsonrpc": "2.0", "id": body["id"], "result": {
-            "message": {"messageId": "m1", "role": "ROLE_AGENT", "parts": [{"text": "sure"}]}}})
+        return JSONResponse(
+            {
+                "jsonrpc": "2.0",
+                "id": body["id"],
+                "result": {"message": {"messageId": "m1", "role": "ROLE_AGENT", "parts": [{"text": "sure"}]}},
+            }
+        )
 
-    peer = serve("lax-peer.test", Starlette(routes=[
-        Route("/.well-known/agent-card.json", lambda request: JSONResponse(_card(origin))),
-        Route("/a2a", anything, methods=["POST"]),
-    ]), port=port)
+    peer = serve(
+        "lax-peer.test",
+        Starlette(
+            routes=[
+                Route("/.well-known/agent-card.json", lambda request: JSONResponse(_card(origin))),
+                Route("/a2a", anything, methods=["POST"]),
+            ]
+        ),
+        port=port,
+    )
     response = acme.post(A2A_SEAM, {"peerUrl": peer.origin, "requestVersion": "99.0"})
     details = _assert_refused_probe(acme, response, "a2a", "99.0")
     assert details["peerAccepted"] is True
@@ -161,14 +183,22 @@ def test_mcp_request_version_above_the_floor_is_sent_and_refused_by_the_server(
     acme: Caller, serve: Callable[..., Peer]
 ) -> None:
     peer = serve("mcp-peer.test", mcp_adder_app())
-    response = acme.post(MCP_SEAM, {"serverUrl": f"{peer.origin}/mcp", "tool": "add", "arguments": {"a": 1, "b": 2},
-                                    "requestVersion": "2099-01-01"})
+    response = acme.post(
+        MCP_SEAM,
+        {
+            "serverUrl": f"{peer.origin}/mcp",
+            "tool": "add",
+            "arguments": {"a": 1, "b": 2},
+            "requestVersion": "2099-01-01",
+        },
+    )
     details = _assert_refused_probe(acme, response, "mcp", "2099-01-01")
     assert "2026-07-28" in details["peerSupported"]
     # One server/discover naming 2099-01-01 (header and _meta); the refusal settles it: no tools/call.
     posts = [s for s in peer.seen if s.method == "POST"]
     assert [(s.json()["method"], s.headers.get("mcp-protocol-version")) for s in posts] == [
-        ("server/discover", "2099-01-01")]
+        ("server/discover", "2099-01-01")
+    ]
     assert posts[0].json()["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] == "2099-01-01"
 
 

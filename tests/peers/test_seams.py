@@ -74,18 +74,34 @@ def test_a2a_invoke_reports_the_exchange_and_its_record(acme: Caller, serve: Cal
 
 @seams_on
 def test_a2a_invoke_below_the_floor_is_a_400_naming_the_run(acme: Caller, serve: Callable[..., Peer]) -> None:
-    legacy = {"name": "old", "description": "", "version": "1", "protocolVersion": "0.3.0", "url": "x",
-              "capabilities": {}, "skills": []}
-    peer = serve("old-peer.test", Starlette(routes=[
-        Route("/.well-known/agent-card.json", lambda request: JSONResponse(legacy)),
-    ]))
+    legacy = {
+        "name": "old",
+        "description": "",
+        "version": "1",
+        "protocolVersion": "0.3.0",
+        "url": "x",
+        "capabilities": {},
+        "skills": [],
+    }
+    peer = serve(
+        "old-peer.test",
+        Starlette(
+            routes=[
+                Route("/.well-known/agent-card.json", lambda request: JSONResponse(legacy)),
+            ]
+        ),
+    )
     response = acme.post(A2A_SEAM, {"peerUrl": peer.origin})
     assert response.status_code == 400, response.content
     body = response.json()
     assert body["error"] == "interop_version_unsupported"
     details = body["details"]
     assert (details["protocol"], details["requested"], details["supported"], details["reason"]) == (
-        "a2a", "1.0", ["1.0"], "below-floor")
+        "a2a",
+        "1.0",
+        ["1.0"],
+        "below-floor",
+    )
     [decided] = _decided(acme, details["runId"])
     assert (decided["outcome"], decided["reason"], decided["floor"]) == ("refused", "below-floor", "1.0")
     assert {s.headers.get("a2a-version") for s in peer.seen} == {"1.0"}
@@ -118,8 +134,14 @@ def test_mcp_invoke_calls_the_tool_or_only_negotiates(acme: Caller, serve: Calla
 @seams_on
 def test_mcp_invoke_past_the_round_ceiling_is_a_422(acme: Caller, serve: Callable[..., Peer]) -> None:
     peer = serve("asker.test", mcp_asking_app(AskingTool()))
-    response = acme.post(MCP_SEAM, {"serverUrl": f"{peer.origin}/mcp", "tool": "ask",
-                                    "elicitationAnswer": {"action": "accept", "content": {"ok": True}}})
+    response = acme.post(
+        MCP_SEAM,
+        {
+            "serverUrl": f"{peer.origin}/mcp",
+            "tool": "ask",
+            "elicitationAnswer": {"action": "accept", "content": {"ok": True}},
+        },
+    )
     assert response.status_code == 422, response.content
     assert response.json()["error"] == "mcp_mrtr_rounds_exceeded"
     assert response.json()["details"]["runId"].startswith("acme/")

@@ -53,7 +53,10 @@ def test_the_lane_is_the_origin_and_nothing_more() -> None:
 
 
 def test_a_full_lane_parks_and_the_attempt_that_frees_it_wakes_the_oldest(
-    acme: Caller, receiver_for: Callable[..., Receiver], settings: Any, enqueued: list[int],
+    acme: Caller,
+    receiver_for: Callable[..., Receiver],
+    settings: Any,
+    enqueued: list[int],
     django_capture_on_commit_callbacks: Any,
 ) -> None:
     settings.OPENWOP_PUSH_LANE_CAP = 1
@@ -82,7 +85,10 @@ def test_a_full_lane_parks_and_the_attempt_that_frees_it_wakes_the_oldest(
 
 
 def test_a_new_delivery_joins_its_lanes_backlog_without_a_message(
-    acme: Caller, receiver_for: Callable[..., Receiver], settings: Any, enqueued: list[int],
+    acme: Caller,
+    receiver_for: Callable[..., Receiver],
+    settings: Any,
+    enqueued: list[int],
     django_capture_on_commit_callbacks: Any,
 ) -> None:
     settings.OPENWOP_PUSH_LANE_CAP = 1
@@ -141,9 +147,7 @@ def test_senders_refuse_past_their_limit(settings: Any) -> None:
     assert pool.reserve()
 
 
-def test_nothing_registered_costs_one_query_per_event(
-    acme: Caller, django_assert_num_queries: Any
-) -> None:
+def test_nothing_registered_costs_one_query_per_event(acme: Caller, django_assert_num_queries: Any) -> None:
     run_id = acme.create_run("conformance-noop")
     run = Run.unscoped_all_tenants.get(run_id=run_id)
     event = RunEvent.unscoped_all_tenants.filter(run=run).order_by("sequence").last()

@@ -34,9 +34,12 @@ def test_a_healthy_receiver_gets_every_delivery_while_8_hung_receivers_hold_thei
 ) -> None:
     env, var_dir = live_env
     own_env = live_push_env(
-        env, ca_bundle, queue="isolation",
+        env,
+        ca_bundle,
+        queue="isolation",
         ATTEMPT_TIMEOUT="28",  # longer than this test waits: a hung attempt never comes back while we count
-        MAX_ATTEMPTS="1", LANE_CAP=str(LANE_CAP),
+        MAX_ATTEMPTS="1",
+        LANE_CAP=str(LANE_CAP),
     )
     daphne, base_url = start_web(own_env, var_dir)
     worker = start_celery_worker(own_env, var_dir, name="push-isolation")  # --concurrency 4 < HUNG
@@ -78,7 +81,8 @@ def test_a_healthy_receiver_gets_every_delivery_while_8_hung_receivers_hold_thei
             hung_lanes = [f"https://127.0.0.1:{receiver.port}" for receiver in hung]
             wait_until(
                 lambda: hung_rows.filter(parked=True).count() == HUNG * (RUNS - LANE_CAP),
-                f"every hung delivery parked or in flight\n{worker.log()[-3000:]}", timeout=20,
+                f"every hung delivery parked or in flight\n{worker.log()[-3000:]}",
+                timeout=20,
             )
             most_in_flight = max([most_in_flight, *(len(r.received) for r in hung)])
             assert most_in_flight == LANE_CAP

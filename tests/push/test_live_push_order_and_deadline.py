@@ -85,9 +85,14 @@ def test_a_dripping_receiver_gets_max_attempts_one_at_a_time(
 ) -> None:
     env, var_dir = live_env
     own_env = live_push_env(
-        env, ca_bundle, queue="drip",
-        ATTEMPT_TIMEOUT="1", MAX_ATTEMPTS="2", BACKOFF_BASE_SECONDS="1",
-        SWEEP_SECONDS="1", SWEEP_GRACE_SECONDS="1",  # a lapsed claim would be re-sent at once
+        env,
+        ca_bundle,
+        queue="drip",
+        ATTEMPT_TIMEOUT="1",
+        MAX_ATTEMPTS="2",
+        BACKOFF_BASE_SECONDS="1",
+        SWEEP_SECONDS="1",
+        SWEEP_GRACE_SECONDS="1",  # a lapsed claim would be re-sent at once
     )
     web, base_url = start_web(own_env, var_dir)
     worker = start_celery_worker(own_env, var_dir, name="push-drip")

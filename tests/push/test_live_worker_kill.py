@@ -25,9 +25,13 @@ def test_a_webhook_delivery_survives_its_worker_being_killed(
 ) -> None:
     env, var_dir = live_env
     own_env = live_push_env(
-        env, ca_bundle, queue="worker-kill",
+        env,
+        ca_bundle,
+        queue="worker-kill",
         BACKOFF_BASE_SECONDS="30",  # the retry is far off: only the sweeper can bring it in
-        ATTEMPT_TIMEOUT="3", SWEEP_SECONDS="1", SWEEP_GRACE_SECONDS="1",
+        ATTEMPT_TIMEOUT="3",
+        SWEEP_SECONDS="1",
+        SWEEP_GRACE_SECONDS="1",
     )
     daphne, base_url = start_web(own_env, var_dir)
     first = start_celery_worker(own_env, var_dir, name="push-doomed")
@@ -52,7 +56,8 @@ def test_a_webhook_delivery_survives_its_worker_being_killed(
             first.proc.wait(timeout=15)
             row = Delivery.unscoped_all_tenants.get()
             assert row.status == DeliveryStatus.PENDING and row.last_status_code == 500, (
-                row.last_error, first.log()[-3000:]
+                row.last_error,
+                first.log()[-3000:],
             )
 
             # The retry's due time is moved up as an operator's clock would reach it; the message

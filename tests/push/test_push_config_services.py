@@ -77,8 +77,14 @@ def test_foreign_and_unknown_answer_the_same(
 
 @pytest.mark.parametrize(
     "url",
-    ["http://hooks.example.com/x", "https://127.0.0.1.nip.io.invalid/x", "https://localhost/x",
-     "https://169.254.169.254/latest", "https://[::1]/x", "https://10.0.0.1/x"],
+    [
+        "http://hooks.example.com/x",
+        "https://127.0.0.1.nip.io.invalid/x",
+        "https://localhost/x",
+        "https://169.254.169.254/latest",
+        "https://[::1]/x",
+        "https://10.0.0.1/x",
+    ],
 )
 def test_a_forbidden_url_is_refused(acme: Caller, url: str, settings: object) -> None:
     settings.OPENWOP_EGRESS_ALLOW_CIDRS = []  # type: ignore[attr-defined]

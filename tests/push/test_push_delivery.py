@@ -35,9 +35,7 @@ def _run_with_config(acme: Caller, url: str, **auth: Any) -> tuple[str, PushConf
     return run_id, config
 
 
-def test_each_state_change_is_pushed_as_a_stream_response(
-    acme: Caller, receiver_for: Callable[..., Receiver]
-) -> None:
+def test_each_state_change_is_pushed_as_a_stream_response(acme: Caller, receiver_for: Callable[..., Receiver]) -> None:
     receiver = receiver_for()
     run_id, config = _run_with_config(
         acme, url_of(receiver), authentication={"scheme": "Basic", "credentials": CREDENTIALS}
@@ -142,9 +140,10 @@ def test_credentials_never_logged_nor_returned(
     for row in deliveries():
         drive(row)
     wire = json_format.MessageToJson(services.push_config_wire(config))
-    listed = [json_format.MessageToJson(services.push_config_wire(c)) for c in services.push_config_list(
-        subject=acme.subject, task_id=run_id
-    )]
+    listed = [
+        json_format.MessageToJson(services.push_config_wire(c))
+        for c in services.push_config_list(subject=acme.subject, task_id=run_id)
+    ]
     for text in [wire, *listed, *(r.getMessage() for r in caplog.records), caplog.text]:
         assert TOKEN not in text
     assert "query-secret" not in caplog.text  # URLs are sanitised before they are logged
@@ -195,7 +194,10 @@ def test_a_claimed_attempt_is_not_doubled_and_the_sweeper_recovers_a_lost_one(
 
 
 def test_deliveries_are_enqueued_on_commit_to_the_stored_queue(
-    acme: Caller, receiver_for: Callable[..., Receiver], monkeypatch: pytest.MonkeyPatch, settings: Any,
+    acme: Caller,
+    receiver_for: Callable[..., Receiver],
+    monkeypatch: pytest.MonkeyPatch,
+    settings: Any,
     django_capture_on_commit_callbacks: Any,
 ) -> None:
     from apps.push import tasks

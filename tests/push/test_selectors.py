@@ -36,13 +36,29 @@ def _delivery(run: Run, name: str, *, webhook: Webhook | None = None, config: An
     now = timezone.now()
     sequence = 1000 + RunEvent.objects.for_tenant(run.tenant_id).filter(run=run).count()
     event = RunEvent.objects.create(
-        tenant_id=run.tenant_id, run=run, sequence=sequence, event_id=f"evt-{name}", type="run.progress",
-        payload={}, at=now,
+        tenant_id=run.tenant_id,
+        run=run,
+        sequence=sequence,
+        event_id=f"evt-{name}",
+        type="run.progress",
+        payload={},
+        at=now,
     )
     delivery = Delivery.objects.create(
-        tenant_id=run.tenant_id, delivery_id=name, webhook=webhook, push_config=config, run=run, event=event,
-        kind=DeliveryKind.WEBHOOK if webhook else DeliveryKind.A2A_PUSH, event_type=event.type, body="{}",
-        attempts=2, max_attempts=3, next_attempt_at=now, queue="q", status=DeliveryStatus.PENDING,
+        tenant_id=run.tenant_id,
+        delivery_id=name,
+        webhook=webhook,
+        push_config=config,
+        run=run,
+        event=event,
+        kind=DeliveryKind.WEBHOOK if webhook else DeliveryKind.A2A_PUSH,
+        event_type=event.type,
+        body="{}",
+        attempts=2,
+        max_attempts=3,
+        next_attempt_at=now,
+        queue="q",
+        status=DeliveryStatus.PENDING,
     )
     for number in (1, 2):
         DeliveryAttempt.objects.create(
@@ -96,6 +112,7 @@ def test_deliveries_come_with_attempts_in_two_queries(make_key: Any, django_asse
     with django_assert_num_queries(2):
         by_hook = webhook_deliveries(webhook=hook, limit=2)
         assert [(d.delivery_id, d.run.run_id, len(d.attempt_rows.all())) for d in by_hook] == [
-            ("hook-2", run.run_id, 2), ("hook-1", run.run_id, 2),
+            ("hook-2", run.run_id, 2),
+            ("hook-1", run.run_id, 2),
         ]
     assert [d.delivery_id for d in task_push_deliveries(run=globex_run)] == ["globex-cfg"]

@@ -82,9 +82,7 @@ def test_register_deliver_signed(acme: Caller, receiver_for: Callable[..., Recei
     assert "authorization" not in headers
 
 
-def test_events_filter_and_tenant_scope(
-    acme: Caller, globex: Caller, receiver_for: Callable[..., Receiver]
-) -> None:
+def test_events_filter_and_tenant_scope(acme: Caller, globex: Caller, receiver_for: Callable[..., Receiver]) -> None:
     receiver = receiver_for()
     _register(globex, url_of(receiver), ["run.completed", "node.started"])
     mine = _register(acme, url_of(receiver), ["node.started"])
@@ -106,9 +104,12 @@ def test_a_forbidden_url_is_400_webhook_url_rejected(acme: Caller, url: str, set
 
 @pytest.mark.parametrize(
     "body",
-    [{"url": "https://hooks.example.com/x", "events": []}, {"url": "https://hooks.example.com/x"},
-     {"url": "https://hooks.example.com/x", "events": ["run.completed"], "extra": 1},
-     {"url": 7, "events": ["run.completed"]}],
+    [
+        {"url": "https://hooks.example.com/x", "events": []},
+        {"url": "https://hooks.example.com/x"},
+        {"url": "https://hooks.example.com/x", "events": ["run.completed"], "extra": 1},
+        {"url": 7, "events": ["run.completed"]},
+    ],
 )
 def test_a_malformed_body_is_400(acme: Caller, body: dict[str, Any]) -> None:
     assert_envelope(acme.post("/webhooks", body), "validation_error", 400)
@@ -211,9 +212,7 @@ def test_discovery_retry_policy_is_the_setting(client: Client, settings: Any) ->
         assert doc["webhooks"]["retryPolicy"] == {"maxAttempts": attempts, "backoff": "exponential"}
 
 
-def test_admin_redeliver_calls_the_service(
-    acme: Caller, receiver_for: Callable[..., Receiver], settings: Any
-) -> None:
+def test_admin_redeliver_calls_the_service(acme: Caller, receiver_for: Callable[..., Receiver], settings: Any) -> None:
     settings.OPENWOP_PUSH_MAX_ATTEMPTS = 1
     receiver = receiver_for(behaviour=Behaviour(status=500))
     _register(acme, url_of(receiver), ["run.completed"])
@@ -226,9 +225,7 @@ def test_admin_redeliver_calls_the_service(
     assert listing.status_code == 200 and row.delivery_id in listing.content.decode()
     page = admin.get(f"/admin/push/delivery/{row.pk}/change/").content.decode()
     assert row.body not in page  # a dead letter names a delivery; it does not show the body
-    response = admin.post(
-        "/admin/push/deadletter/", {"action": "redeliver", "_selected_action": [row.pk]}
-    )
+    response = admin.post("/admin/push/deadletter/", {"action": "redeliver", "_selected_action": [row.pk]})
     assert response.status_code == 302
     row.refresh_from_db()
     assert (row.status, row.max_attempts) == (DeliveryStatus.PENDING, 2)

@@ -43,8 +43,9 @@ class Doors:
         headers = self._auth(**{"A2A-Version": "1.0"})
         if body is None:
             return self.client.get("/a2a/rest" + path, headers=headers)
-        return self.client.post("/a2a/rest" + path, data=json.dumps(body), content_type="application/json",
-                                headers=headers)
+        return self.client.post(
+            "/a2a/rest" + path, data=json.dumps(body), content_type="application/json", headers=headers
+        )
 
     def mcp(self, method: str, params: dict, name: str | None = None) -> object:
         meta = {
@@ -88,9 +89,12 @@ def never_existing(slug: str) -> str:
 def ended_days_ago(run_id: str, days: float, *, now: dt.datetime) -> None:
     """Say the (terminal) run ended `days` before `now`: its end and last touch move back."""
     at = now - dt.timedelta(days=days)
-    assert Run.unscoped_all_tenants.filter(run_id=run_id, completed_at__isnull=False).update(
-        completed_at=at, updated_at=at
-    ) == 1
+    assert (
+        Run.unscoped_all_tenants.filter(run_id=run_id, completed_at__isnull=False).update(
+            completed_at=at, updated_at=at
+        )
+        == 1
+    )
 
 
 def advance(run_id: str) -> Run:

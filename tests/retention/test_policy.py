@@ -58,10 +58,16 @@ def test_every_change_is_audited_and_the_trail_is_append_only(tenant: Tenant) ->
     retention_set(tenant=tenant, legal_hold=True, actor="test:c")
     trail = list(RetentionChange.objects.order_by("id").values_list("actor", "before", "after"))
     assert trail == [
-        ("test:a", {"runs_days": None, "records_days": None, "legal_hold": False},
-         {"runs_days": 14, "records_days": None, "legal_hold": False}),
-        ("test:c", {"runs_days": 14, "records_days": None, "legal_hold": False},
-         {"runs_days": 14, "records_days": None, "legal_hold": True}),
+        (
+            "test:a",
+            {"runs_days": None, "records_days": None, "legal_hold": False},
+            {"runs_days": 14, "records_days": None, "legal_hold": False},
+        ),
+        (
+            "test:c",
+            {"runs_days": 14, "records_days": None, "legal_hold": False},
+            {"runs_days": 14, "records_days": None, "legal_hold": True},
+        ),
     ]
     with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
         RetentionChange.objects.update(actor="someone else")
@@ -136,8 +142,12 @@ def test_the_admin_saves_through_the_audited_service(tenant: Tenant) -> None:
     assert (policy.runs_days, policy.records_days, policy.legal_hold) == (5, None, True)
     change = RetentionChange.objects.get()
     assert change.actor == "admin:root" and change.after == {"runs_days": 5, "records_days": None, "legal_hold": True}
-    for page in ("/admin/retention/retentionpolicy/", f"/admin/retention/retentionpolicy/{policy.pk}/change/",
-                 "/admin/retention/retentionchange/", f"/admin/retention/retentionchange/{change.pk}/change/"):
+    for page in (
+        "/admin/retention/retentionpolicy/",
+        f"/admin/retention/retentionpolicy/{policy.pk}/change/",
+        "/admin/retention/retentionchange/",
+        f"/admin/retention/retentionchange/{change.pk}/change/",
+    ):
         assert client.get(page).status_code == 200, page
     deleted = client.post(f"/admin/retention/retentionpolicy/{policy.pk}/delete/", {"post": "yes"})
     assert deleted.status_code == 302

@@ -41,10 +41,15 @@ def _records(tenant: Tenant, count: int, *, at: dt.datetime, subject: str = "s")
     )
     HostEvent.unscoped_all_tenants.bulk_create(
         HostEvent(
-            tenant=tenant, subject_id=subject, subject={"subjectId": subject},
-            event_id=f"evt-{tenant.slug}-{subject}-{n:012d}", type=NEGOTIATION_EVENT,
+            tenant=tenant,
+            subject_id=subject,
+            subject={"subjectId": subject},
+            event_id=f"evt-{tenant.slug}-{subject}-{n:012d}",
+            type=NEGOTIATION_EVENT,
             payload={"protocol": "a2a", "outcome": "accepted", "version": "1.0", "requested": "1.0"},
-            durable=True, sequence=n, at=at,
+            durable=True,
+            sequence=n,
+            at=at,
         )
         for n in range(start, start + count)
     )

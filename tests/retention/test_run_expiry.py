@@ -34,8 +34,12 @@ def public_dns(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _ended_task(doors: Doors, message_id: str) -> str:
     """An A2A task with a message, a push config, an interrupt and its deliveries, then cancelled."""
-    message = {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": "hi"}],
-               "metadata": {"openwop": {"skillId": "conformance-approval"}}}  # named: the default is echo
+    message = {
+        "messageId": message_id,
+        "role": "ROLE_USER",
+        "parts": [{"text": "hi"}],
+        "metadata": {"openwop": {"skillId": "conformance-approval"}},
+    }  # named: the default is echo
     sent = doors.a2a_rpc("SendMessage", {"message": message, "configuration": {"returnImmediately": True}})
     task_id = sent.json()["result"]["task"]["id"]  # type: ignore[attr-defined]
     created = doors.a2a_rpc("CreateTaskPushNotificationConfig", {"taskId": task_id, "url": HOOK})

@@ -52,7 +52,9 @@ def test_the_fixture_schema_refuses_bad_seconds_at_the_door(acme: Caller, second
 @pytest.mark.parametrize("seconds", [601, -0.5, "3", True, [1]])
 def test_the_node_fails_bad_seconds_a_schema_let_through(acme: Caller, node_clock, seconds: object) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
     workflow_create(
-        tenant=Tenant.objects.get(slug="acme"), workflow_id="loose-delay", input_schema={"type": "object"},
+        tenant=Tenant.objects.get(slug="acme"),
+        workflow_id="loose-delay",
+        input_schema={"type": "object"},
         definition={"nodes": [{"id": "wait", "kind": "delay", "config": {"secondsInput": "seconds"}}]},
     )
     run = advance(acme.create_run("loose-delay", {"seconds": seconds}))

@@ -47,9 +47,7 @@ def _echo(node_id: str) -> dict[str, Any]:
 def _create_inline(caller: Caller, workflow_id: str, capture: Any, inputs: dict[str, Any] | None = None) -> Run:
     """What a waiting door does: create with `inline`, on-commit hooks firing."""
     with capture(execute=True):
-        run = run_create(
-            subject=caller.subject, workflow_id=workflow_id, inputs=inputs, transport="a2a", inline=True
-        )
+        run = run_create(subject=caller.subject, workflow_id=workflow_id, inputs=inputs, transport="a2a", inline=True)
     return run
 
 
@@ -59,8 +57,16 @@ def _fresh(run: Run) -> Run:
 
 def test_kinds_that_wait_or_call_out_are_not_inline_safe() -> None:
     assert {kind for kind, node in NODE_KINDS.items() if node.inline_safe} == {
-        "echo", "fail", "artifact", "approval", "input", "credential",
-        "log", "sampling", "roots", "host-fault",  # return (or raise) at once; ask nobody outside
+        "echo",
+        "fail",
+        "artifact",
+        "approval",
+        "input",
+        "credential",
+        "log",
+        "sampling",
+        "roots",
+        "host-fault",  # return (or raise) at once; ask nobody outside
         "parallel",  # runs only instant branches: it refuses any other kind
     }
 
@@ -262,5 +268,8 @@ async def test_a_request_cancelled_mid_run_still_commits_it_whole(acme: Caller, 
     done = await db_read(lambda: wait_until(committed, "the run"))
     assert done.lease_owner == "" and done.outputs == {"n": 1}
     assert await db_read(lambda: event_types(done.run_id)) == [
-        "run.started", "node.started", "node.completed", "run.completed",
+        "run.started",
+        "node.started",
+        "node.completed",
+        "run.completed",
     ]

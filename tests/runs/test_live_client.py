@@ -17,8 +17,6 @@ from tests.runs.wire_checks import assert_event_doc
 TERMINAL = {"completed", "failed", "cancelled"}
 
 
-
-
 @pytest.fixture
 def api_key(live_url: str, live_worker, make_key) -> str:  # type: ignore[no-untyped-def]
     return make_key("acme")

@@ -99,9 +99,12 @@ async def test_a_blocking_send_completes_with_no_worker_running(workerless, make
     key = await db_read(lambda: make_key("acme"))
     session = Session(await live_card(url), binding, key)
     try:
-        [event] = [e async for e in session.client().send_message(
-            SendMessageRequest(message=_message("echo", {"greeting": "hi"}))
-        )]
+        [event] = [
+            e
+            async for e in session.client().send_message(
+                SendMessageRequest(message=_message("echo", {"greeting": "hi"}))
+            )
+        ]
     finally:
         await session.close()
     task = event.task

@@ -65,7 +65,7 @@ class Command(BaseCommand):
             reason = (options["reason"] or "").strip()
             if not reason or len(reason) > REASON_MAX:
                 raise CommandError(
-                    f"--reanchor needs --reason \"...\" (1 to {REASON_MAX} characters): it is recorded in the stream.",
+                    f'--reanchor needs --reason "..." (1 to {REASON_MAX} characters): it is recorded in the stream.',
                     returncode=REFUSED_STATUS,
                 )
             self._reanchor(tenant, against, reason, options["subject"])

@@ -77,8 +77,13 @@ class Command(BaseCommand):
                 else:
                     scheduled, scheduled_at = options["minimum"], at
                 policy = version_policy_set(
-                    tenant=tenant, agent=agent, protocol=protocol, minimum=minimum,
-                    scheduled_minimum=scheduled, scheduled_at=scheduled_at, actor=actor,
+                    tenant=tenant,
+                    agent=agent,
+                    protocol=protocol,
+                    minimum=minimum,
+                    scheduled_minimum=scheduled,
+                    scheduled_at=scheduled_at,
+                    actor=actor,
                 )
         except ValidationFailed as exc:
             raise refusal(exc) from exc
