@@ -19,7 +19,8 @@ slow waits never hold the process from others (it is charged what it answered, a
 no turn (their slots are budgeted: apps.core.request_limits).
 
 The tenant is the one the per-process bucket cache knows for the key (apps.core.rate_limits
-`bucket_tenant`), else the key's bucket itself (a key's first request). A request with no
+`bucket_tenant`); every key not learned yet (a key's first request, a forged token) shares one
+tenant of its own, so the tenants here are bounded by the host's. A request with no
 credential takes no turn (health, readiness, metrics, discovery: cheap, and never kept waiting
 behind a tenant's load). Nothing here does I/O; per event loop (one per server process).
 """
@@ -42,8 +43,8 @@ from apps.core.rate_limits import bucket_tenant, caller_key
 HALF_LIFE_SECONDS = 2.0
 UNIT_BYTES = 4096
 PER_REQUEST_WEIGHT = 0.2  # of each request in its tenant's moving average of cost per request
-# The usage table is pruned of tenants whose decayed usage is below this (seconds) when it has
-# more than PRUNE_AT entries (every distinct key's bucket before its tenant is learned has one).
+# The usage table is pruned of tenants whose decayed usage is below this (units) when it has more
+# than PRUNE_AT entries.
 PRUNE_BELOW = 1e-4
 PRUNE_AT = 1024
 
@@ -205,10 +206,15 @@ class FairTurns:
                 future.set_result(None)
 
 
+# The turns of every key whose tenant this process has not learned yet: a key's first request, and
+# any token that never authenticates (a flood of forged tokens is one tenant here, not thousands).
+UNLEARNED = "unlearned"
+
+
 def turn_key(bucket: str) -> str:
-    """Whose turn a request takes: its key's tenant when this process knows it, else its key."""
+    """Whose turn a request takes: its key's tenant when this process knows it, else UNLEARNED."""
     tenant = bucket_tenant(bucket)
-    return f"tenant:{tenant.pk}" if tenant is not None else f"key:{bucket}"
+    return f"tenant:{tenant.pk}" if tenant is not None else UNLEARNED
 
 
 _turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, FairTurns] = weakref.WeakKeyDictionary()

@@ -11,7 +11,8 @@ import time
 import pytest
 
 from apps.core import metrics
-from apps.core.fair_turns import PRUNE_AT, UNIT_BYTES, FairTurns, _Usage, cost_units
+from apps.core.fair_turns import PRUNE_AT, UNIT_BYTES, UNLEARNED, FairTurns, _Usage, cost_units, turn_key
+from apps.core.rate_limits import caller_key
 
 
 async def _take(turns: FairTurns, tenant: str, served: list[str], release: asyncio.Event, name: str) -> None:
@@ -195,3 +196,8 @@ async def test_a_capped_tenant_waits_while_a_turn_is_free_and_starts_when_alone_
     heavy_done.set()
     await asyncio.gather(*heavy)
     assert turns.busy == 0 and not turns.held
+
+
+def test_keys_whose_tenant_is_not_learned_share_one_turn() -> None:
+    # Forged or first-seen tokens: one tenant here, so a flood of them cannot grow the table.
+    assert turn_key(caller_key("Bearer never-seen-1")) == turn_key(caller_key("Bearer never-seen-2")) == UNLEARNED
