@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 from celery import Celery
-from celery.signals import worker_init, worker_ready
+from celery.signals import after_setup_logger, worker_init, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openwop_host.settings")
 
@@ -15,6 +16,19 @@ app.autodiscover_tasks()
 
 # Their signal handlers: readiness sees live workers; tasks' log scopes and beat jobs' last outcomes.
 from openwop_host import task_signals, worker_heartbeat  # noqa: E402, F401
+
+
+@after_setup_logger.connect
+def _text_logs_with_context(logger: logging.Logger, format: str, **_: object) -> None:
+    """Text logs (OPENWOP_LOG_FORMAT=text; Celery then installs handlers of its own): each worker
+    line keeps Celery's format and gains its record's context (tenant, operation, ids) and the
+    redaction the web processes' lines have (apps/core/logformat.py). A handler the host's LOGGING
+    made (JSON logs keep them: CELERY_WORKER_HIJACK_ROOT_LOGGER) keeps its formatter."""
+    from apps.core.logformat import JsonFormatter, RedactingFormatter
+
+    for handler in logger.handlers:
+        if not isinstance(handler.formatter, JsonFormatter | RedactingFormatter):
+            handler.setFormatter(RedactingFormatter(format))
 
 
 @worker_init.connect
